@@ -1,0 +1,365 @@
+package partition
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/storage"
+	"github.com/regent-broker/regent/storage/logconfig"
+)
+
+// SyncPolicy says when appended data is fsynced.
+type SyncPolicy int
+
+const (
+	// SyncInterval writes every append to the OS before acknowledging it
+	// (so a process crash, kill -9 included, loses nothing acknowledged) and
+	// fsyncs on the broker's flush interval (power loss may lose the tail).
+	SyncInterval SyncPolicy = iota
+	// SyncAlways fsyncs before acknowledging acks=all and acks=1 produces.
+	SyncAlways
+)
+
+// Partition is the handle the protocol layer holds for one partition.
+// Writes and admin changes go through the partition actor; reads go straight
+// to the log, which is safe for concurrent readers.
+type Partition struct {
+	Topic string
+	Index int32
+
+	root *actor.RootContext
+	pid  *actor.PID
+	log  *storage.Log
+
+	// highWatermark is the next offset consumers may read: in single-node
+	// mode everything appended is committed. Written by the actor.
+	highWatermark atomic.Int64
+
+	waiters struct {
+		sync.Mutex
+		set map[*Waiter]struct{}
+	}
+}
+
+// Options configures a partition.
+type Options struct {
+	Dir   string
+	Topic string
+	Index int32
+	// Config is the topic's resolved config.
+	Config logconfig.Config
+	Sync   SyncPolicy
+	Epoch  int32
+	Logger *slog.Logger
+	// Repl orders the partition's state changes; nil means a private
+	// cluster.Local.
+	Repl cluster.Replicator
+}
+
+// Open opens (recovering) the partition's log and spawns its actor.
+func Open(root *actor.RootContext, o Options) (*Partition, error) {
+	lg, err := storage.Open(o.Dir, StorageOptions(o.Config))
+	if err != nil {
+		return nil, fmt.Errorf("open partition %s-%d: %w", o.Topic, o.Index, err)
+	}
+	if err := lg.AssignEpoch(o.Epoch, lg.NextOffset()); err != nil {
+		_ = lg.Close()
+		return nil, fmt.Errorf("partition %s-%d epoch: %w", o.Topic, o.Index, err)
+	}
+	st, err := NewState(lg, o.Config, o.Epoch)
+	if err != nil {
+		_ = lg.Close()
+		return nil, err
+	}
+	p := &Partition{Topic: o.Topic, Index: o.Index, root: root, log: lg}
+	p.waiters.set = map[*Waiter]struct{}{}
+	p.highWatermark.Store(lg.NextOffset())
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	repl := o.Repl
+	if repl == nil {
+		repl = cluster.NewLocal()
+	}
+	a := &partitionActor{p: p, state: st, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger.With("topic", o.Topic, "partition", o.Index)}
+	repl.Register(a.key, a)
+	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("partition/%s/%d/%d", o.Topic, o.Index, time.Now().UnixNano()))
+	if err != nil {
+		_ = lg.Close()
+		return nil, fmt.Errorf("spawn partition actor %s-%d: %w", o.Topic, o.Index, err)
+	}
+	p.pid = pid
+	return p, nil
+}
+
+// StorageOptions maps a topic config onto the log's options.
+func StorageOptions(c logconfig.Config) storage.Options {
+	return storage.Options{
+		SegmentBytes:           c.SegmentBytes,
+		SegmentMs:              c.SegmentMs,
+		IndexIntervalBytes:     int(c.IndexIntervalBytes),
+		RetentionMs:            c.RetentionMs,
+		RetentionBytes:         c.RetentionBytes,
+		Compact:                c.CleanupCompact,
+		DeleteRetentionMs:      c.DeleteRetentionMs,
+		MinCompactionLagMs:     c.MinCompactionLagMs,
+		MaxCompactionLagMs:     c.MaxCompactionLagMs,
+		MinCleanableDirtyRatio: c.MinCleanableDirtyRatio,
+	}
+}
+
+// Produce appends one partition's records. reply is called exactly once, on
+// the actor's goroutine; it must not block.
+func (p *Partition) Produce(records []byte, acks int16, reply func(ProduceResult)) {
+	p.root.Send(p.pid, &produceMsg{records: records, acks: acks, reply: reply})
+}
+
+// DeleteRecords moves the log start offset to offset (-1: the high
+// watermark).
+func (p *Partition) DeleteRecords(offset int64, reply func(lowWatermark int64, err error)) {
+	p.root.Send(p.pid, &deleteRecordsMsg{offset: offset, reply: reply})
+}
+
+// SetConfig applies a new topic config.
+func (p *Partition) SetConfig(c logconfig.Config) {
+	p.root.Send(p.pid, &setConfigMsg{cfg: c})
+}
+
+// Maintain runs retention and compaction once (sent by the broker's ticker).
+func (p *Partition) Maintain() { p.root.Send(p.pid, &maintainMsg{}) }
+
+// Sync fsyncs the log (the flush interval's tick).
+func (p *Partition) Sync() { p.root.Send(p.pid, &syncMsg{}) }
+
+// Close stops the actor and closes the log; with remove, the partition's
+// directory is deleted. It waits for the actor to finish what it holds.
+func (p *Partition) Close(remove bool) error {
+	done := make(chan error, 1)
+	p.root.Send(p.pid, &closeMsg{remove: remove, done: done})
+	err := <-done
+	p.root.Stop(p.pid)
+	p.wakeWaiters()
+	return err
+}
+
+// HighWatermark is the offset up to which consumers may read.
+func (p *Partition) HighWatermark() int64 { return p.highWatermark.Load() }
+
+// LogStartOffset is the first offset still in the log.
+func (p *Partition) LogStartOffset() int64 { return p.log.StartOffset() }
+
+// Log exposes the read side of the log (Read, OffsetForTimestamp, ...).
+func (p *Partition) Log() *storage.Log { return p.log }
+
+// Read returns whole batches from offset, never past the high watermark.
+func (p *Partition) Read(offset int64, maxBytes int, strictMax bool) ([]byte, error) {
+	b, err := p.log.Read(offset, maxBytes, strictMax)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// Waiter is a long-polling fetch parked on partitions. C receives a value
+// when any partition it waits on gets new data.
+type Waiter struct{ C chan struct{} }
+
+// NewWaiter makes a waiter.
+func NewWaiter() *Waiter { return &Waiter{C: make(chan struct{}, 1)} }
+
+// AddWaiter parks w until the next append.
+func (p *Partition) AddWaiter(w *Waiter) {
+	p.waiters.Lock()
+	p.waiters.set[w] = struct{}{}
+	p.waiters.Unlock()
+}
+
+// RemoveWaiter unparks w.
+func (p *Partition) RemoveWaiter(w *Waiter) {
+	p.waiters.Lock()
+	delete(p.waiters.set, w)
+	p.waiters.Unlock()
+}
+
+func (p *Partition) wakeWaiters() {
+	p.waiters.Lock()
+	for w := range p.waiters.set {
+		select {
+		case w.C <- struct{}{}:
+		default:
+		}
+	}
+	p.waiters.Unlock()
+}
+
+type produceMsg struct {
+	records []byte
+	acks    int16
+	reply   func(ProduceResult)
+}
+
+type deleteRecordsMsg struct {
+	offset int64
+	reply  func(int64, error)
+}
+
+type setConfigMsg struct{ cfg logconfig.Config }
+type maintainMsg struct{}
+type syncMsg struct{}
+type closeMsg struct {
+	remove bool
+	done   chan error
+}
+
+// partitionActor serializes every change to one partition. All fields are
+// owned by the actor's goroutine.
+type partitionActor struct {
+	p      *Partition
+	state  *State
+	sync   SyncPolicy
+	repl   cluster.Replicator
+	key    string // the replicator key of this partition
+	closed bool
+	logger *slog.Logger
+}
+
+func (a *partitionActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *produceMsg:
+		a.produce(m)
+	case *deleteRecordsMsg:
+		a.deleteRecords(m)
+	case *setConfigMsg:
+		if !a.closed {
+			a.state.SetConfig(m.cfg)
+			a.p.log.SetOptions(StorageOptions(m.cfg))
+		}
+	case *maintainMsg:
+		a.maintain()
+	case *syncMsg:
+		if !a.closed {
+			if err := a.p.log.Sync(); err != nil {
+				a.logger.Error("fsync failed", "err", err)
+			}
+		}
+	case *closeMsg:
+		m.done <- a.close(m.remove)
+	}
+}
+
+func (a *partitionActor) produce(m *produceMsg) {
+	if a.closed {
+		m.reply(ProduceResult{Err: kerr.NotLeaderForPartition, BaseOffset: -1, LogAppendTime: -1})
+		return
+	}
+	var res ProduceResult
+	func() {
+		// A panic here would lose the message; answer instead and keep
+		// the partition serving.
+		defer func() {
+			if r := recover(); r != nil {
+				a.logger.Error("produce panicked", "panic", r)
+				res = ProduceResult{Err: kerr.UnknownServerError, ErrMessage: fmt.Sprint(r), BaseOffset: -1, LogAppendTime: -1}
+			}
+		}()
+		a.repl.Propose(a.key, &appendCmd{records: m.records, now: time.Now()}, func(r any, err error) {
+			if err != nil {
+				res = ProduceResult{Err: kerr.NotLeaderForPartition, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
+				return
+			}
+			res = r.(ProduceResult)
+		})
+	}()
+	if res.Err == nil && a.sync == SyncAlways && m.acks != 0 {
+		if err := a.p.log.Sync(); err != nil {
+			res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
+		}
+	}
+	if hw := a.p.log.NextOffset(); hw != a.p.highWatermark.Load() {
+		a.p.highWatermark.Store(hw)
+		a.p.wakeWaiters()
+	}
+	m.reply(res)
+}
+
+// appendCmd is the replicated form of a produce: offsets and sequence
+// checks are decided when it is applied.
+type appendCmd struct {
+	records []byte
+	now     time.Time
+}
+
+// Apply implements cluster.Applier; it runs on the actor's goroutine.
+func (a *partitionActor) Apply(cmd cluster.Command) any {
+	switch c := cmd.(type) {
+	case *appendCmd:
+		return a.state.Produce(c.records, c.now)
+	default:
+		panic(fmt.Sprintf("partition %s: unknown command %T", a.key, cmd))
+	}
+}
+
+func (a *partitionActor) deleteRecords(m *deleteRecordsMsg) {
+	if a.closed {
+		m.reply(-1, kerr.NotLeaderForPartition)
+		return
+	}
+	off := m.offset
+	hw := a.p.highWatermark.Load()
+	if off == -1 {
+		off = hw
+	}
+	if off < 0 || off > hw {
+		m.reply(-1, kerr.OffsetOutOfRange)
+		return
+	}
+	if off > a.p.log.StartOffset() {
+		if err := a.p.log.DeleteRecordsBefore(off); err != nil {
+			a.logger.Error("delete records failed", "offset", off, "err", err)
+			m.reply(-1, kerr.KafkaStorageError)
+			return
+		}
+	}
+	m.reply(a.p.log.StartOffset(), nil)
+}
+
+func (a *partitionActor) maintain() {
+	if a.closed {
+		return
+	}
+	if n, err := a.p.log.EnforceRetention(); err != nil {
+		a.logger.Error("retention failed", "err", err)
+	} else if n > 0 {
+		a.logger.Info("retention deleted segments", "segments", n, "log_start_offset", a.p.log.StartOffset())
+	}
+	cfg := a.state.Config()
+	if cfg.CleanupCompact {
+		if err := a.p.log.Compact(); err != nil {
+			a.logger.Error("compaction failed", "err", err)
+		}
+	}
+}
+
+func (a *partitionActor) close(remove bool) error {
+	if a.closed {
+		return nil
+	}
+	a.closed = true
+	a.repl.Unregister(a.key)
+	if remove {
+		return a.p.log.Delete()
+	}
+	if err := a.p.log.Sync(); err != nil {
+		_ = a.p.log.Close()
+		return err
+	}
+	return a.p.log.Close()
+}

@@ -1,0 +1,86 @@
+package partition
+
+import "github.com/twmb/franz-go/pkg/kerr"
+
+// maxTrackedBatches is how many recent batches per producer are remembered
+// for duplicate detection: Kafka clients keep at most five requests in flight
+// per connection when idempotent, so five is what Kafka keeps too.
+const maxTrackedBatches = 5
+
+// batchMeta is what duplicate detection needs of an appended batch.
+type batchMeta struct {
+	firstSeq, lastSeq int32
+	firstOffset       int64
+	lastOffset        int64
+	timestamp         int64 // log append time, or -1
+}
+
+// producerEntry is the idempotence state of one producer id on one partition.
+// Owned by the partition actor.
+type producerEntry struct {
+	epoch   int16
+	batches []batchMeta // oldest first, at most maxTrackedBatches
+}
+
+func (e *producerEntry) lastSeq() int32 {
+	if len(e.batches) == 0 {
+		return -1
+	}
+	return e.batches[len(e.batches)-1].lastSeq
+}
+
+func (e *producerEntry) remember(m batchMeta) {
+	if len(e.batches) == maxTrackedBatches {
+		copy(e.batches, e.batches[1:])
+		e.batches = e.batches[:maxTrackedBatches-1]
+	}
+	e.batches = append(e.batches, m)
+}
+
+// nextSeq returns the sequence that follows seq, wrapping as Kafka does.
+func nextSeq(seq int32) int32 {
+	if seq == 1<<31-1 {
+		return 0
+	}
+	return seq + 1
+}
+
+// seqCheck is the outcome of checking a batch's sequence against the state.
+type seqCheck struct {
+	err       error      // nil: append
+	duplicate *batchMeta // non-nil: answer success with the original offsets
+}
+
+// checkSequence applies Kafka's idempotence rules to one batch.
+func checkSequence(e *producerEntry, epoch int16, firstSeq, lastSeq int32) seqCheck {
+	if e == nil {
+		// A producer this partition has never seen must start at 0. Kafka
+		// after KIP-360 accepts any sequence for an unknown producer whose
+		// state expired; we keep state for the life of the log, so a
+		// non-zero first sequence means lost batches.
+		if firstSeq != 0 {
+			return seqCheck{err: kerr.OutOfOrderSequenceNumber}
+		}
+		return seqCheck{}
+	}
+	switch {
+	case epoch < e.epoch:
+		return seqCheck{err: kerr.InvalidProducerEpoch}
+	case epoch > e.epoch:
+		// A bumped epoch restarts sequences at zero.
+		if firstSeq != 0 {
+			return seqCheck{err: kerr.OutOfOrderSequenceNumber}
+		}
+		return seqCheck{}
+	}
+	for i := range e.batches {
+		b := &e.batches[i]
+		if b.firstSeq == firstSeq && b.lastSeq == lastSeq {
+			return seqCheck{duplicate: b}
+		}
+	}
+	if firstSeq != nextSeq(e.lastSeq()) {
+		return seqCheck{err: kerr.OutOfOrderSequenceNumber}
+	}
+	return seqCheck{}
+}

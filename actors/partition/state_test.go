@@ -1,0 +1,169 @@
+package partition
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/storage"
+	"github.com/regent-broker/regent/storage/logconfig"
+	"github.com/regent-broker/regent/storage/recordbatch"
+)
+
+// memLog is an in-memory Log for scripted state-machine tests.
+type memLog struct {
+	batches [][]byte
+	next    int64
+}
+
+func (m *memLog) Append(b []byte) (int64, int64, error) {
+	h, err := recordbatch.ParseHeader(b)
+	if err != nil {
+		return 0, 0, err
+	}
+	base := m.next
+	recordbatch.SetBaseOffset(b, base)
+	m.batches = append(m.batches, append([]byte(nil), b...))
+	m.next = base + int64(h.LastOffsetDelta) + 1
+	return base, m.next - 1, nil
+}
+
+func (m *memLog) Read(off int64, max int, _ bool) ([]byte, error) {
+	if off > m.next {
+		return nil, storage.ErrOffsetOutOfRange
+	}
+	var out []byte
+	for _, b := range m.batches {
+		h, _ := recordbatch.ParseHeader(b)
+		if h.LastOffset() >= off && (len(out) == 0 || len(out)+len(b) <= max) {
+			out = append(out, b...)
+		}
+	}
+	return out, nil
+}
+
+func (m *memLog) StartOffset() int64 { return 0 }
+func (m *memLog) NextOffset() int64  { return m.next }
+
+func batch(t *testing.T, pid int64, epoch int16, seq int32, n int, key bool) []byte {
+	t.Helper()
+	h := recordbatch.Header{ProducerID: pid, ProducerEpoch: epoch, BaseSequence: seq, FirstTimestamp: time.Now().UnixMilli(), MaxTimestamp: time.Now().UnixMilli()}
+	if pid < 0 {
+		h.ProducerEpoch, h.BaseSequence = -1, -1
+	}
+	recs := make([]recordbatch.Record, n)
+	for i := range recs {
+		recs[i] = recordbatch.Record{OffsetDelta: int32(i), Value: []byte("v"), KeyNull: !key}
+		if key {
+			recs[i].Key = []byte{byte(i)}
+		}
+	}
+	b, err := recordbatch.Build(h, recs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func defaultConfig(t *testing.T) logconfig.Config {
+	t.Helper()
+	c, err := logconfig.Resolve(nil, logconfig.Broker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestIdempotenceScript walks a producer through Kafka's sequence rules.
+func TestIdempotenceScript(t *testing.T) {
+	st, err := NewState(&memLog{}, defaultConfig(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	steps := []struct {
+		name     string
+		records  []byte
+		wantErr  error
+		wantBase int64
+	}{
+		{"first batch", batch(t, 7, 0, 0, 3, false), nil, 0},
+		{"next batch", batch(t, 7, 0, 3, 2, false), nil, 3},
+		{"retry of first is a duplicate", batch(t, 7, 0, 0, 3, false), nil, 0},
+		{"retry of second is a duplicate", batch(t, 7, 0, 3, 2, false), nil, 3},
+		{"gap", batch(t, 7, 0, 9, 1, false), kerr.OutOfOrderSequenceNumber, -1},
+		{"third batch", batch(t, 7, 0, 5, 1, false), nil, 5},
+		{"new producer must start at 0", batch(t, 8, 0, 4, 1, false), kerr.OutOfOrderSequenceNumber, -1},
+		{"bumped epoch restarts at 0", batch(t, 7, 1, 0, 1, false), nil, 6},
+		{"old epoch fenced", batch(t, 7, 0, 6, 1, false), kerr.InvalidProducerEpoch, -1},
+		{"non-idempotent", batch(t, -1, -1, -1, 4, false), nil, 7},
+	}
+	for _, s := range steps {
+		res := st.Produce(s.records, now)
+		if !errors.Is(res.Err, s.wantErr) && !(res.Err == nil && s.wantErr == nil) {
+			t.Fatalf("%s: err %v, want %v (%s)", s.name, res.Err, s.wantErr, res.ErrMessage)
+		}
+		if res.BaseOffset != s.wantBase {
+			t.Fatalf("%s: base offset %d, want %d", s.name, res.BaseOffset, s.wantBase)
+		}
+	}
+}
+
+// TestProducerStateRebuiltFromLog checks duplicates are still detected
+// after a restart rebuilds state from the log.
+func TestProducerStateRebuiltFromLog(t *testing.T) {
+	lg := &memLog{}
+	st, _ := NewState(lg, defaultConfig(t), 0)
+	now := time.Now()
+	for i := int32(0); i < 7; i++ {
+		if res := st.Produce(batch(t, 3, 0, i*2, 2, false), now); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	st2, err := NewState(lg, defaultConfig(t), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := st2.Produce(batch(t, 3, 0, 12, 2, false), now); res.Err != nil || res.BaseOffset != 12 {
+		t.Fatalf("duplicate after rebuild: %+v", res)
+	}
+	if res := st2.Produce(batch(t, 3, 0, 14, 1, false), now); res.Err != nil || res.BaseOffset != 14 {
+		t.Fatalf("next after rebuild: %+v", res)
+	}
+}
+
+func TestTopicLimits(t *testing.T) {
+	now := time.Now()
+	cfg := defaultConfig(t)
+	cfg.MaxMessageBytes = 100
+	st, _ := NewState(&memLog{}, cfg, 0)
+	if res := st.Produce(batch(t, -1, -1, -1, 20, false), now); !errors.Is(res.Err, kerr.MessageTooLarge) {
+		t.Fatalf("oversized batch: %v", res.Err)
+	}
+	cfg = defaultConfig(t)
+	cfg.CleanupCompact = true
+	st, _ = NewState(&memLog{}, cfg, 0)
+	if res := st.Produce(batch(t, -1, -1, -1, 2, false), now); !errors.Is(res.Err, kerr.InvalidRecord) {
+		t.Fatalf("keyless record on compacted topic: %v", res.Err)
+	}
+	if res := st.Produce(batch(t, -1, -1, -1, 2, true), now); res.Err != nil {
+		t.Fatalf("keyed record on compacted topic: %v", res.Err)
+	}
+	cfg = defaultConfig(t)
+	cfg.LogAppendTime = true
+	lg := &memLog{}
+	st, _ = NewState(lg, cfg, 0)
+	res := st.Produce(batch(t, -1, -1, -1, 2, false), now)
+	if res.Err != nil || res.LogAppendTime != now.UnixMilli() {
+		t.Fatalf("LogAppendTime: %+v", res)
+	}
+	h, err := recordbatch.Validate(lg.batches[0])
+	if err != nil || h.TimestampType() != 1 || h.MaxTimestamp != now.UnixMilli() {
+		t.Fatalf("stored batch after LogAppendTime: %+v %v", h, err)
+	}
+	if res := st.Produce([]byte{1, 2, 3}, now); !errors.Is(res.Err, kerr.CorruptMessage) {
+		t.Fatalf("garbage records: %v", res.Err)
+	}
+}

@@ -1,0 +1,470 @@
+#!/usr/bin/env bash
+# bench/run.sh: Regent against Apache Kafka's own broker, one run, same machine,
+# same load generators (Kafka's ProducerPerformance / ConsumerPerformance).
+#
+#   bench/run.sh [--records N] [--record-size B] [--partitions P] [--rounds R]
+#                [--only regent|kafka] [--step-timeout S] [--keep]
+#
+# See bench/README.md for what is measured and the caveats.
+set -uo pipefail # no -e: a failure against one broker must not abort the other
+
+usage() {
+  cat <<'EOF'
+usage: bench/run.sh [options]
+  --records N        records per producer run and for the consumer (default 2000000)
+  --record-size B    record value size in bytes (default 100)
+  --partitions P     partitions of each benchmark topic (default 3)
+  --rounds R         repeat the whole comparison R times, alternating which broker
+                     goes first, and report medians (default 1)
+  --only WHICH       run only one half: regent or kafka (default both)
+  --step-timeout S   upper bound in seconds for every single step (default 600)
+  --keep             keep the work dir (broker data and logs) instead of deleting it
+  -h, --help         this text
+Environment: JAVA (default java), GO (default go), REGENT_BIN (use this regent
+binary instead of building ./cmd/regent), REGENT_ARGS (extra flags for regent),
+KAFKA_HEAP (default -Xms1g -Xmx1g), TMPDIR (where the work dir goes).
+EOF
+}
+
+records=2000000
+record_size=100
+partitions=3
+rounds=1
+only=both
+step_timeout=600
+keep=0
+start_timeout=90 # seconds for a broker to open its port
+
+need_arg() { [[ $# -ge 2 && -n $2 ]] || { echo "bench: $1 needs a value" >&2; exit 2; }; }
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --records) need_arg "$@"; records=$2; shift 2 ;;
+    --record-size) need_arg "$@"; record_size=$2; shift 2 ;;
+    --partitions) need_arg "$@"; partitions=$2; shift 2 ;;
+    --rounds) need_arg "$@"; rounds=$2; shift 2 ;;
+    --only) need_arg "$@"; only=$2; shift 2 ;;
+    --step-timeout) need_arg "$@"; step_timeout=$2; shift 2 ;;
+    --keep) keep=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "bench: unknown argument: $1" >&2; usage >&2; exit 2 ;;
+  esac
+done
+for v in records record_size partitions rounds step_timeout; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: --${v//_/-} must be a positive integer" >&2; exit 2; }
+done
+case $only in both | regent | kafka) ;; *) echo "bench: --only must be regent or kafka" >&2; exit 2 ;; esac
+
+JAVA=${JAVA:-java}
+GO=${GO:-go}
+KAFKA_HEAP=${KAFKA_HEAP:--Xms1g -Xmx1g}
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo_dir=$(cd "$bench_dir/.." && pwd)
+cache=$bench_dir/.cache
+kafka_lib=${KAFKA_LIB:-$cache/kafka-lib}
+log4j_conf=$bench_dir/log4j2.properties
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/regent-bench.XXXXXX") || exit 1
+
+# ---------------------------------------------------------------- cleanup ----
+server_pid=""  # the broker currently running, if any
+child_pid=""   # the client step currently running (a `timeout` process)
+
+stop_pid() { # stop_pid PID: TERM, wait up to 30 s, then KILL
+  local pid=$1 i
+  [[ -n $pid ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; return 0; }
+  for ((i = 0; i < 300; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "bench: pid $pid did not stop in 30 s, killing it" >&2
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  return 0
+}
+
+# shellcheck disable=SC2317 # invoked by the EXIT trap
+cleanup() {
+  trap - EXIT INT TERM
+  stop_pid "$child_pid"; child_pid=""
+  stop_pid "$server_pid"; server_pid=""
+  if ((keep)); then
+    echo "bench: work dir kept: $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+trap 'echo "bench: interrupted" >&2; exit 130' INT
+trap 'echo "bench: terminated" >&2; exit 143' TERM
+
+# ---------------------------------------------------------------- helpers ----
+say() { echo "bench: $*"; }
+
+now_ms() { date +%s%3N; }
+
+# Two distinct free TCP ports on 127.0.0.1.
+free_ports() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null 2>&1; then
+      "$py" -c '
+import socket
+ss = []
+for _ in range(2):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); ss.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in ss))' && return 0
+    fi
+  done
+  # Fallback: random high ports that nobody is listening on.
+  local a b
+  while :; do
+    a=$((20000 + RANDOM % 30000)); b=$((a + 1))
+    (exec 3<>"/dev/tcp/127.0.0.1/$a") 2>/dev/null && continue
+    (exec 3<>"/dev/tcp/127.0.0.1/$b") 2>/dev/null && continue
+    echo "$a $b"; return 0
+  done
+}
+
+# wait_port PORT PID LOG: poll until PORT accepts connections, PID dies or the
+# start deadline passes.
+wait_port() {
+  local port=$1 pid=$2 log=$3 deadline=$(($(now_ms) + start_timeout * 1000))
+  while (($(now_ms) < deadline)); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      echo "bench: server exited before opening port $port; last lines of $log:" >&2
+      tail -n 30 "$log" >&2
+      return 1
+    fi
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    sleep 0.1
+  done
+  echo "bench: port $port not open after ${start_timeout}s; last lines of $log:" >&2
+  tail -n 30 "$log" >&2
+  return 1
+}
+
+# run_step LOG CMD...: run a client bounded by --step-timeout, output to LOG.
+# Runs in the background so the INT/TERM traps can stop it.
+run_step() {
+  local log=$1 rc; shift
+  timeout -k 10 "$step_timeout" "$@" >"$log" 2>&1 &
+  child_pid=$!
+  wait "$child_pid"; rc=$?
+  child_pid=""
+  if ((rc == 124)); then echo "bench: step timed out after ${step_timeout}s: see $log" >&2; fi
+  return "$rc"
+}
+
+# kjava LOGFILE: sets KJ to the command prefix of a JVM on the Kafka classpath
+# that logs to LOGFILE (an array, so `timeout` can exec it).
+KJ=()
+kjava() {
+  KJ=("$JAVA" -Djava.awt.headless=true -Dlog4j2.configurationFile="$log4j_conf"
+    -Dbench.log.file="$1" -cp "$kafka_lib/*")
+}
+
+step_failed() { # step_failed WHAT LOG
+  echo "bench: [$cur] $1 failed; last lines of $2:" >&2
+  tail -n 25 "$2" >&2
+  if [[ -n $server_pid ]] && ! kill -0 "$server_pid" 2>/dev/null; then
+    echo "bench: [$cur] the broker has exited; last lines of $server_log:" >&2
+    tail -n 25 "$server_log" >&2
+  fi
+  failures=$((failures + 1))
+}
+
+declare -A res # res[<broker>:<metric>] = space-separated values, one per round
+put() { res[$1]="${res[$1]:+${res[$1]} }$2"; }
+failures=0
+cur=""
+server_log=""
+
+# ------------------------------------------------------------ the workload ---
+# bench_broker NAME BOOTSTRAP DIR: topics, two producer runs, one consumer run.
+# Each broker starts empty, so both get exactly the same sequence of requests.
+bench_broker() {
+  local name=$1 bs=$2 dir=$3 t0 line f
+  cur=$name
+  local tools_log=$dir/tools-log4j.log
+
+  for topic in bench-acks1 bench-acksall; do
+    kjava "$tools_log"
+    if ! run_step "$dir/create-$topic.out" "${KJ[@]}" org.apache.kafka.tools.TopicCommand \
+        --bootstrap-server "$bs" --create --topic "$topic" \
+        --partitions "$partitions" --replication-factor 1; then
+      step_failed "creating topic $topic" "$dir/create-$topic.out"
+      return 1
+    fi
+  done
+
+  local acks key filled=0
+  for acks in 1 all; do
+    key=p1; [[ $acks == all ]] && key=pa
+    say "[$name] producer acks=$acks: $records x ${record_size} B"
+    t0=$(now_ms)
+    kjava "$tools_log"
+    if ! run_step "$dir/produce-acks$acks.out" "${KJ[@]}" -Xmx1g \
+        org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$bs" \
+        --topic "bench-acks$acks" --num-records "$records" --record-size "$record_size" \
+        --throughput -1 \
+        --command-property acks="$acks" linger.ms=5 batch.size=65536 client.id="bench-$name-acks$acks"; then
+      step_failed "producer acks=$acks" "$dir/produce-acks$acks.out"
+      continue
+    fi
+    # Final summary: N records sent, R records/sec (M MB/sec), A ms avg latency,
+    # X ms max latency, a ms 50th, b ms 95th, c ms 99th, d ms 99.9th.
+    line=$(grep -E '^[0-9]+ records sent, .* 99th' "$dir/produce-acks$acks.out" | tail -n 1)
+    read -r -a f <<<"$(sed -nE 's/^([0-9]+) records sent, ([0-9.]+) records\/sec \(([0-9.]+) MB\/sec\), ([0-9.]+) ms avg latency, ([0-9.]+) ms max latency, ([0-9.]+) ms 50th, ([0-9.]+) ms 95th, ([0-9.]+) ms 99th, ([0-9.]+) ms 99.9th.*/\1 \2 \3 \4 \5 \6 \7 \8 \9/p' <<<"$line")"
+    if ((${#f[@]} != 9)); then
+      step_failed "producer acks=$acks (no summary line)" "$dir/produce-acks$acks.out"
+      continue
+    fi
+    if ((f[0] != records)) || grep -q 'Exception' "$dir/produce-acks$acks.out"; then
+      step_failed "producer acks=$acks (${f[0]}/$records acknowledged, or errors)" "$dir/produce-acks$acks.out"
+      continue
+    fi
+    put "$name:$key:rps" "${f[1]}"; put "$name:$key:mbs" "${f[2]}"; put "$name:$key:avg" "${f[3]}"
+    put "$name:$key:max" "${f[4]}"; put "$name:$key:p50" "${f[5]}"; put "$name:$key:p99" "${f[7]}"
+    put "$name:$key:p999" "${f[8]}"
+    [[ $acks == 1 ]] && filled=1
+    say "[$name]   ${f[1]} records/s, ${f[2]} MB/s, avg ${f[3]} ms, p99 ${f[7]} ms ($(($(now_ms) - t0)) ms wall)"
+  done
+
+  if ((!filled)); then
+    echo "bench: [$name] skipping the consumer: the acks=1 topic was not filled" >&2
+    failures=$((failures + 1))
+    return 1
+  fi
+  # Warm-up: the first group on a broker pays one-time costs (Kafka creates its
+  # 50-partition __consumer_offsets topic then). Take them outside the measure.
+  kjava "$tools_log"
+  if ! run_step "$dir/consume-warmup.out" "${KJ[@]}" -Xmx256m \
+      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" \
+      --topic bench-acks1 --num-records 1 --timeout 30000 --group "bench-$name-warmup"; then
+    step_failed "consumer warm-up" "$dir/consume-warmup.out"
+    return 1
+  fi
+  say "[$name] consumer: $records records from bench-acks1"
+  t0=$(now_ms)
+  kjava "$tools_log"
+  if ! run_step "$dir/consume.out" "${KJ[@]}" -Xmx1g \
+      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" \
+      --topic bench-acks1 --num-records "$records" --timeout 30000 \
+      --group "bench-$name" --command-property client.id="bench-$name-consumer"; then
+    step_failed "consumer" "$dir/consume.out"
+    return 1
+  fi
+  # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg,
+  # nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+  line=$(awk -F', *' 'NF == 10 && $1 ~ /^[0-9][0-9][0-9][0-9]-/' "$dir/consume.out" | tail -n 1)
+  IFS=',' read -r -a f <<<"${line// /}"
+  if ((${#f[@]} != 10)); then
+    step_failed "consumer (no summary line)" "$dir/consume.out"
+    return 1
+  fi
+  if [[ ${f[4]} != "$records" ]]; then
+    step_failed "consumer (consumed ${f[4]} of $records)" "$dir/consume.out"
+    return 1
+  fi
+  put "$name:c:mbs" "${f[3]}"; put "$name:c:nps" "${f[5]}"; put "$name:c:reb" "${f[6]}"
+  put "$name:c:fmbs" "${f[8]}"; put "$name:c:fnps" "${f[9]}"
+  say "[$name]   ${f[5]} records/s, ${f[3]} MB/s (fetch-only ${f[9]} records/s) ($(($(now_ms) - t0)) ms wall)"
+  return 0
+}
+
+# ----------------------------------------------------------------- regent ----
+regent_bin=${REGENT_BIN:-$cache/regent}
+build_regent() {
+  cur=regent
+  if [[ -n ${REGENT_BIN:-} ]]; then
+    [[ -x $REGENT_BIN ]] || { echo "bench: REGENT_BIN=$REGENT_BIN is not executable" >&2; failures=$((failures + 1)); return 1; }
+    say "[regent] using REGENT_BIN=$REGENT_BIN (not building)"
+    return 0
+  fi
+  command -v "$GO" >/dev/null || { echo "bench: go not found (set GO)" >&2; failures=$((failures + 1)); return 1; }
+  say "[regent] building ./cmd/regent"
+  if ! run_step "$work/regent-build.out" env -C "$repo_dir" "$GO" build -o "$cache/regent" ./cmd/regent; then
+    step_failed "go build ./cmd/regent" "$work/regent-build.out"
+    return 1
+  fi
+}
+
+run_regent() { # run_regent ROUND
+  local dir=$work/round$1/regent port
+  mkdir -p "$dir/data"
+  cur=regent
+  read -r port _ <<<"$(free_ports)"
+  server_log=$dir/regent.log
+  # shellcheck disable=SC2086 # REGENT_ARGS is a list of flags
+  "$regent_bin" --listen "127.0.0.1:$port" --data "$dir/data" ${REGENT_ARGS:-} >"$server_log" 2>&1 &
+  server_pid=$!
+  say "[regent] started pid $server_pid on 127.0.0.1:$port"
+  if ! wait_port "$port" "$server_pid" "$server_log"; then
+    failures=$((failures + 1))
+    stop_pid "$server_pid"; server_pid=""
+    return 1
+  fi
+  bench_broker regent "127.0.0.1:$port" "$dir"
+  local rc=$?
+  stop_pid "$server_pid"; server_pid=""
+  return $rc
+}
+
+# ------------------------------------------------------------------ kafka ----
+run_kafka() { # run_kafka ROUND
+  local dir=$work/round$1/kafka port cport cluster_id
+  mkdir -p "$dir/data"
+  cur=kafka
+  read -r port cport <<<"$(free_ports)"
+  cat >"$dir/server.properties" <<EOF
+# single-node KRaft, broker and controller in one JVM
+process.roles=broker,controller
+node.id=1
+controller.quorum.bootstrap.servers=127.0.0.1:$cport
+listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+auto.create.topics.enable=false
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+EOF
+  kjava "$dir/storage-log4j.log"
+  if ! run_step "$dir/uuid.out" "${KJ[@]}" kafka.tools.StorageTool random-uuid; then
+    step_failed "kafka-storage random-uuid" "$dir/uuid.out"
+    return 1
+  fi
+  cluster_id=$(tail -n 1 "$dir/uuid.out")
+  if ! run_step "$dir/format.out" "${KJ[@]}" kafka.tools.StorageTool format \
+      --config "$dir/server.properties" --cluster-id "$cluster_id" --standalone; then
+    step_failed "kafka-storage format" "$dir/format.out"
+    return 1
+  fi
+  server_log=$dir/server.out
+  kjava "$dir/server-log4j.log"
+  # shellcheck disable=SC2086 # KAFKA_HEAP is a list of flags
+  "${KJ[@]}" $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+    kafka.Kafka "$dir/server.properties" >"$server_log" 2>&1 &
+  server_pid=$!
+  say "[kafka] started Apache Kafka $(kafka_version) pid $server_pid on 127.0.0.1:$port"
+  if ! wait_port "$port" "$server_pid" "$server_log"; then
+    failures=$((failures + 1))
+    stop_pid "$server_pid"; server_pid=""
+    return 1
+  fi
+  bench_broker kafka "127.0.0.1:$port" "$dir"
+  local rc=$?
+  stop_pid "$server_pid"; server_pid=""
+  return $rc
+}
+
+kafka_version() {
+  local j
+  j=$(compgen -G "$kafka_lib/kafka_2.13-*.jar" | head -n 1)
+  j=${j##*/kafka_2.13-}; echo "${j%.jar}"
+}
+
+# ------------------------------------------------------------------ report ---
+median() { # median "V1 V2 ...": empty when there are no values
+  [[ -n ${1:-} ]] || return 0
+  tr ' ' '\n' <<<"$1" | sort -g | awk '{ v[NR] = $1 }
+    END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { # ratio "REGENT VALUES" "KAFKA VALUES": ratio of the medians
+  local a b
+  a=$(median "${1:-}") b=$(median "${2:-}")
+  awk -v a="$a" -v b="$b" 'BEGIN {
+    if (a == "" || b == "" || b + 0 == 0) { print "n/a"; exit }
+    printf "%.3f\n", a / b }'
+}
+
+fmt() { # median to one decimal, or "-" when there is no value
+  local m
+  m=$(median "${1:-}")
+  if [[ -z $m ]]; then echo -; else awk -v x="$m" 'BEGIN { printf "%.1f\n", x }'; fi
+}
+
+report() {
+  local rows=(
+    "p1:rps|produce acks=1   records/s|higher"
+    "p1:mbs|produce acks=1   MB/s|higher"
+    "p1:avg|produce acks=1   avg latency ms|lower"
+    "p1:p50|produce acks=1   p50 latency ms|lower"
+    "p1:p99|produce acks=1   p99 latency ms|lower"
+    "p1:p999|produce acks=1   p99.9 latency ms|lower"
+    "p1:max|produce acks=1   max latency ms|lower"
+    "pa:rps|produce acks=all records/s|higher"
+    "pa:mbs|produce acks=all MB/s|higher"
+    "pa:avg|produce acks=all avg latency ms|lower"
+    "pa:p99|produce acks=all p99 latency ms|lower"
+    "c:nps|consume         records/s|higher"
+    "c:mbs|consume         MB/s|higher"
+    "c:fnps|consume fetch-only records/s|higher"
+    "c:reb|consume group join ms|lower"
+  )
+  local r key label better
+  echo
+  echo "bench: $records records x $record_size B, $partitions partitions, $(nproc) cores," \
+    "Apache Kafka $(kafka_version), $rounds round(s)$( ((rounds > 1)) && echo ', medians')"
+  printf '%-34s %14s %14s %13s  %s\n' metric regent kafka regent/kafka better
+  printf '%-34s %14s %14s %13s  %s\n' ---------------------------------- -------------- \
+    -------------- ------------- ------
+  for r in "${rows[@]}"; do
+    IFS='|' read -r key label better <<<"$r"
+    printf '%-34s %14s %14s %13s  %s\n' "$label" "$(fmt "${res[regent:$key]:-}")" "$(fmt "${res[kafka:$key]:-}")" \
+      "$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")" "$better"
+  done
+  {
+    printf 'metric\tregent (per round)\tkafka (per round)\n'
+    for r in "${rows[@]}"; do
+      IFS='|' read -r key label better <<<"$r"
+      printf '%s\t%s\t%s\n' "$key" "${res[regent:$key]:-}" "${res[kafka:$key]:-}"
+    done
+  } >"$cache/last-results.tsv" 2>/dev/null
+  echo
+  echo "bench: producer throughput ratio $(ratio "${res[regent:p1:rps]:-}" "${res[kafka:p1:rps]:-}")," \
+    "consumer throughput ratio $(ratio "${res[regent:c:nps]:-}" "${res[kafka:c:nps]:-}")," \
+    "producer p99 latency ratio $(ratio "${res[regent:p1:p99]:-}" "${res[kafka:p1:p99]:-}")"
+}
+
+# -------------------------------------------------------------------- main ---
+command -v "$JAVA" >/dev/null || { echo "bench: java not found (set JAVA)" >&2; exit 1; }
+command -v timeout >/dev/null || { echo "bench: coreutils timeout not found" >&2; exit 1; }
+mkdir -p "$cache"
+# The perf tools are Kafka's, so the jars are needed for both halves.
+"$bench_dir/fetch-kafka.sh" || { echo "bench: could not resolve the Kafka jars" >&2; exit 1; }
+say "work dir $work; $records records x $record_size B, $partitions partitions"
+
+regent_ok=0
+if [[ $only != kafka ]]; then
+  build_regent && regent_ok=1
+fi
+for ((round = 1; round <= rounds; round++)); do
+  ((rounds > 1)) && say "round $round of $rounds"
+  # Alternate the order so neither broker always runs on a warmer machine.
+  if ((round % 2)); then order="regent kafka"; else order="kafka regent"; fi
+  for b in $order; do
+    case $b in
+      regent) [[ $only != kafka ]] && ((regent_ok)) && run_regent "$round" ;;
+      kafka) [[ $only != regent ]] && run_kafka "$round" ;;
+    esac
+  done
+done
+report
+if ((failures)); then
+  echo "bench: $failures step(s) failed" >&2
+  exit 1
+fi
+exit 0

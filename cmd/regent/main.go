@@ -1,0 +1,84 @@
+// Command regent runs a Kafka-compatible broker.
+//
+//	regent --listen 127.0.0.1:9092 --data ./data
+//
+// Every flag has a REGENT_* environment twin (flag wins).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "regent:", err)
+		os.Exit(2)
+	}
+	logger := newLogger(cfg.LogLevel, cfg.LogFormat)
+	slog.SetDefault(logger)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, cfg, logger); err != nil {
+		logger.Error("regent stopped with an error", "err", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(level, format string) *slog.Logger {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		lv = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// errUsage marks a bad command line.
+var errUsage = errors.New("usage")
+
+func parseConfig(args []string, getenv func(string) string) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet("regent", flag.ContinueOnError)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	envDur := func(name string, def time.Duration) time.Duration {
+		if v := getenv(name); v != "" {
+			if d, err := time.ParseDuration(v); err == nil {
+				return d
+			}
+		}
+		return def
+	}
+	fs.StringVar(&c.Listen, "listen", env("REGENT_LISTEN", c.Listen), "host:port to listen on (REGENT_LISTEN)")
+	fs.StringVar(&c.Advertise, "advertise", env("REGENT_ADVERTISE", ""), "host:port clients are told to connect to; default: the listen address (REGENT_ADVERTISE)")
+	fs.StringVar(&c.DataDir, "data", env("REGENT_DATA", c.DataDir), "data directory (REGENT_DATA)")
+	fs.StringVar(&c.Fsync, "fsync", env("REGENT_FSYNC", c.Fsync), "when to fsync: 'interval' (write before ack, fsync every --flush-interval) or 'always' (fsync before ack) (REGENT_FSYNC)")
+	fs.DurationVar(&c.FlushInterval, "flush-interval", envDur("REGENT_FLUSH_INTERVAL", c.FlushInterval), "fsync interval for --fsync=interval (REGENT_FLUSH_INTERVAL)")
+	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", envDur("REGENT_RETENTION_CHECK_INTERVAL", c.RetentionCheck), "how often retention and compaction run (REGENT_RETENTION_CHECK_INTERVAL)")
+	fs.StringVar(&c.LogLevel, "log-level", env("REGENT_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (REGENT_LOG_LEVEL)")
+	fs.StringVar(&c.LogFormat, "log-format", env("REGENT_LOG_FORMAT", c.LogFormat), "text or json (REGENT_LOG_FORMAT)")
+	fs.StringVar(&c.BrokerConfigs, "broker-config", env("REGENT_BROKER_CONFIG", ""), "comma-separated broker config overrides, e.g. num.partitions=3,auto.create.topics.enable=false (REGENT_BROKER_CONFIG)")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "maximum open connections")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDur("REGENT_IDLE_TIMEOUT", c.IdleTimeout), "close connections idle this long (REGENT_IDLE_TIMEOUT)")
+	if err := fs.Parse(args); err != nil {
+		return c, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return c, c.Validate()
+}

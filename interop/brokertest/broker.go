@@ -1,0 +1,190 @@
+// Package brokertest builds the regent binary and runs it as a child
+// process for tests: on a free loopback port, with a temporary data
+// directory, killable with SIGKILL and restartable on the same data.
+package brokertest
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+var build struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// moduleRoot finds the repository root from this file's location.
+func moduleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// Binary builds ./cmd/regent once per test process and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	build.once.Do(func() {
+		dir, err := os.MkdirTemp("", "regent-bin-")
+		if err != nil {
+			build.err = err
+			return
+		}
+		build.path = filepath.Join(dir, "regent")
+		cmd := exec.Command("go", "build", "-o", build.path, "./cmd/regent")
+		cmd.Dir = moduleRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build ./cmd/regent: %v\n%s", err, out)
+		}
+	})
+	if build.err != nil {
+		t.Fatal(build.err)
+	}
+	return build.path
+}
+
+// Broker is a running regent child process.
+type Broker struct {
+	Addr string
+	Dir  string
+	Args []string
+
+	t      testing.TB
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has been waited for
+	log    *bytes.Buffer
+	mu     sync.Mutex
+}
+
+// FreePort returns a loopback port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// Start runs a broker on a fresh data directory. extra args are appended.
+// The broker is killed when the test ends.
+func Start(t testing.TB, extra ...string) *Broker {
+	t.Helper()
+	b := &Broker{Dir: t.TempDir(), Args: extra, t: t}
+	b.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(t))
+	b.start()
+	t.Cleanup(func() {
+		b.Kill()
+		if t.Failed() {
+			t.Logf("broker log tail:\n%s", b.LogTail(8000))
+		}
+	})
+	return b
+}
+
+func (b *Broker) start() {
+	b.t.Helper()
+	bin := Binary(b.t)
+	args := append([]string{"--listen", b.Addr, "--data", b.Dir}, b.Args...)
+	cmd := exec.Command(bin, args...)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &lockedWriter{w: &buf, mu: &b.mu}, &lockedWriter{w: &buf, mu: &b.mu}
+	if err := cmd.Start(); err != nil {
+		b.t.Fatalf("start regent: %v", err)
+	}
+	b.cmd, b.log = cmd, &buf
+	exited := make(chan struct{})
+	b.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", b.Addr, time.Second)
+		if err == nil {
+			c.Close()
+			return
+		}
+		select {
+		case <-exited:
+			b.t.Fatalf("regent exited during start:\n%s", b.LogTail(4000))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			b.t.Fatalf("regent did not listen on %s within 60s:\n%s", b.Addr, b.LogTail(4000))
+		}
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to go.
+func (b *Broker) Kill() {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return
+	}
+	_ = b.cmd.Process.Signal(syscall.SIGKILL)
+	b.waitExit(30 * time.Second)
+	b.cmd = nil
+}
+
+// Stop sends SIGTERM and waits for a clean exit.
+func (b *Broker) Stop() error {
+	if b.cmd == nil {
+		return nil
+	}
+	_ = b.cmd.Process.Signal(syscall.SIGTERM)
+	err := b.waitExit(30 * time.Second)
+	b.cmd = nil
+	return err
+}
+
+func (b *Broker) waitExit(limit time.Duration) error {
+	select {
+	case <-b.exited:
+		if st := b.cmd.ProcessState; st != nil && !st.Success() {
+			return fmt.Errorf("regent exited: %s", st)
+		}
+		return nil
+	case <-time.After(limit):
+		_ = b.cmd.Process.Kill()
+		<-b.exited
+		return fmt.Errorf("regent did not exit within %s", limit)
+	}
+}
+
+// Restart starts the broker again on the same address and data.
+func (b *Broker) Restart() {
+	b.t.Helper()
+	b.start()
+}
+
+// LogTail returns the last n bytes of the broker's output.
+func (b *Broker) LogTail(n int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.log == nil {
+		return ""
+	}
+	s := b.log.String()
+	if len(s) > n {
+		s = s[len(s)-n:]
+	}
+	return s
+}
+
+type lockedWriter struct {
+	w  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

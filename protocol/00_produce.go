@@ -1,0 +1,104 @@
+package protocol
+
+// Produce: versions 3-13 (record batches, magic 2; v13 names topics by id).
+// acks 0, 1 and -1 are served; in single-node mode an append is committed
+// when it is written, so acks=1 and acks=all answer at the same point (with
+// the fsync policy deciding whether that point is the OS or the disk).
+// Transactional batches are refused until transactions land.
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/partition"
+)
+
+func init() { register(0, 3, 13, (*Server).produce) }
+
+func (s *Server) produce(r *Request) {
+	req := r.Msg.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		for i, rt := range req.Topics {
+			resp.Topics[i] = produceTopicError(rt, kerr.InvalidRequiredAcks)
+		}
+		r.Respond(resp)
+		return
+	}
+	if req.TransactionID != nil {
+		for i, rt := range req.Topics {
+			resp.Topics[i] = produceTopicError(rt, kerr.TransactionalIDAuthorizationFailed)
+		}
+		r.Respond(resp)
+		return
+	}
+
+	// Every partition answers once; the last one answers the request.
+	var mu sync.Mutex
+	pending := 1
+	finish := func() {
+		mu.Lock()
+		pending--
+		last := pending == 0
+		mu.Unlock()
+		if !last {
+			return
+		}
+		if req.Acks == 0 {
+			r.NoResponse()
+			return
+		}
+		r.Respond(resp)
+	}
+	for i, rt := range req.Topics {
+		out := &resp.Topics[i]
+		out.Topic, out.TopicID = rt.Topic, rt.TopicID
+		out.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		t := s.topics.Get(rt.Topic)
+		if req.Version >= 13 {
+			t = s.topics.GetByID(rt.TopicID)
+		}
+		for j, rp := range rt.Partitions {
+			po := &out.Partitions[j]
+			*po = kmsg.NewProduceResponseTopicPartition()
+			po.Partition = rp.Partition
+			po.BaseOffset, po.LogAppendTime, po.LogStartOffset = -1, -1, -1
+			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				po.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if req.Version >= 13 && t == nil {
+					po.ErrorCode = kerr.UnknownTopicID.Code
+				}
+				continue
+			}
+			mu.Lock()
+			pending++
+			mu.Unlock()
+			t.Partitions[rp.Partition].Produce(rp.Records, req.Acks, func(res partition.ProduceResult) {
+				po.ErrorCode = errorCode(res.Err)
+				if res.Err != nil && res.ErrMessage != "" {
+					msg := res.ErrMessage
+					po.ErrorMessage = &msg
+				}
+				po.BaseOffset, po.LogAppendTime, po.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
+				finish()
+			})
+		}
+	}
+	finish()
+}
+
+func produceTopicError(rt kmsg.ProduceRequestTopic, code *kerr.Error) kmsg.ProduceResponseTopic {
+	out := kmsg.ProduceResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+	for _, rp := range rt.Partitions {
+		po := kmsg.NewProduceResponseTopicPartition()
+		po.Partition = rp.Partition
+		po.ErrorCode = code.Code
+		po.BaseOffset, po.LogAppendTime, po.LogStartOffset = -1, -1, -1
+		out.Partitions = append(out.Partitions, po)
+	}
+	return out
+}

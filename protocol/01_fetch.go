@@ -1,0 +1,250 @@
+package protocol
+
+// Fetch: versions 4-18 (record batches; v7+ fetch sessions, KIP-227; v13+
+// topics by id). Long polling parks the fetch on its partitions until data
+// arrives, min.bytes is met or max.wait.ms passes. Batches are served as
+// stored, never re-encoded. Until transactions land the last stable offset
+// equals the high watermark and no transaction is ever aborted.
+
+import (
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/partition"
+	"github.com/regent-broker/regent/storage"
+)
+
+func init() { register(1, 4, 18, (*Server).fetch) }
+
+// maxFetchWait bounds a client's max.wait.ms so a parked fetch cannot pin
+// resources for long.
+const maxFetchWait = 30 * time.Second
+
+// maxFetchBytes bounds one response regardless of what the client asks.
+const maxFetchBytes = 64 << 20
+
+type fetchItem struct {
+	key      sessionKey
+	topicID  [16]byte
+	offset   int64
+	maxBytes int32
+	epoch    int32
+	cached   *sessionPartition // nil when sessionless
+}
+
+func (s *Server) fetch(r *Request) {
+	s.async(r, func() kmsg.Response { return s.doFetch(r.Msg.(*kmsg.FetchRequest)) })
+}
+
+func (s *Server) doFetch(req *kmsg.FetchRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	byID := req.Version >= 13
+
+	var sess *fetchSession
+	incremental := false
+	if req.Version >= 7 {
+		switch {
+		case req.SessionID == 0 && req.SessionEpoch == 0:
+			sess = s.sessions.create()
+		case req.SessionID == 0:
+			// sessionless full fetch (epoch -1)
+		case req.SessionEpoch == -1:
+			s.sessions.remove(req.SessionID)
+		case req.SessionEpoch == 0:
+			s.sessions.remove(req.SessionID)
+			sess = s.sessions.create()
+		default:
+			var kerrv *kerr.Error
+			sess, kerrv = s.sessions.get(req.SessionID, req.SessionEpoch)
+			if kerrv != nil {
+				resp.ErrorCode = kerrv.Code
+				return resp
+			}
+			incremental = true
+		}
+	}
+
+	var items []fetchItem
+	reqItem := func(rt kmsg.FetchRequestTopic, rp kmsg.FetchRequestTopicPartition) fetchItem {
+		name := rt.Topic
+		if byID {
+			if t := s.topics.GetByID(rt.TopicID); t != nil {
+				name = t.Name
+			}
+		}
+		return fetchItem{key: sessionKey{name, rp.Partition}, topicID: rt.TopicID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, epoch: rp.CurrentLeaderEpoch}
+	}
+	if sess != nil {
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		if incremental && req.SessionEpoch != sess.epoch {
+			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
+			return resp
+		}
+		sess.lastUsed = time.Now()
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				it := reqItem(rt, rp)
+				sess.upsert(sessionPartition{key: it.key, topicID: it.topicID, fetchOffset: it.offset, maxBytes: it.maxBytes})
+			}
+		}
+		for _, ft := range req.ForgottenTopics {
+			name := ft.Topic
+			if byID {
+				if t := s.topics.GetByID(ft.TopicID); t != nil {
+					name = t.Name
+				}
+			}
+			for _, p := range ft.Partitions {
+				sess.forget(sessionKey{name, p})
+			}
+		}
+		for _, k := range sess.order {
+			sp := sess.parts[k]
+			items = append(items, fetchItem{key: k, topicID: sp.topicID, offset: sp.fetchOffset, maxBytes: sp.maxBytes, epoch: -1, cached: sp})
+		}
+		resp.SessionID = sess.id
+	} else {
+		for _, rt := range req.Topics {
+			for _, rp := range rt.Partitions {
+				items = append(items, reqItem(rt, rp))
+			}
+		}
+	}
+
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 || maxBytes > maxFetchBytes {
+		maxBytes = maxFetchBytes
+	}
+	wait := time.Duration(req.MaxWaitMillis) * time.Millisecond
+	if wait > maxFetchWait {
+		wait = maxFetchWait
+	}
+	deadline := time.Now().Add(wait)
+
+	var results []kmsg.FetchResponseTopicPartition
+	var waiter *partition.Waiter
+	var parked []*partition.Partition
+	defer func() {
+		for _, p := range parked {
+			p.RemoveWaiter(waiter)
+		}
+	}()
+	for {
+		var total int
+		var anyErr bool
+		results, total, anyErr = s.fetchPass(items, maxBytes, byID)
+		if total >= int(req.MinBytes) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
+			break
+		}
+		if waiter == nil {
+			// Park first, then read again, so an append between the
+			// read and the park is not missed.
+			waiter = partition.NewWaiter()
+			for _, it := range items {
+				if p := s.topics.Partition(it.key.topic, it.key.partition); p != nil {
+					p.AddWaiter(waiter)
+					parked = append(parked, p)
+				}
+			}
+			continue
+		}
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-waiter.C:
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+
+	// Assemble, dropping unchanged partitions from incremental answers.
+	var lastTopic *kmsg.FetchResponseTopic
+	for i, it := range items {
+		res := results[i]
+		if sp := it.cached; sp != nil {
+			changed := len(res.RecordBatches) > 0 || res.ErrorCode != 0 || res.HighWatermark != sp.lastHW || res.LastStableOffset != sp.lastLSO || res.LogStartOffset != sp.lastLogStart
+			sp.lastHW, sp.lastLSO, sp.lastLogStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
+			if incremental && !changed {
+				continue
+			}
+		}
+		if lastTopic == nil || lastTopic.Topic != it.key.topic || lastTopic.TopicID != it.topicID {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = it.key.topic, it.topicID
+			resp.Topics = append(resp.Topics, rt)
+			lastTopic = &resp.Topics[len(resp.Topics)-1]
+		}
+		lastTopic.Partitions = append(lastTopic.Partitions, res)
+	}
+	if sess != nil {
+		sess.epoch++
+		if sess.epoch <= 0 {
+			sess.epoch = 1
+		}
+	}
+	return resp
+}
+
+// fetchPass reads every item once within the byte budget.
+func (s *Server) fetchPass(items []fetchItem, budget int, byID bool) ([]kmsg.FetchResponseTopicPartition, int, bool) {
+	out := make([]kmsg.FetchResponseTopicPartition, len(items))
+	total := 0
+	anyErr := false
+	for i, it := range items {
+		rp := kmsg.NewFetchResponseTopicPartition()
+		rp.Partition = it.key.partition
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+		rp.PreferredReadReplica = -1
+		p := s.topics.Partition(it.key.topic, it.key.partition)
+		if p == nil {
+			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if byID && s.topics.GetByID(it.topicID) == nil {
+				rp.ErrorCode = kerr.UnknownTopicID.Code
+			}
+			out[i] = rp
+			anyErr = true
+			continue
+		}
+		if it.epoch > 0 {
+			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+			out[i] = rp
+			anyErr = true
+			continue
+		}
+		hw := p.HighWatermark()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, p.LogStartOffset()
+		if it.offset < rp.LogStartOffset || it.offset > hw {
+			rp.ErrorCode = kerr.OffsetOutOfRange.Code
+			out[i] = rp
+			anyErr = true
+			continue
+		}
+		limit := int(it.maxBytes)
+		if rem := budget - total; rem < limit {
+			limit = rem
+		}
+		if it.offset < hw && (limit > 0 || total == 0) {
+			if limit <= 0 {
+				limit = 1
+			}
+			b, err := p.Read(it.offset, limit, total > 0)
+			switch {
+			case errors.Is(err, storage.ErrOffsetOutOfRange):
+				rp.ErrorCode = kerr.OffsetOutOfRange.Code
+				anyErr = true
+			case err != nil:
+				rp.ErrorCode = kerr.KafkaStorageError.Code
+				anyErr = true
+				s.log.Error("fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
+			default:
+				rp.RecordBatches = b
+				total += len(b)
+			}
+		}
+		out[i] = rp
+	}
+	return out, total, anyErr
+}

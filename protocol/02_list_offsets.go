@@ -1,0 +1,77 @@
+package protocol
+
+// ListOffsets: versions 0-11. Timestamps: -2 earliest, -1 latest (the last
+// stable offset under read_committed), -3 max timestamp (v7+), -4 earliest
+// local (the same as earliest: Regent has no tiered storage), -5 latest
+// tiered and -6 earliest pending upload (nothing is tiered: offset -1), and
+// any other value: the first offset whose timestamp is at or after it.
+// v0 answers with old-style offset lists (at most one offset).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(2, 0, 11, (*Server).listOffsets) }
+
+func (s *Server) listOffsets(r *Request) {
+	s.async(r, func() kmsg.Response {
+		req := r.Msg.(*kmsg.ListOffsetsRequest)
+		resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+		for _, rt := range req.Topics {
+			ot := kmsg.NewListOffsetsResponseTopic()
+			ot.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				ot.Partitions = append(ot.Partitions, s.listOffset(req, rt.Topic, rp))
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return resp
+	})
+}
+
+func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.ListOffsetsRequestTopicPartition) kmsg.ListOffsetsResponseTopicPartition {
+	op := kmsg.NewListOffsetsResponseTopicPartition()
+	op.Partition = rp.Partition
+	op.Timestamp, op.Offset, op.LeaderEpoch = -1, -1, -1
+	p := s.topics.Partition(topic, rp.Partition)
+	if p == nil {
+		op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		return op
+	}
+	if rp.CurrentLeaderEpoch > 0 {
+		op.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		return op
+	}
+	op.LeaderEpoch = 0
+	switch ts := rp.Timestamp; ts {
+	case -2, -4:
+		op.Offset = p.LogStartOffset()
+	case -1:
+		op.Offset = p.HighWatermark()
+	case -3:
+		op.Offset, op.Timestamp = p.Log().MaxTimestamp()
+	case -5, -6:
+		// nothing is tiered
+	default:
+		if ts < 0 {
+			op.ErrorCode = kerr.InvalidRequest.Code
+			return op
+		}
+		off, t, found, err := p.Log().OffsetForTimestamp(ts)
+		if err != nil {
+			s.log.Error("offset for timestamp failed", "topic", topic, "partition", rp.Partition, "err", err)
+			op.ErrorCode = kerr.KafkaStorageError.Code
+			return op
+		}
+		if found {
+			op.Offset, op.Timestamp = off, t
+		}
+	}
+	if req.Version == 0 {
+		if rp.MaxNumOffsets > 0 && op.Offset >= 0 {
+			op.OldStyleOffsets = []int64{op.Offset}
+		}
+	}
+	return op
+}

@@ -1,0 +1,101 @@
+package protocol
+
+// Metadata: versions 0-13. Topics are looked up by name or (v10+) id; a
+// missing topic is created when the request allows it (always before v4)
+// and the broker's auto.create.topics.enable is true. Every partition is led
+// by this node, which is also the only replica and ISR member.
+
+import (
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/topics"
+)
+
+func init() { register(3, 0, 13, (*Server).metadata) }
+
+func (s *Server) metadata(r *Request) {
+	req := r.Msg.(*kmsg.MetadataRequest)
+	allowAuto := req.Version < 4 || req.AllowAutoTopicCreation
+	if allowAuto && topics.AutoCreate(s.topics.Broker()) {
+		for _, t := range req.Topics {
+			if t.Topic != nil && s.topics.Get(*t.Topic) == nil {
+				s.async(r, func() kmsg.Response { return s.buildMetadata(req, true) })
+				return
+			}
+		}
+	}
+	r.Respond(s.buildMetadata(req, false))
+}
+
+func (s *Server) buildMetadata(req *kmsg.MetadataRequest, create bool) *kmsg.MetadataResponse {
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.cfg.NodeID, Host: s.cfg.Host, Port: s.cfg.Port}}
+	resp.ClusterID = &s.cfg.ClusterID
+	resp.ControllerID = s.cfg.NodeID
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		for _, t := range s.topics.List() {
+			resp.Topics = append(resp.Topics, s.topicMetadata(t))
+		}
+		return resp
+	}
+	for _, rt := range req.Topics {
+		var t *topics.Topic
+		switch {
+		case rt.Topic != nil:
+			t = s.topics.Get(*rt.Topic)
+			if t == nil && create {
+				var err error
+				t, err = s.topics.Create(topics.CreateSpec{Name: *rt.Topic, Partitions: -1, ReplicationFactor: -1})
+				var te *topics.Error
+				if err != nil && errors.As(err, &te) && te.Code == kerr.TopicAlreadyExists {
+					t, err = s.topics.Get(*rt.Topic), nil
+				}
+				if err != nil {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = rt.Topic
+					mt.ErrorCode = errorCode(err)
+					resp.Topics = append(resp.Topics, mt)
+					continue
+				}
+			}
+		default:
+			t = s.topics.GetByID(rt.TopicID)
+		}
+		if t == nil {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic, mt.TopicID = rt.Topic, rt.TopicID
+			mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			if rt.Topic == nil {
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+			} else if topics.ValidateName(*rt.Topic) != nil {
+				mt.ErrorCode = kerr.InvalidTopicException.Code
+			}
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.topicMetadata(t))
+	}
+	return resp
+}
+
+func (s *Server) topicMetadata(t *topics.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	name := t.Name
+	mt.Topic = &name
+	mt.TopicID = t.ID
+	mt.AuthorizedOperations = -2147483648
+	for i := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = int32(i)
+		mp.Leader = s.cfg.NodeID
+		mp.LeaderEpoch = 0
+		mp.Replicas = []int32{s.cfg.NodeID}
+		mp.ISR = []int32{s.cfg.NodeID}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

@@ -1,0 +1,48 @@
+package protocol
+
+// DeleteTopics: versions 0-6 (v6+ topics by name or id). Data is removed
+// before the answer.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(20, 0, 6, (*Server).deleteTopics) }
+
+func (s *Server) deleteTopics(r *Request) {
+	s.async(r, func() kmsg.Response {
+		req := r.Msg.(*kmsg.DeleteTopicsRequest)
+		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		targets := req.Topics
+		if req.Version < 6 {
+			for _, n := range req.TopicNames {
+				name := n
+				targets = append(targets, kmsg.DeleteTopicsRequestTopic{Topic: &name})
+			}
+		}
+		for _, rt := range targets {
+			ot := kmsg.NewDeleteTopicsResponseTopic()
+			ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
+			name := ""
+			if rt.Topic != nil {
+				name = *rt.Topic
+			} else if t := s.topics.GetByID(rt.TopicID); t != nil {
+				name = t.Name
+				ot.Topic = &t.Name
+			} else {
+				ot.ErrorCode = kerr.UnknownTopicID.Code
+				resp.Topics = append(resp.Topics, ot)
+				continue
+			}
+			if t := s.topics.Get(name); t != nil {
+				ot.TopicID = t.ID
+			}
+			if err := s.topics.Delete(name); err != nil {
+				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return resp
+	})
+}

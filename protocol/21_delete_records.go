@@ -1,0 +1,43 @@
+package protocol
+
+// DeleteRecords: versions 0-2. Offset -1 means the high watermark.
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(21, 0, 2, (*Server).deleteRecords) }
+
+func (s *Server) deleteRecords(r *Request) {
+	req := r.Msg.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(req.Topics))
+	var wg sync.WaitGroup
+	for i, rt := range req.Topics {
+		ot := &resp.Topics[i]
+		ot.Topic = rt.Topic
+		ot.Partitions = make([]kmsg.DeleteRecordsResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			op := &ot.Partitions[j]
+			*op = kmsg.NewDeleteRecordsResponseTopicPartition()
+			op.Partition, op.LowWatermark = rp.Partition, -1
+			p := s.topics.Partition(rt.Topic, rp.Partition)
+			if p == nil {
+				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			wg.Add(1)
+			p.DeleteRecords(rp.Offset, func(low int64, err error) {
+				op.LowWatermark, op.ErrorCode = low, errorCode(err)
+				wg.Done()
+			})
+		}
+	}
+	go func() {
+		wg.Wait()
+		r.Respond(resp)
+	}()
+}

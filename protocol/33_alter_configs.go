@@ -1,0 +1,85 @@
+package protocol
+
+// AlterConfigs: versions 0-2. Replaces a resource's whole set of overrides
+// (Kafka's legacy semantics). Topics and brokers.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/storage/logconfig"
+)
+
+func init() { register(33, 0, 2, (*Server).alterConfigs) }
+
+func (s *Server) alterConfigs(r *Request) {
+	s.async(r, func() kmsg.Response {
+		req := r.Msg.(*kmsg.AlterConfigsRequest)
+		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+		for _, rr := range req.Resources {
+			or := kmsg.NewAlterConfigsResponseResource()
+			or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
+			configs := map[string]*string{}
+			for _, c := range rr.Configs {
+				configs[c.Name] = c.Value
+			}
+			var err error
+			switch rr.ResourceType {
+			case kmsg.ConfigResourceTypeTopic:
+				err = s.alterTopicConfigs(rr.ResourceName, configs, req.ValidateOnly)
+			case kmsg.ConfigResourceTypeBroker:
+				err = s.alterBrokerConfigs(rr.ResourceName, configs, req.ValidateOnly)
+			default:
+				err = &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("resource type %d is not supported by Regent", rr.ResourceType)}
+			}
+			if err != nil {
+				or.ErrorCode, or.ErrorMessage = errorCode(err), errorMessage(err)
+			}
+			resp.Resources = append(resp.Resources, or)
+		}
+		return resp
+	})
+}
+
+func (s *Server) alterTopicConfigs(name string, configs map[string]*string, validateOnly bool) error {
+	if s.topics.Get(name) == nil {
+		return &kerrMsg{kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", name)}
+	}
+	if err := logconfig.Validate(configs); err != nil {
+		return &kerrMsg{kerr.InvalidConfig, err.Error()}
+	}
+	next := map[string]string{}
+	for k, v := range configs {
+		if v != nil {
+			next[k] = *v
+		}
+	}
+	return s.topics.SetConfigs(name, next, validateOnly)
+}
+
+func (s *Server) alterBrokerConfigs(name string, configs map[string]*string, validateOnly bool) error {
+	if err := s.checkBrokerResource(name); err != nil {
+		return err
+	}
+	if err := logconfig.ValidateBroker(configs); err != nil {
+		return &kerrMsg{kerr.InvalidConfig, err.Error()}
+	}
+	if validateOnly {
+		return nil
+	}
+	b := s.topics.Broker()
+	next := logconfig.Broker{Overrides: map[string]string{}}
+	for k, v := range b.Overrides {
+		next.Overrides[k] = v
+	}
+	for k, v := range configs {
+		if v == nil {
+			delete(next.Overrides, k)
+		} else {
+			next.Overrides[k] = *v
+		}
+	}
+	return s.topics.SetBroker(next)
+}

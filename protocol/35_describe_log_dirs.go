@@ -1,0 +1,59 @@
+package protocol
+
+// DescribeLogDirs: versions 0-4. One log dir: the data directory.
+
+import (
+	"path/filepath"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/topics"
+)
+
+func init() { register(35, 0, 4, (*Server).describeLogDirs) }
+
+func (s *Server) describeLogDirs(r *Request) {
+	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	dir := kmsg.NewDescribeLogDirsResponseDir()
+	dir.Dir, _ = filepath.Abs(s.cfg.DataDir)
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(s.cfg.DataDir, &fs); err == nil {
+		dir.TotalBytes = int64(fs.Blocks) * fs.Bsize
+		dir.UsableBytes = int64(fs.Bavail) * fs.Bsize
+	} else {
+		dir.TotalBytes, dir.UsableBytes = -1, -1
+	}
+	add := func(t *topics.Topic, parts []int32) {
+		ot := kmsg.NewDescribeLogDirsResponseDirTopic()
+		ot.Topic = t.Name
+		for _, i := range parts {
+			if i < 0 || int(i) >= len(t.Partitions) {
+				continue
+			}
+			op := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+			op.Partition = i
+			op.Size = t.Partitions[i].Log().Size()
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		dir.Topics = append(dir.Topics, ot)
+	}
+	if req.Topics == nil {
+		for _, t := range s.topics.List() {
+			all := make([]int32, len(t.Partitions))
+			for i := range all {
+				all[i] = int32(i)
+			}
+			add(t, all)
+		}
+	} else {
+		for _, rt := range req.Topics {
+			if t := s.topics.Get(rt.Topic); t != nil {
+				add(t, rt.Partitions)
+			}
+		}
+	}
+	resp.Dirs = []kmsg.DescribeLogDirsResponseDir{dir}
+	r.Respond(resp)
+}

@@ -1,0 +1,41 @@
+package protocol
+
+// CreatePartitions: versions 0-3. Manual assignments must name only voters.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/topics"
+)
+
+func init() { register(37, 0, 3, (*Server).createPartitions) }
+
+func (s *Server) createPartitions(r *Request) {
+	s.async(r, func() kmsg.Response {
+		req := r.Msg.(*kmsg.CreatePartitionsRequest)
+		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		for _, rt := range req.Topics {
+			ot := kmsg.NewCreatePartitionsResponseTopic()
+			ot.Topic = rt.Topic
+			var err error
+			for _, a := range rt.Assignment {
+				for _, b := range a.Replicas {
+					if b != s.cfg.NodeID {
+						err = &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: fmt.Sprintf("assignment %v names brokers other than the voters [%d]", a.Replicas, s.cfg.NodeID)}
+					}
+				}
+			}
+			if err == nil {
+				err = s.topics.AddPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+			}
+			if err != nil {
+				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return resp
+	})
+}

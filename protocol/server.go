@@ -1,0 +1,145 @@
+// Package protocol holds the Kafka request handlers: one file per API key,
+// each opening with the versions it serves. Handlers run on the event loop
+// and must not block: they route work to actors or to a goroutine and
+// answer through Request.Respond.
+package protocol
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/topics"
+)
+
+// Config is what handlers need to know of the node.
+type Config struct {
+	NodeID    int32
+	Host      string // advertised host
+	Port      int32  // advertised port
+	ClusterID string
+	DataDir   string
+	Logger    *slog.Logger
+}
+
+// Server dispatches requests to handlers.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	topics   *topics.Registry
+	sessions *fetchSessions
+	pids     *ProducerIDs
+	groups   *group.Manager
+}
+
+// NewServer makes the request dispatcher.
+func NewServer(cfg Config, reg *topics.Registry, pids *ProducerIDs, groups *group.Manager) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, topics: reg, sessions: newFetchSessions(1000), pids: pids, groups: groups}
+}
+
+// api describes one served API key.
+type api struct {
+	min, max int16
+	serve    func(s *Server, r *Request)
+}
+
+// apis is the table of served keys; ApiVersions advertises exactly this.
+var apis = map[int16]api{}
+
+// register adds a key to the table; called from each handler file's init.
+func register(key int16, min, max int16, serve func(s *Server, r *Request)) {
+	if _, dup := apis[key]; dup {
+		panic(fmt.Sprintf("api key %d registered twice", key))
+	}
+	apis[key] = api{min: min, max: max, serve: serve}
+}
+
+// VersionRange reports the versions served for key.
+func VersionRange(key int16) (min, max int16, ok bool) {
+	a, ok := apis[key]
+	return a.min, a.max, ok
+}
+
+// ServedKeys lists the served keys in order.
+func ServedKeys() []int16 {
+	keys := make([]int16, 0, len(apis))
+	for k := range apis {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
+	return keys
+}
+
+// Decode builds the typed request. An unknown key or an unserved version
+// is an error (the connection closes, as Kafka does), except ApiVersions,
+// which is answered at any version so that clients can negotiate.
+func (s *Server) Decode(h Header, body []byte) (*Request, error) {
+	a, ok := apis[h.Key]
+	if h.Key == 18 && (!ok || h.Version < a.min || h.Version > a.max) {
+		// Answered in Serve with UNSUPPORTED_VERSION at v0.
+		return NewRequest(h, &kmsg.ApiVersionsRequest{Version: h.Version}), nil
+	}
+	if !ok {
+		return nil, fmt.Errorf("api key %d is not served", h.Key)
+	}
+	if h.Version < a.min || h.Version > a.max {
+		return nil, fmt.Errorf("%s v%d is not served (versions %d-%d)", kmsg.NameForKey(h.Key), h.Version, a.min, a.max)
+	}
+	msg := kmsg.RequestForKey(h.Key)
+	msg.SetVersion(h.Version)
+	if err := decodeBody(msg, body); err != nil {
+		return nil, fmt.Errorf("%w: %s v%d: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
+	}
+	return NewRequest(h, msg), nil
+}
+
+// decodeBody parses a body, turning a decoder panic on hostile input into an
+// error.
+func decodeBody(msg kmsg.Request, body []byte) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decode panic: %v", r)
+		}
+	}()
+	return msg.ReadFrom(body)
+}
+
+// Serve runs the handler for r on the calling goroutine (the event loop).
+func (s *Server) Serve(r *Request) {
+	a := apis[r.Key]
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
+			r.Respond(errorResponse(r, p))
+		}
+	}()
+	a.serve(s, r)
+}
+
+// async runs fn off the event loop and answers with its response. For
+// handlers that touch the disk or wait.
+func (s *Server) async(r *Request, fn func() kmsg.Response) {
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
+				r.Respond(errorResponse(r, p))
+			}
+		}()
+		r.Respond(fn())
+	}()
+}
+
+// errorResponse is the answer to a handler that failed unexpectedly: an
+// empty response of the right kind, which clients treat as "nothing served"
+// and retry, while the broker goes on.
+func errorResponse(r *Request, _ any) kmsg.Response {
+	return r.Msg.ResponseKind()
+}

@@ -1,0 +1,201 @@
+package logconfig
+
+import (
+	"sort"
+	"strconv"
+)
+
+// Broker holds broker-level config values (static or dynamic) keyed by
+// their broker names, e.g. "log.retention.hours" -> "1". Values not listed
+// fall back to Kafka's defaults.
+type Broker struct{ Overrides map[string]string }
+
+func brokerDef(name string, t Type, dflt string, hasDefault bool, v validator, dynamic, enforced bool, doc string, group ...string) Def {
+	if !hasDefault {
+		dflt = ""
+	}
+	if len(group) == 0 {
+		group = []string{name}
+	}
+	if v == nil {
+		v = typeOnly(t)
+	}
+	return Def{
+		Name:       name,
+		Type:       t,
+		Default:    dflt,
+		HasDefault: hasDefault,
+		Doc:        doc,
+		Enforced:   enforced,
+		ReadOnly:   !dynamic,
+		validate:   func(raw string) error { return v(name, raw) },
+		group:      group,
+	}
+}
+
+// typeOnly checks only that the value parses as t (Kafka keys defined
+// without a validator).
+func typeOnly(t Type) validator {
+	switch t {
+	case TypeBoolean:
+		return boolV()
+	case TypeInt, TypeShort, TypeLong:
+		return integralV(t, nil, nil)
+	case TypeDouble:
+		return doubleV(nil, nil)
+	}
+	return anyString()
+}
+
+const (
+	dyn = true  // alterable at runtime (Kafka's per-broker or cluster-wide update mode)
+	ro  = false // read-only: needs a restart in Kafka
+	enf = true
+	off = false
+)
+
+var (
+	rollGroup      = []string{"log.roll.ms", "log.roll.hours"}
+	jitterGroup    = []string{"log.roll.jitter.ms", "log.roll.jitter.hours"}
+	flushMsGroup   = []string{"log.flush.interval.ms", "log.flush.scheduler.interval.ms"}
+	retentionGroup = []string{"log.retention.ms", "log.retention.minutes", "log.retention.hours"}
+)
+
+// brokerDefs are the broker keys Regent reports in DescribeConfigs(BROKER).
+// Dynamic ones are exactly those Kafka lets AlterConfigs change at runtime:
+// the first-priority broker synonym of every topic config (log.retention.ms
+// but not log.retention.hours, log.roll.ms but not log.roll.hours, ...).
+var brokerDefs = func() []Def {
+	defs := []Def{
+		// Defaults inherited by topics.
+		brokerDef("log.segment.bytes", TypeInt, strconv.Itoa(DefaultSegmentBytes), true, integralV(TypeInt, bnd(MinSegmentBytes), nil), dyn, enf,
+			"Default segment.bytes for topics."),
+		brokerDef("log.roll.ms", TypeLong, "", false, nil, dyn, enf,
+			"Default segment.ms for topics; when unset, log.roll.hours is used.", rollGroup...),
+		brokerDef("log.roll.hours", TypeInt, "168", true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"Default segment.ms for topics, in hours; log.roll.ms takes precedence.", rollGroup...),
+		brokerDef("log.roll.jitter.ms", TypeLong, "", false, nil, dyn, off,
+			notEnforced+". Default segment.jitter.ms; when unset, log.roll.jitter.hours is used.", jitterGroup...),
+		brokerDef("log.roll.jitter.hours", TypeInt, "0", true, integralV(TypeInt, bnd(0), nil), ro, off,
+			notEnforced+". Default segment.jitter.ms, in hours.", jitterGroup...),
+		brokerDef("log.index.size.max.bytes", TypeInt, "10485760", true, integralV(TypeInt, bnd(4), nil), dyn, off,
+			notEnforced+". Default segment.index.bytes."),
+		brokerDef("log.flush.interval.messages", TypeLong, maxLong, true, integralV(TypeLong, bnd(1), nil), dyn, off,
+			notEnforced+". Default flush.messages."),
+		brokerDef("log.flush.interval.ms", TypeLong, "", false, nil, dyn, off,
+			notEnforced+". Default flush.ms; when unset, log.flush.scheduler.interval.ms is used.", flushMsGroup...),
+		brokerDef("log.flush.scheduler.interval.ms", TypeLong, maxLong, true, nil, ro, off,
+			notEnforced+". Fallback for log.flush.interval.ms.", flushMsGroup...),
+		brokerDef("log.retention.bytes", TypeLong, "-1", true, nil, dyn, enf,
+			"Default retention.bytes for topics; -1 means no limit."),
+		brokerDef("log.retention.ms", TypeLong, "", false, nil, dyn, enf,
+			"Default retention.ms for topics; takes precedence over log.retention.minutes and log.retention.hours. Negative means no limit.", retentionGroup...),
+		brokerDef("log.retention.minutes", TypeInt, "", false, nil, ro, enf,
+			"Default retention.ms for topics, in minutes; used when log.retention.ms is unset.", retentionGroup...),
+		brokerDef("log.retention.hours", TypeInt, "168", true, nil, ro, enf,
+			"Default retention.ms for topics, in hours; used when log.retention.ms and log.retention.minutes are unset.", retentionGroup...),
+		brokerDef("message.max.bytes", TypeInt, strconv.Itoa(DefaultMaxMessageBytes), true, integralV(TypeInt, bnd(0), nil), dyn, enf,
+			"Default max.message.bytes for topics: largest record batch accepted, after compression."),
+		brokerDef("log.index.interval.bytes", TypeInt, "4096", true, integralV(TypeInt, bnd(0), nil), dyn, enf,
+			"Default index.interval.bytes for topics."),
+		brokerDef("log.cleaner.delete.retention.ms", TypeLong, "86400000", true, integralV(TypeLong, bnd(0), nil), dyn, enf,
+			"Default delete.retention.ms for topics."),
+		brokerDef("log.cleaner.min.compaction.lag.ms", TypeLong, "0", true, integralV(TypeLong, bnd(0), nil), dyn, enf,
+			"Default min.compaction.lag.ms for topics."),
+		brokerDef("log.cleaner.max.compaction.lag.ms", TypeLong, maxLong, true, integralV(TypeLong, bnd(1), nil), dyn, enf,
+			"Default max.compaction.lag.ms for topics."),
+		brokerDef("log.segment.delete.delay.ms", TypeLong, "60000", true, integralV(TypeLong, bnd(0), nil), dyn, off,
+			notEnforced+". Default file.delete.delay.ms."),
+		brokerDef("log.cleaner.min.cleanable.ratio", TypeDouble, "0.5", true, doubleV(bnd(0), bnd(1)), dyn, enf,
+			"Default min.cleanable.dirty.ratio for topics."),
+		brokerDef("log.cleanup.policy", TypeList, "delete", true, listIn("compact", "delete"), dyn, enf,
+			"Default cleanup.policy for topics."),
+		brokerDef("unclean.leader.election.enable", TypeBoolean, "false", true, nil, dyn, off,
+			notEnforced+". Default unclean.leader.election.enable."),
+		brokerDef("min.insync.replicas", TypeInt, "1", true, integralV(TypeInt, bnd(1), nil), dyn, enf,
+			"Default min.insync.replicas for topics."),
+		brokerDef("compression.type", TypeString, "producer", true,
+			stringIn("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"), dyn, off,
+			notEnforced+": batches are kept as produced. Default compression.type for topics."),
+		brokerDef("compression.gzip.level", TypeInt, "-1", true, gzipLevelV(), dyn, off,
+			notEnforced+". Default compression.gzip.level."),
+		brokerDef("compression.lz4.level", TypeInt, "9", true, integralV(TypeInt, bnd(1), bnd(17)), dyn, off,
+			notEnforced+". Default compression.lz4.level."),
+		brokerDef("compression.zstd.level", TypeInt, "3", true, integralV(TypeInt, bnd(-131072), bnd(22)), dyn, off,
+			notEnforced+". Default compression.zstd.level."),
+		brokerDef("log.preallocate", TypeBoolean, "false", true, nil, dyn, off,
+			notEnforced+". Default preallocate."),
+		brokerDef("log.message.timestamp.type", TypeString, "CreateTime", true, stringIn("CreateTime", "LogAppendTime"), dyn, enf,
+			"Default message.timestamp.type for topics."),
+		brokerDef("log.message.timestamp.before.max.ms", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, enf,
+			"Default message.timestamp.before.max.ms for topics."),
+		brokerDef("log.message.timestamp.after.max.ms", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, enf,
+			"Default message.timestamp.after.max.ms for topics."),
+		brokerDef("log.local.retention.ms", TypeLong, "-2", true, integralV(TypeLong, bnd(-2), nil), dyn, off,
+			notEnforced+": tiered storage is not supported. Default local.retention.ms."),
+		brokerDef("log.local.retention.bytes", TypeLong, "-2", true, integralV(TypeLong, bnd(-2), nil), dyn, off,
+			notEnforced+": tiered storage is not supported. Default local.retention.bytes."),
+
+		// Cluster behaviour.
+		brokerDef("broker.id", TypeInt, "-1", true, nil, ro, enf,
+			"This broker's id; reported as node.id when only node.id is set."),
+		brokerDef("node.id", TypeInt, "-1", true, nil, ro, enf,
+			"This node's id."),
+		brokerDef("num.partitions", TypeInt, "1", true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"Partitions of a topic created without a partition count, including auto-created topics."),
+		brokerDef("default.replication.factor", TypeInt, "1", true, nil, ro, enf,
+			"Replication factor of a topic created without one, including auto-created topics."),
+		brokerDef("auto.create.topics.enable", TypeBoolean, "true", true, nil, ro, enf,
+			"Whether Metadata and Produce requests for an unknown topic create it."),
+		brokerDef("offsets.topic.replication.factor", TypeShort, "3", true, integralV(TypeShort, bnd(1), nil), ro, enf,
+			"Replication factor of __consumer_offsets, capped at the number of live brokers when it is created."),
+		brokerDef("offsets.topic.num.partitions", TypeInt, "50", true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"Partitions of __consumer_offsets."),
+		brokerDef("transaction.state.log.replication.factor", TypeShort, "3", true, integralV(TypeShort, bnd(1), nil), ro, enf,
+			"Replication factor of __transaction_state, capped at the number of live brokers when it is created."),
+		brokerDef("transaction.state.log.num.partitions", TypeInt, "50", true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"Partitions of __transaction_state."),
+		brokerDef("transaction.state.log.min.isr", TypeInt, "2", true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"min.insync.replicas of __transaction_state."),
+		brokerDef("transaction.max.timeout.ms", TypeInt, "900000", true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"Largest transaction timeout a producer may ask for."),
+		brokerDef("group.initial.rebalance.delay.ms", TypeInt, "3000", true, nil, ro, enf,
+			"How long a new classic consumer group waits for more members before its first rebalance."),
+		brokerDef("group.min.session.timeout.ms", TypeInt, "6000", true, nil, ro, enf,
+			"Smallest session timeout a classic group member may ask for."),
+		brokerDef("group.max.session.timeout.ms", TypeInt, "1800000", true, nil, ro, enf,
+			"Largest session timeout a classic group member may ask for."),
+	}
+	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
+	return defs
+}()
+
+var brokerIndex = func() map[string]int {
+	m := make(map[string]int, len(brokerDefs))
+	for i, d := range brokerDefs {
+		m[d.Name] = i
+	}
+	return m
+}()
+
+// Defs returns the broker-level defs Regent reports, sorted by name. The
+// slice is a copy; it does not depend on b's overrides.
+func (b Broker) Defs() []Def {
+	out := make([]Def, len(brokerDefs))
+	copy(out, brokerDefs)
+	return out
+}
+
+// LookupBroker returns the def of a broker-level key.
+func LookupBroker(name string) (Def, bool) {
+	i, ok := brokerIndex[name]
+	if !ok {
+		return Def{}, false
+	}
+	return brokerDefs[i], true
+}
+
+func (b Broker) get(name string) (string, bool) {
+	v, ok := b.Overrides[name]
+	return v, ok
+}

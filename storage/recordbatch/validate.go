@@ -1,0 +1,89 @@
+package recordbatch
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checksum is the v2 batch CRC: CRC-32C over attributes..end.
+func checksum(b []byte) uint32 {
+	return crc32.Checksum(b[attributesOffset:], castagnoli)
+}
+
+// minRecordSize is the smallest encoding of one record: length, attributes,
+// timestampDelta, offsetDelta, keyLength, valueLength, headerCount, one byte
+// each. It bounds NumRecords for uncompressed batches before decoding.
+const minRecordSize = 7
+
+// Validate checks that b is exactly one whole, intact v2 batch and returns its
+// header. It does not decode records (see Records), so it is cheap enough for
+// every Produce and for recovery scans.
+func Validate(b []byte) (Header, error) {
+	h, err := ParseHeader(b)
+	if err != nil {
+		return h, err
+	}
+	if h.TotalSize() != len(b) {
+		return h, fmt.Errorf("%w: header says %d bytes, have %d", ErrBadLength, h.TotalSize(), len(b))
+	}
+	if got := checksum(b); got != h.CRC {
+		return h, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrBadCRC, h.CRC, got)
+	}
+	if err := checkSane(h, len(b)); err != nil {
+		return h, err
+	}
+	return h, nil
+}
+
+// checkSane applies the header invariants that hold for every legal batch,
+// including ones rewritten by compaction (which may hold fewer records than
+// offset slots, or none).
+func checkSane(h Header, size int) error {
+	switch {
+	case h.NumRecords < 0:
+		return fmt.Errorf("%w: negative record count %d", ErrCorrupt, h.NumRecords)
+	case h.LastOffsetDelta < 0:
+		return fmt.Errorf("%w: negative lastOffsetDelta %d", ErrCorrupt, h.LastOffsetDelta)
+	case int64(h.NumRecords) > int64(h.LastOffsetDelta)+1:
+		// Each record has a distinct offset delta in [0, lastOffsetDelta].
+		return fmt.Errorf("%w: %d records but lastOffsetDelta %d", ErrCorrupt, h.NumRecords, h.LastOffsetDelta)
+	case h.BaseOffset < 0 || h.BaseOffset > h.BaseOffset+int64(h.LastOffsetDelta):
+		return fmt.Errorf("%w: base offset %d with lastOffsetDelta %d", ErrCorrupt, h.BaseOffset, h.LastOffsetDelta)
+	case h.Compression() > CodecZstd:
+		return fmt.Errorf("%w: %d", ErrBadCodec, h.Compression())
+	case h.Compression() == CodecNone && int64(h.NumRecords)*minRecordSize > int64(size-HeaderSize):
+		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.NumRecords, size-HeaderSize)
+	}
+	return nil
+}
+
+// Split cuts a concatenation of batches (e.g. a Produce request's records
+// field) into whole batches, validating each. The returned slices alias b.
+// Trailing bytes that do not form a whole batch are an error.
+func Split(b []byte) ([][]byte, error) {
+	var batches [][]byte
+	for pos := 0; pos < len(b); {
+		rest := b[pos:]
+		if len(rest) < logOverhead {
+			return batches, fmt.Errorf("%w: %d trailing bytes at position %d", ErrTruncated, len(rest), pos)
+		}
+		length := int64(int32(binary.BigEndian.Uint32(rest[lengthOffset:])))
+		if length < minLength {
+			return batches, fmt.Errorf("%w: %d at position %d", ErrBadLength, length, pos)
+		}
+		size := logOverhead + length
+		if size > int64(len(rest)) {
+			return batches, fmt.Errorf("%w: batch at position %d needs %d bytes, have %d", ErrTruncated, pos, size, len(rest))
+		}
+		one := rest[:size:size]
+		if _, err := Validate(one); err != nil {
+			return batches, fmt.Errorf("batch at position %d: %w", pos, err)
+		}
+		batches = append(batches, one)
+		pos += int(size)
+	}
+	return batches, nil
+}
