@@ -198,6 +198,8 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID bool) ([]kmsg.Fet
 		rp.Partition = it.key.partition
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 		rp.PreferredReadReplica = -1
+		// librdkafka refuses a null record set; Kafka sends an empty one.
+		rp.RecordBatches = []byte{}
 		p := s.topics.Partition(it.key.topic, it.key.partition)
 		if p == nil {
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -239,7 +241,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID bool) ([]kmsg.Fet
 				rp.ErrorCode = kerr.KafkaStorageError.Code
 				anyErr = true
 				s.log.Error("fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
-			default:
+			case len(b) > 0:
 				rp.RecordBatches = b
 				total += len(b)
 			}

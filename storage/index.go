@@ -101,21 +101,26 @@ func (t *tailIndex[E]) add(e E) error {
 	return nil
 }
 
-// flush writes every entry not yet in the file.
+// flush writes every entry not yet in the file. If an earlier flush failed
+// and the cache was trimmed meanwhile, the lost entries are skipped: the
+// file stays sorted, just sparser, and the index is only an accelerator
+// (lookups take the floor entry and scan forward from it).
 func (t *tailIndex[E]) flush() error {
-	pending := t.total - t.flushed
-	if pending == 0 {
+	n := int(min(t.total-t.flushed, int64(len(t.mem))))
+	if n <= 0 {
+		t.total = t.flushed
 		return nil
 	}
-	buf := make([]byte, int(pending)*t.c.size)
-	first := len(t.mem) - int(pending)
-	for i := range int(pending) {
+	buf := make([]byte, n*t.c.size)
+	first := len(t.mem) - n
+	for i := range n {
 		t.c.put(buf[i*t.c.size:], t.mem[first+i])
 	}
 	if _, err := t.f.WriteAt(buf, t.flushed*int64(t.c.size)); err != nil {
 		return fmt.Errorf("writing index %s: %w", t.f.Name(), err)
 	}
-	t.flushed = t.total
+	t.flushed += int64(n)
+	t.total = t.flushed
 	return nil
 }
 

@@ -152,6 +152,13 @@ func decompress(codec int8, p []byte) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("zstd init: %w", err)
 		}
+		// DecodeAll preallocates what the frame header claims; refuse
+		// claims the input cannot possibly hold, so a tiny batch cannot
+		// make the broker allocate hundreds of MiB.
+		var zh zstd.Header
+		if zh.Decode(p) == nil && zh.HasFCS && zh.FrameContentSize > maxZstdOutput(len(p)) {
+			return nil, fmt.Errorf("%w: zstd frame claims %d bytes from %d", ErrCorrupt, zh.FrameContentSize, len(p))
+		}
 		out, err := dec.DecodeAll(p, nil)
 		if err != nil {
 			return nil, fmt.Errorf("zstd: %w", err)
@@ -161,6 +168,14 @@ func decompress(codec int8, p []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %d", ErrBadCodec, codec)
 	}
 }
+
+// maxZstdOutput is a hard bound from the zstd format: every block needs at
+// least a 3-byte header and one byte of content and yields at most 128 KiB.
+func maxZstdOutput(n int) uint64 { return uint64(n)/4*(128<<10) + 128<<10 }
+
+// maxSnappyOutput is the same for snappy: the densest element, a 3-byte
+// copy, yields 64 bytes.
+func maxSnappyOutput(n int) int { return 22*n + 64 }
 
 // readBounded reads r to EOF, failing past MaxDecompressedSize.
 func readBounded(r io.Reader, hint int) ([]byte, error) {
@@ -206,6 +221,9 @@ func snappyBlock(dst, block []byte) ([]byte, error) {
 	n, err := s2.DecodedLen(block)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snappy: %w", ErrCorrupt, err)
+	}
+	if n > maxSnappyOutput(len(block)) {
+		return nil, fmt.Errorf("%w: snappy block claims %d bytes from %d", ErrCorrupt, n, len(block))
 	}
 	if len(dst)+n > MaxDecompressedSize {
 		return nil, ErrTooLarge

@@ -316,3 +316,27 @@ func TestCompressUnknownCodec(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// Highly compressible data must still round-trip under the expansion
+// bounds that guard against lying headers.
+func TestCompressibleExtremes(t *testing.T) {
+	zeros := make([]byte, 8<<20)
+	for _, codec := range codecs[1:] {
+		c, err := Compress(codec, zeros)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := decompress(codec, c)
+		if err != nil || !bytes.Equal(got, zeros) {
+			t.Fatalf("codec %d: %d compressed bytes did not round-trip: %v", codec, len(c), err)
+		}
+	}
+	// A zstd frame header claiming far more than its input can hold.
+	lying := []byte{0x28, 0xb5, 0x2f, 0xfd, 0xa4, 0x00, 0x00, 0x00, 0x10, 0x00, 0x00, 0x00, 0x00}
+	if _, err := decompress(CodecZstd, lying); err == nil {
+		t.Fatal("lying zstd header accepted")
+	}
+	if _, err := decompress(CodecSnappy, []byte{0xff, 0xff, 0xff, 0x7f, 0}); err == nil {
+		t.Fatal("lying snappy length accepted")
+	}
+}

@@ -1,0 +1,275 @@
+package group
+
+// The group actor: a thin shell that owns one Group, runs its steps,
+// persists their records through the replicator, delivers replies and
+// keeps one timer for the group's next deadline.
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// opMsg runs one step of the state machine for a request.
+type opMsg struct {
+	// create: the step may bring a group into existence, so a missing
+	// group gets an actor (otherwise it is answered on a scratch state).
+	create bool
+	do     func(g *Group, now time.Time, ref Ref) Effects
+	// reply delivers the answer; fail builds the answer to give when the
+	// coordinator cannot serve (closing, a failed write, a panic).
+	reply func(kmsg.Response)
+	fail  func(code int16) kmsg.Response
+}
+
+type (
+	tickMsg   struct{}
+	expireMsg struct{}
+	// retireMsg is the last message a retired actor gets (sent under the
+	// manager's lock after its entry went).
+	retireMsg struct{}
+	closeMsg  struct{ done chan struct{} }
+	// persistedMsg carries a replicator's answer that came back on
+	// another goroutine.
+	persistedMsg struct {
+		eff Effects
+		err error
+	}
+)
+
+// groupActor owns g; every field is touched only on the actor's goroutine
+// (except timer's callback, which only sends a message).
+type groupActor struct {
+	m      *Manager
+	g      *Group
+	self   *actor.PID
+	logger *slog.Logger
+
+	refs    map[Ref]*opMsg
+	nextRef Ref
+	// persisting counts proposals whose answer has not come back.
+	persisting int
+
+	timer   *time.Timer
+	timerAt time.Time
+	// retired: the manager forgot this actor; whatever still arrives is
+	// handed back to the manager for a new actor.
+	retired bool
+	closed  bool
+}
+
+func (a *groupActor) Receive(ctx actor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *actor.Started:
+		a.self = ctx.Self()
+		if a.g.Live() {
+			// A loaded group: arm its timers. (A new one waits for the
+			// request it was spawned for; retiring it now would loop.)
+			a.afterStep()
+		}
+	case *opMsg:
+		if a.retired {
+			a.m.dispatch(a.g.id, msg)
+			return
+		}
+		if a.closed {
+			msg.reply(msg.fail(kerr.NotCoordinator.Code))
+			return
+		}
+		a.nextRef++
+		ref := a.nextRef
+		a.refs[ref] = msg
+		a.run(func(now time.Time) Effects { return msg.do(a.g, now, ref) })
+	case *tickMsg:
+		if !a.retired && !a.closed {
+			a.timerAt = time.Time{}
+			a.run(a.g.Tick)
+		}
+	case *expireMsg:
+		if !a.retired && !a.closed {
+			a.run(a.g.ExpireOffsets)
+		}
+	case *persistedMsg:
+		a.persisting--
+		a.finish(msg.eff, msg.err)
+		a.afterStep()
+	case *retireMsg:
+		ctx.Stop(ctx.Self())
+	case *closeMsg:
+		a.shutdown()
+		close(msg.done)
+	}
+}
+
+// run executes a step, persists its records and delivers its replies. A
+// panic must not lose requests: every waiting request is answered and the
+// group is rebuilt from what was persisted.
+func (a *groupActor) run(step func(now time.Time) Effects) {
+	var eff Effects
+	ok := func() (ok bool) {
+		defer func() {
+			if p := recover(); p != nil {
+				a.logger.Error("group step panicked; rebuilding the group from its log", "panic", p, "stack", string(debug.Stack()))
+				ok = false
+			}
+		}()
+		eff = step(time.Now())
+		return true
+	}()
+	if !ok {
+		a.failAll(kerr.UnknownServerError.Code)
+		a.g = NewGroup(a.g.id, &a.m.cfg)
+		a.g.Restore(a.m.store.GroupRecords(a.g.id), time.Now())
+		a.afterStep()
+		return
+	}
+	a.persist(eff)
+	a.afterStep()
+}
+
+// persist proposes eff's records; replies go out once they are applied.
+// The local replicator answers on this goroutine, before Propose returns;
+// a replicator that answers later does so through a persistedMsg.
+func (a *groupActor) persist(eff Effects) {
+	if len(eff.Records) == 0 {
+		a.finish(eff, nil)
+		return
+	}
+	slot := &struct {
+		sync.Mutex
+		inline bool
+		done   bool
+		err    error
+	}{inline: true}
+	a.persisting++
+	a.m.repl.Propose(replKey, &persistCmd{recs: eff.Records}, func(res any, err error) {
+		if err == nil {
+			if e, ok := res.(error); ok {
+				err = e
+			}
+		}
+		slot.Lock()
+		if slot.inline {
+			slot.done, slot.err = true, err
+			slot.Unlock()
+			return
+		}
+		slot.Unlock()
+		a.m.root.Send(a.self, &persistedMsg{eff: eff, err: err})
+	})
+	slot.Lock()
+	slot.inline = false
+	done, err := slot.done, slot.err
+	slot.Unlock()
+	if done {
+		a.persisting--
+		a.finish(eff, err)
+	}
+}
+
+// finish applies persisted records and delivers replies; after a failed
+// write the replies say NOT_COORDINATOR (as Kafka maps a storage error),
+// and offsets are left as they were.
+func (a *groupActor) finish(eff Effects, err error) {
+	if err != nil {
+		a.logger.Error("persist group records", "records", len(eff.Records), "err", err)
+	} else {
+		a.g.Applied(eff.Records)
+	}
+	for _, r := range eff.Replies {
+		op := a.refs[r.To]
+		if op == nil {
+			a.logger.Error("reply to an unknown request", "ref", r.To)
+			continue
+		}
+		delete(a.refs, r.To)
+		resp := r.Resp
+		if err != nil {
+			resp = failResponse(resp, op, kerr.NotCoordinator.Code)
+		}
+		op.reply(resp)
+	}
+}
+
+// failResponse turns a computed answer into an error answer.
+func failResponse(resp kmsg.Response, op *opMsg, code int16) kmsg.Response {
+	switch r := resp.(type) {
+	case *kmsg.OffsetCommitResponse:
+		for i := range r.Topics {
+			for j := range r.Topics[i].Partitions {
+				if r.Topics[i].Partitions[j].ErrorCode == 0 {
+					r.Topics[i].Partitions[j].ErrorCode = code
+				}
+			}
+		}
+		return r
+	case *kmsg.DeleteGroupsResponse:
+		for i := range r.Groups {
+			if r.Groups[i].ErrorCode == 0 {
+				r.Groups[i].ErrorCode = code
+			}
+		}
+		return r
+	}
+	return op.fail(code)
+}
+
+func (a *groupActor) failAll(code int16) {
+	for ref, op := range a.refs {
+		delete(a.refs, ref)
+		op.reply(op.fail(code))
+	}
+}
+
+// afterStep publishes the group's summary, rearms the timer and retires
+// the actor once the group no longer exists and nothing is in flight.
+func (a *groupActor) afterStep() {
+	if a.retired || a.closed {
+		return
+	}
+	sum, live := a.g.Summary()
+	if !live && len(a.refs) == 0 && a.persisting == 0 {
+		a.stopTimer()
+		a.retired = true
+		a.m.retire(a.g.id, a.self)
+		return
+	}
+	a.m.publish(a.g.id, sum, live)
+	next := a.g.NextDeadline()
+	if next.Equal(a.timerAt) {
+		return
+	}
+	a.stopTimer()
+	if next.IsZero() {
+		return
+	}
+	a.timerAt = next
+	self, root := a.self, a.m.root
+	a.timer = time.AfterFunc(time.Until(next), func() { root.Send(self, &tickMsg{}) })
+}
+
+func (a *groupActor) stopTimer() {
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	a.timerAt = time.Time{}
+}
+
+// shutdown answers everything waiting: the broker is going away.
+func (a *groupActor) shutdown() {
+	a.stopTimer()
+	a.closed = true
+	a.failAll(kerr.NotCoordinator.Code)
+}
+
+// persistCmd is the replicated command: records to make durable.
+type persistCmd struct{ recs []Record }
+
+func (c *persistCmd) String() string { return fmt.Sprintf("persist %d group records", len(c.recs)) }

@@ -1,0 +1,143 @@
+package group
+
+// The Manager's request methods: one per group operation. Each routes to
+// the group's actor and calls reply exactly once.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// JoinGroup handles a JoinGroup; the reply may wait for the join phase.
+func (m *Manager) JoinGroup(req *kmsg.JoinGroupRequest, c Client, reply func(*kmsg.JoinGroupResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		create: req.MemberID == "",
+		do:     func(g *Group, now time.Time, ref Ref) Effects { return g.Join(now, ref, req, c) },
+		reply:  func(r kmsg.Response) { reply(r.(*kmsg.JoinGroupResponse)) },
+		fail: func(code int16) kmsg.Response {
+			return joinError(req.MemberID, kerr.TypedErrorForCode(code))
+		},
+	})
+}
+
+// SyncGroup handles a SyncGroup; a follower's reply waits for the leader.
+func (m *Manager) SyncGroup(req *kmsg.SyncGroupRequest, reply func(*kmsg.SyncGroupResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.Sync(now, ref, req) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.SyncGroupResponse)) },
+		fail:  func(code int16) kmsg.Response { return syncError(kerr.TypedErrorForCode(code)) },
+	})
+}
+
+// Heartbeat handles a classic Heartbeat.
+func (m *Manager) Heartbeat(req *kmsg.HeartbeatRequest, reply func(*kmsg.HeartbeatResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.Heartbeat(now, ref, req) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.HeartbeatResponse)) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrHeartbeatResponse()
+			resp.ErrorCode = code
+			return resp
+		},
+	})
+}
+
+// LeaveGroup handles a LeaveGroup in its v3+ form (Members set).
+func (m *Manager) LeaveGroup(req *kmsg.LeaveGroupRequest, reply func(*kmsg.LeaveGroupResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.Leave(now, ref, req) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.LeaveGroupResponse)) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrLeaveGroupResponse()
+			resp.ErrorCode = code
+			return resp
+		},
+	})
+}
+
+// CommitOffsets handles an OffsetCommit whose topics exist (the caller
+// answers unknown topics itself). Commits are durable when answered.
+func (m *Manager) CommitOffsets(req *kmsg.OffsetCommitRequest, reply func(*kmsg.OffsetCommitResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		create: req.Generation < 0,
+		do:     func(g *Group, now time.Time, ref Ref) Effects { return g.CommitOffsets(now, ref, req) },
+		reply:  func(r kmsg.Response) { reply(r.(*kmsg.OffsetCommitResponse)) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrOffsetCommitResponse()
+			for _, rt := range req.Topics {
+				ot := kmsg.NewOffsetCommitResponseTopic()
+				ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					op := kmsg.NewOffsetCommitResponseTopicPartition()
+					op.Partition, op.ErrorCode = rp.Partition, code
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				resp.Topics = append(resp.Topics, ot)
+			}
+			return resp
+		},
+	})
+}
+
+// FetchOffsets answers one group's part of an OffsetFetch.
+func (m *Manager) FetchOffsets(group string, q FetchQuery, reply func(kmsg.OffsetFetchResponseGroup)) {
+	m.dispatch(group, &opMsg{
+		do: func(g *Group, now time.Time, ref Ref) Effects { return g.FetchOffsets(now, ref, q) },
+		reply: func(r kmsg.Response) {
+			reply(r.(*kmsg.OffsetFetchResponse).Groups[0])
+		},
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrOffsetFetchResponse()
+			out := kmsg.NewOffsetFetchResponseGroup()
+			out.Group, out.ErrorCode = group, code
+			resp.Groups = []kmsg.OffsetFetchResponseGroup{out}
+			return resp
+		},
+	})
+}
+
+// DeleteOffsets handles an OffsetDelete whose topics exist.
+func (m *Manager) DeleteOffsets(req *kmsg.OffsetDeleteRequest, reply func(*kmsg.OffsetDeleteResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.DeleteOffsets(now, ref, req) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.OffsetDeleteResponse)) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrOffsetDeleteResponse()
+			resp.ErrorCode = code
+			return resp
+		},
+	})
+}
+
+// DescribeGroup answers one group of a DescribeGroups (v6 semantics: a
+// missing group is GROUP_ID_NOT_FOUND).
+func (m *Manager) DescribeGroup(group string, reply func(kmsg.DescribeGroupsResponseGroup)) {
+	m.dispatch(group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.Describe(now, ref) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.DescribeGroupsResponse).Groups[0]) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrDescribeGroupsResponse()
+			out := kmsg.NewDescribeGroupsResponseGroup()
+			out.Group, out.ErrorCode = group, code
+			resp.Groups = []kmsg.DescribeGroupsResponseGroup{out}
+			return resp
+		},
+	})
+}
+
+// DeleteGroup deletes an empty group and its offsets.
+func (m *Manager) DeleteGroup(group string, reply func(kmsg.DeleteGroupsResponseGroup)) {
+	m.dispatch(group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.Delete(now, ref) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.DeleteGroupsResponse).Groups[0]) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrDeleteGroupsResponse()
+			out := kmsg.NewDeleteGroupsResponseGroup()
+			out.Group, out.ErrorCode = group, code
+			resp.Groups = []kmsg.DeleteGroupsResponseGroup{out}
+			return resp
+		},
+	})
+}

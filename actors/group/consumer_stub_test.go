@@ -1,0 +1,5 @@
+package group
+
+import "testing"
+
+func (c *consumerGroup) checkInvariants(t *testing.T) {}

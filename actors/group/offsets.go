@@ -1,0 +1,356 @@
+package group
+
+// Offsets: OffsetCommit (members' and simple/admin commits), OffsetFetch,
+// OffsetDelete, DeleteGroups and offset expiry. A commit's records are
+// applied to the state only once persisted (Applied), so a failed write
+// changes nothing.
+
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// validateCommit is Kafka's ClassicGroup.validateOffsetCommit (and the
+// creation of a simple group for a commit without membership).
+func (g *Group) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) *kerr.Error {
+	if g.cg != nil {
+		return g.cg.validateCommit(req)
+	}
+	if !g.live {
+		if req.Generation < 0 {
+			// No group and no generation: an admin client or a consumer
+			// assigning partitions itself (Flink). A simple group it is.
+			g.create(now)
+			return nil
+		}
+		if req.Version >= 9 {
+			return kerr.GroupIDNotFound
+		}
+		return kerr.IllegalGeneration
+	}
+	if req.Generation < 0 && g.state == Empty {
+		return nil
+	}
+	if req.Generation >= 0 || req.MemberID != "" || req.InstanceID != nil {
+		if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
+			return err
+		}
+		if req.Generation != g.generation {
+			return kerr.IllegalGeneration
+		}
+	} else if g.state != Empty {
+		// Without member id and generation, commits are only taken while
+		// nobody else owns the partitions.
+		return kerr.UnknownMemberID
+	}
+	if g.state == CompletingRebalance {
+		// The member has its new generation but not yet its assignment.
+		return kerr.RebalanceInProgress
+	}
+	return nil
+}
+
+// CommitOffsets handles an OffsetCommit whose topics have been checked to
+// exist. The response's codes are final once the records are persisted.
+func (g *Group) CommitOffsets(now time.Time, ref Ref, req *kmsg.OffsetCommitRequest) Effects {
+	resp := kmsg.NewPtrOffsetCommitResponse()
+	var groupErr *kerr.Error
+	if req.Group == "" {
+		groupErr = kerr.InvalidGroupID
+	} else {
+		groupErr = g.validateCommit(now, req)
+	}
+	for _, rt := range req.Topics {
+		ot := kmsg.NewOffsetCommitResponseTopic()
+		ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
+		for _, rp := range rt.Partitions {
+			op := kmsg.NewOffsetCommitResponseTopicPartition()
+			op.Partition = rp.Partition
+			switch {
+			case groupErr != nil:
+				op.ErrorCode = groupErr.Code
+			case rp.Metadata != nil && len(*rp.Metadata) > g.cfg.MaxMetadataBytes:
+				op.ErrorCode = kerr.OffsetMetadataTooLarge.Code
+			default:
+				o := Offset{Offset: rp.Offset, LeaderEpoch: rp.LeaderEpoch, CommitTime: now}
+				if rp.Metadata != nil {
+					o.Metadata = *rp.Metadata
+				}
+				if req.Version == 1 && rp.Timestamp != -1 {
+					o.CommitTime = time.UnixMilli(rp.Timestamp)
+				}
+				if req.Version >= 2 && req.Version <= 4 && req.RetentionTimeMillis != -1 {
+					o.ExpireTime = now.Add(time.Duration(req.RetentionTimeMillis) * time.Millisecond)
+				}
+				g.record(Record{Kind: RecOffset, Group: g.id, Topic: rt.Topic, Partition: rp.Partition, Offset: o})
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	g.reply(ref, resp)
+	g.advance(now)
+	return g.take()
+}
+
+// FetchQuery is one group's part of an OffsetFetch.
+type FetchQuery struct {
+	// Topics nil means every committed offset.
+	Topics []FetchTopic
+	// MemberID / MemberEpoch (v9+, KIP-848): nil / -1 for admin reads.
+	MemberID      *string
+	MemberEpoch   int32
+	RequireStable bool
+}
+
+// FetchTopic names partitions of one topic.
+type FetchTopic struct {
+	Topic      string
+	Partitions []int32
+}
+
+// FetchOffsets answers one group's OffsetFetch part, in the v8+ shape.
+func (g *Group) FetchOffsets(now time.Time, ref Ref, q FetchQuery) Effects {
+	resp := kmsg.NewPtrOffsetFetchResponse()
+	out := kmsg.NewOffsetFetchResponseGroup()
+	out.Group = g.id
+	if code := g.validateFetch(q); code != 0 {
+		out.ErrorCode = code
+	} else {
+		out.Topics = g.committed(q)
+	}
+	resp.Groups = []kmsg.OffsetFetchResponseGroup{out}
+	g.reply(ref, resp)
+	return g.take()
+}
+
+func (g *Group) validateFetch(q FetchQuery) int16 {
+	if g.cg != nil {
+		return g.cg.validateFetch(q)
+	}
+	if !g.live && (q.MemberID != nil || q.MemberEpoch >= 0) {
+		return kerr.GroupIDNotFound.Code
+	}
+	return 0
+}
+
+func fetchPartition(p int32, o Offset, ok bool) kmsg.OffsetFetchResponseGroupTopicPartition {
+	fp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+	fp.Partition = p
+	fp.Offset, fp.LeaderEpoch = -1, -1
+	md := ""
+	if ok {
+		fp.Offset, fp.LeaderEpoch, md = o.Offset, o.LeaderEpoch, o.Metadata
+	}
+	fp.Metadata = &md
+	return fp
+}
+
+func (g *Group) committed(q FetchQuery) []kmsg.OffsetFetchResponseGroupTopic {
+	var out []kmsg.OffsetFetchResponseGroupTopic
+	if q.Topics == nil {
+		byTopic := map[string][]int32{}
+		for k := range g.offsets {
+			byTopic[k.topic] = append(byTopic[k.topic], k.partition)
+		}
+		names := make([]string, 0, len(byTopic))
+		for t := range byTopic {
+			names = append(names, t)
+		}
+		sort.Strings(names)
+		for _, t := range names {
+			ps := byTopic[t]
+			sort.Slice(ps, func(i, j int) bool { return ps[i] < ps[j] })
+			q.Topics = append(q.Topics, FetchTopic{Topic: t, Partitions: ps})
+		}
+	}
+	for _, ft := range q.Topics {
+		ot := kmsg.NewOffsetFetchResponseGroupTopic()
+		ot.Topic = ft.Topic
+		for _, p := range ft.Partitions {
+			o, ok := g.offsets[tp{ft.Topic, p}]
+			ot.Partitions = append(ot.Partitions, fetchPartition(p, o, ok))
+		}
+		out = append(out, ot)
+	}
+	return out
+}
+
+// DeleteOffsets handles an OffsetDelete whose topics have been checked to
+// exist.
+func (g *Group) DeleteOffsets(now time.Time, ref Ref, req *kmsg.OffsetDeleteRequest) Effects {
+	resp := kmsg.NewPtrOffsetDeleteResponse()
+	switch {
+	case !g.live:
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+	case g.cg == nil && g.state != Empty && g.protocolType != "consumer":
+		// Only consumer-protocol groups say what they subscribe to.
+		resp.ErrorCode = kerr.NonEmptyGroup.Code
+	default:
+		for _, rt := range req.Topics {
+			ot := kmsg.NewOffsetDeleteResponseTopic()
+			ot.Topic = rt.Topic
+			subscribed := g.isSubscribed(rt.Topic)
+			for _, rp := range rt.Partitions {
+				op := kmsg.NewOffsetDeleteResponseTopicPartition()
+				op.Partition = rp.Partition
+				if subscribed {
+					op.ErrorCode = kerr.GroupSubscribedToTopic.Code
+				} else if _, ok := g.offsets[tp{rt.Topic, rp.Partition}]; ok {
+					g.record(Record{Kind: RecOffsetTombstone, Group: g.id, Topic: rt.Topic, Partition: rp.Partition})
+				}
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+	}
+	g.reply(ref, resp)
+	return g.take()
+}
+
+// Delete handles one group of a DeleteGroups: only an empty group goes,
+// with its offsets.
+func (g *Group) Delete(now time.Time, ref Ref) Effects {
+	resp := kmsg.NewPtrDeleteGroupsResponse()
+	out := kmsg.NewDeleteGroupsResponseGroup()
+	out.Group = g.id
+	switch {
+	case g.id == "":
+		out.ErrorCode = kerr.InvalidGroupID.Code
+	case !g.live:
+		out.ErrorCode = kerr.GroupIDNotFound.Code
+	case !g.isEmpty():
+		out.ErrorCode = kerr.NonEmptyGroup.Code
+	default:
+		g.recordDeletion()
+	}
+	resp.Groups = []kmsg.DeleteGroupsResponseGroup{out}
+	g.reply(ref, resp)
+	return g.take()
+}
+
+func (g *Group) isEmpty() bool {
+	if g.cg != nil {
+		return len(g.cg.members) == 0
+	}
+	return g.state == Empty
+}
+
+// recordDeletion records tombstones for every offset and the group.
+func (g *Group) recordDeletion() {
+	keys := make([]tp, 0, len(g.offsets))
+	for k := range g.offsets {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].partition < keys[j].partition
+	})
+	for _, k := range keys {
+		g.record(Record{Kind: RecOffsetTombstone, Group: g.id, Topic: k.topic, Partition: k.partition})
+	}
+	g.record(Record{Kind: RecGroupTombstone, Group: g.id})
+}
+
+// ExpireOffsets drops offsets past offsets.retention.minutes (KIP-211):
+// all of an empty group's offsets once it has been empty that long, a
+// simple group's by commit time, and a consumer group's offsets for topics
+// it no longer subscribes to. An empty group left without offsets is
+// deleted, as Kafka's cleanup does.
+func (g *Group) ExpireOffsets(now time.Time) Effects {
+	if !g.live {
+		return g.take()
+	}
+	retention := g.cfg.OffsetsRetention
+	expired := func(o Offset, base time.Time) bool {
+		if !o.ExpireTime.IsZero() {
+			return !now.Before(o.ExpireTime)
+		}
+		return now.Sub(base) >= retention
+	}
+	var drop []tp
+	empty := g.isEmpty()
+	for k, o := range g.offsets {
+		switch {
+		case empty && g.protocolType != "" && g.cg == nil:
+			if expired(o, g.stateSince) {
+				drop = append(drop, k)
+			}
+		case empty:
+			if expired(o, o.CommitTime) {
+				drop = append(drop, k)
+			}
+		case g.cg != nil || (g.protocolType == "consumer" && g.subscribedKnown):
+			if !g.isSubscribed(k.topic) && expired(o, o.CommitTime) {
+				drop = append(drop, k)
+			}
+		}
+	}
+	if empty && len(g.pending) == 0 && len(drop) == len(g.offsets) {
+		g.recordDeletion()
+		return g.take()
+	}
+	sort.Slice(drop, func(i, j int) bool {
+		if drop[i].topic != drop[j].topic {
+			return drop[i].topic < drop[j].topic
+		}
+		return drop[i].partition < drop[j].partition
+	})
+	for _, k := range drop {
+		g.record(Record{Kind: RecOffsetTombstone, Group: g.id, Topic: k.topic, Partition: k.partition})
+	}
+	return g.take()
+}
+
+// Applied takes records back once persisted: offsets and deletions take
+// effect. (Group metadata records are already reflected in the state.)
+func (g *Group) Applied(recs []Record) {
+	for _, r := range recs {
+		switch r.Kind {
+		case RecOffset:
+			g.live = true
+			g.offsets[tp{r.Topic, r.Partition}] = r.Offset
+		case RecOffsetTombstone:
+			delete(g.offsets, tp{r.Topic, r.Partition})
+		case RecGroupTombstone:
+			g.reset()
+		}
+	}
+}
+
+// Restore rebuilds a group from its persisted records (in log order, as
+// the store's snapshot hands them back).
+func (g *Group) Restore(recs []Record, now time.Time) {
+	for _, r := range recs {
+		switch r.Kind {
+		case RecGroup:
+			g.restoreMeta(r.Meta, now)
+		case RecConsumerGroup:
+			g.restoreConsumerGroup(r.CG, now)
+		case RecOffset:
+			if !g.live {
+				// Offsets without metadata: a simple group.
+				g.live = true
+				g.state = Empty
+				g.stateSince = r.Offset.CommitTime
+			}
+			g.offsets[tp{r.Topic, r.Partition}] = r.Offset
+		case RecOffsetTombstone:
+			delete(g.offsets, tp{r.Topic, r.Partition})
+		case RecGroupTombstone:
+			g.reset()
+		}
+	}
+}
+
+// Committed returns the committed offset of a partition (for tests and
+// admin tools).
+func (g *Group) Committed(topic string, partition int32) (Offset, bool) {
+	o, ok := g.offsets[tp{topic, partition}]
+	return o, ok
+}

@@ -1,0 +1,195 @@
+package group
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func offsetRec(group, topic string, p int32, off int64) Record {
+	return Record{Kind: RecOffset, Group: group, Topic: topic, Partition: p,
+		Offset: Offset{Offset: off, LeaderEpoch: 3, Metadata: "m", CommitTime: time.UnixMilli(1_700_000_000_123)}}
+}
+
+func metaRec(group string, gen int32) Record {
+	v := &kmsg.GroupMetadataValue{}
+	v.Default()
+	v.Version = 3
+	v.ProtocolType = "consumer"
+	v.Generation = gen
+	p, l := "range", "m1"
+	v.Protocol, v.Leader = &p, &l
+	inst := "i1"
+	v.Members = []kmsg.GroupMetadataValueMember{{MemberID: "m1", InstanceID: &inst, ClientID: "c", ClientHost: "/h",
+		RebalanceTimeoutMillis: 1000, SessionTimeoutMillis: 6000, Subscription: []byte("sub"), Assignment: []byte("asg")}}
+	return Record{Kind: RecGroup, Group: group, Meta: v}
+}
+
+func TestStoreReplay(t *testing.T) {
+	dir := t.TempDir()
+	s, loaded, err := OpenStore(dir, false, nil)
+	if err != nil || len(loaded) != 0 {
+		t.Fatalf("open: %v %v", loaded, err)
+	}
+	must(t, s.Append([]Record{metaRec("g1", 1), offsetRec("g1", "t", 0, 10), offsetRec("g1", "t", 1, 11)}))
+	must(t, s.Append([]Record{offsetRec("g1", "t", 0, 20), offsetRec("g2", "x", 0, 5)}))
+	must(t, s.Append([]Record{{Kind: RecOffsetTombstone, Group: "g1", Topic: "t", Partition: 1}}))
+	must(t, s.Append([]Record{offsetRec("g3", "x", 0, 1), {Kind: RecGroupTombstone, Group: "g3"}}))
+	must(t, s.Close())
+
+	_, loaded, err = OpenStore(dir, false, nil)
+	must(t, err)
+	if len(loaded) != 2 || len(loaded["g1"]) != 2 || len(loaded["g2"]) != 1 {
+		t.Fatalf("loaded %v", loaded)
+	}
+	g := NewGroup("g1", &Config{})
+	g.Restore(loaded["g1"], time.Now())
+	if o, ok := g.Committed("t", 0); !ok || o.Offset != 20 || o.LeaderEpoch != 3 || o.Metadata != "m" || o.CommitTime.UnixMilli() != 1_700_000_000_123 {
+		t.Fatalf("offset %+v", o)
+	}
+	if _, ok := g.Committed("t", 1); ok {
+		t.Fatal("tombstoned offset came back")
+	}
+	if g.generation != 1 || len(g.members) != 1 || string(g.members["m1"].assignment) != "asg" || *g.members["m1"].instanceID != "i1" {
+		t.Fatal("metadata not restored")
+	}
+}
+
+func TestStoreTornTail(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := OpenStore(dir, false, nil)
+	must(t, err)
+	must(t, s.Append([]Record{offsetRec("g", "t", 0, 1)}))
+	must(t, s.Append([]Record{offsetRec("g", "t", 0, 2)}))
+	good := s.Size()
+	must(t, s.Append([]Record{offsetRec("g", "t", 0, 3)}))
+	full := s.Size()
+	must(t, s.Close())
+
+	path := filepath.Join(dir, logName)
+	for _, cut := range []int64{full - 1, good + 5, good + 1} {
+		must(t, os.Truncate(path, cut))
+		s, loaded, err := OpenStore(dir, false, nil)
+		must(t, err)
+		g := NewGroup("g", &Config{})
+		g.Restore(loaded["g"], time.Now())
+		if o, _ := g.Committed("t", 0); o.Offset != 2 {
+			t.Fatalf("cut at %d: offset %d, want 2", cut, o.Offset)
+		}
+		if s.Size() != good {
+			t.Fatalf("cut at %d: size %d, want truncated to %d", cut, s.Size(), good)
+		}
+		// Appending after a torn tail goes on from the good prefix.
+		must(t, s.Append([]Record{offsetRec("g", "t", 0, 4)}))
+		must(t, s.Close())
+		_, loaded, err = OpenStore(dir, false, nil)
+		must(t, err)
+		g = NewGroup("g", &Config{})
+		g.Restore(loaded["g"], time.Now())
+		if o, _ := g.Committed("t", 0); o.Offset != 4 {
+			t.Fatalf("after append: offset %d", o.Offset)
+		}
+		must(t, os.Truncate(path, good))
+	}
+
+	// A flipped byte in the middle: everything from there is dropped.
+	raw, _ := os.ReadFile(path)
+	raw[len(raw)-3] ^= 0xff
+	must(t, os.WriteFile(path, raw, 0o644))
+	_, loaded, err := OpenStore(dir, false, nil)
+	must(t, err)
+	g := NewGroup("g", &Config{})
+	g.Restore(loaded["g"], time.Now())
+	if o, _ := g.Committed("t", 0); o.Offset != 1 {
+		t.Fatalf("corrupt frame: offset %d, want 1", o.Offset)
+	}
+}
+
+func TestStoreCompaction(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := OpenStore(dir, false, nil)
+	must(t, err)
+	s.compactMin = 4096
+	for i := 0; i < 2000; i++ {
+		recs := []Record{offsetRec("g", "t", int32(i%4), int64(i))}
+		if i%100 == 0 {
+			recs = append(recs, metaRec("g", int32(i)))
+		}
+		if i == 1500 {
+			recs = append(recs, offsetRec("gone", "t", 0, 1), Record{Kind: RecGroupTombstone, Group: "gone"})
+		}
+		must(t, s.Append(recs))
+	}
+	if s.Size() > 8192 {
+		t.Fatalf("log never compacted: %d bytes", s.Size())
+	}
+	must(t, s.Append([]Record{offsetRec("g", "u", 0, 77)}))
+	must(t, s.Close())
+	if _, err := os.Stat(filepath.Join(dir, tmpName)); !os.IsNotExist(err) {
+		t.Fatalf("snapshot temp file left: %v", err)
+	}
+	_, loaded, err := OpenStore(dir, false, nil)
+	must(t, err)
+	if _, ok := loaded["gone"]; ok {
+		t.Fatal("deleted group survived compaction")
+	}
+	g := NewGroup("g", &Config{})
+	g.Restore(loaded["g"], time.Now())
+	for p := int32(0); p < 4; p++ {
+		if o, _ := g.Committed("t", p); o.Offset != int64(1996+p) {
+			t.Fatalf("partition %d: %d", p, o.Offset)
+		}
+	}
+	if o, _ := g.Committed("u", 0); o.Offset != 77 || g.generation != 1900 {
+		t.Fatalf("u %d gen %d", o.Offset, g.generation)
+	}
+}
+
+func TestStoreStaleSnapshotIgnored(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := OpenStore(dir, false, nil)
+	must(t, err)
+	must(t, s.Append([]Record{offsetRec("g", "t", 0, 5)}))
+	must(t, s.Close())
+	// A crash mid-compaction leaves a partial snapshot beside the log.
+	must(t, os.WriteFile(filepath.Join(dir, tmpName), []byte("partial"), 0o644))
+	_, loaded, err := OpenStore(dir, false, nil)
+	must(t, err)
+	if len(loaded["g"]) != 1 {
+		t.Fatalf("loaded %v", loaded)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkStoreAppend(b *testing.B) {
+	s, _, err := OpenStore(b.TempDir(), false, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	recs := make([]Record, 10)
+	for i := range recs {
+		recs[i] = offsetRec("group", "topic", int32(i), 0)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range recs {
+			recs[j].Offset.Offset = int64(i)
+		}
+		if err := s.Append(recs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(s.Size())/float64(b.N), "bytes/op-log")
+	_ = fmt.Sprint()
+}

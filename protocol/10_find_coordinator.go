@@ -1,0 +1,47 @@
+package protocol
+
+// FindCoordinator: versions 0-6 (v4+ batched CoordinatorKeys). Groups (key
+// type 0) and transactional ids (key type 1) are coordinated by this node;
+// share groups (type 2) are not served and get INVALID_REQUEST.
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(10, 0, 6, (*Server).findCoordinator) }
+
+func (s *Server) findCoordinator(r *Request) {
+	req := r.Msg.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	var code int16
+	var msg *string
+	if req.CoordinatorType != 0 && req.CoordinatorType != 1 {
+		code = kerr.InvalidRequest.Code
+		m := fmt.Sprintf("coordinator key type %d is not served", req.CoordinatorType)
+		msg = &m
+	}
+	if req.Version < 4 {
+		resp.ErrorCode, resp.ErrorMessage = code, msg
+		if code == 0 {
+			resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
+		} else {
+			resp.NodeID, resp.Port = -1, -1
+		}
+		r.Respond(resp)
+		return
+	}
+	for _, key := range req.CoordinatorKeys {
+		c := kmsg.NewFindCoordinatorResponseCoordinator()
+		c.Key, c.ErrorCode, c.ErrorMessage = key, code, msg
+		if code == 0 {
+			c.NodeID, c.Host, c.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
+		} else {
+			c.NodeID, c.Port = -1, -1
+		}
+		resp.Coordinators = append(resp.Coordinators, c)
+	}
+	r.Respond(resp)
+}

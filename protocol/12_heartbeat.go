@@ -1,0 +1,14 @@
+package protocol
+
+// Heartbeat: versions 0-4 (instance id from v3). As Kafka: a missing group
+// or member is UNKNOWN_MEMBER_ID, a stale generation ILLEGAL_GENERATION, a
+// rebalance REBALANCE_IN_PROGRESS.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func init() { register(12, 0, 4, (*Server).heartbeat) }
+
+func (s *Server) heartbeat(r *Request) {
+	req := r.Msg.(*kmsg.HeartbeatRequest)
+	s.groups.Heartbeat(req, func(resp *kmsg.HeartbeatResponse) { r.Respond(resp) })
+}

@@ -1,0 +1,22 @@
+package protocol
+
+// LeaveGroup: versions 0-5. v0-v2 name one member and answer with a
+// top-level error; v3+ batch members (by member id, or by instance id
+// alone for an admin removal) and answer per member.
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+func init() { register(13, 0, 5, (*Server).leaveGroup) }
+
+func (s *Server) leaveGroup(r *Request) {
+	req := r.Msg.(*kmsg.LeaveGroupRequest)
+	if req.Version < 3 {
+		req.Members = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
+	}
+	s.groups.LeaveGroup(req, func(resp *kmsg.LeaveGroupResponse) {
+		if req.Version < 3 && resp.ErrorCode == 0 && len(resp.Members) == 1 {
+			resp.ErrorCode = resp.Members[0].ErrorCode
+		}
+		r.Respond(resp)
+	})
+}

@@ -1,0 +1,53 @@
+package protocol
+
+// DescribeGroups: versions 0-6. State names as Kafka ("Empty",
+// "PreparingRebalance", "CompletingRebalance", "Stable", "Dead");
+// members' metadata and assignments are shown while Stable. A missing
+// group (or a KIP-848 consumer group, which ConsumerGroupDescribe
+// describes) is GROUP_ID_NOT_FOUND on v6 and, as Kafka answers older
+// versions, "Dead" without an error before. With no authorizer every group
+// operation is allowed, which IncludeAuthorizedOperations reports.
+
+import (
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(15, 0, 6, (*Server).describeGroups) }
+
+// groupOperations is READ, DELETE and DESCRIBE (Kafka's AclOperation
+// codes 3, 6, 8), the operations on a group.
+const groupOperations = 1<<3 | 1<<6 | 1<<8
+
+func (s *Server) describeGroups(r *Request) {
+	req := r.Msg.(*kmsg.DescribeGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
+	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
+	if len(req.Groups) == 0 {
+		r.Respond(resp)
+		return
+	}
+	var mu sync.Mutex
+	pending := len(req.Groups)
+	for i, id := range req.Groups {
+		s.groups.DescribeGroup(id, func(g kmsg.DescribeGroupsResponseGroup) {
+			if req.Version < 6 && g.ErrorCode == kerr.GroupIDNotFound.Code {
+				g.ErrorCode, g.ErrorMessage = 0, nil
+			}
+			g.AuthorizedOperations = -2147483648
+			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
+				g.AuthorizedOperations = groupOperations
+			}
+			mu.Lock()
+			resp.Groups[i] = g
+			pending--
+			last := pending == 0
+			mu.Unlock()
+			if last {
+				r.Respond(resp)
+			}
+		})
+	}
+}

@@ -1,0 +1,38 @@
+package protocol
+
+// ListGroups: versions 0-5 (state filter from v4, type filter from v5:
+// "classic" or "consumer"; both filters match case-insensitively, as
+// Kafka's do).
+
+import (
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(16, 0, 5, (*Server).listGroups) }
+
+func (s *Server) listGroups(r *Request) {
+	req := r.Msg.(*kmsg.ListGroupsRequest)
+	resp := req.ResponseKind().(*kmsg.ListGroupsResponse)
+	matches := func(filter []string, v string) bool {
+		if len(filter) == 0 {
+			return true
+		}
+		for _, f := range filter {
+			if strings.EqualFold(f, v) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range s.groups.ListGroups() {
+		if !matches(req.StatesFilter, g.State) || !matches(req.TypesFilter, g.Type) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Group, g.ProtocolType, g.State, g.Type
+		resp.Groups = append(resp.Groups, lg)
+	}
+	r.Respond(resp)
+}

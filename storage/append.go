@@ -1,0 +1,166 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/regent-broker/regent/storage/recordbatch"
+)
+
+// Append writes one v2 batch at the log end (owner). The batch must already
+// be validated and have its leader epoch / LogAppendTime patched; Append
+// sets its base offset in place to NextOffset. The write is a single
+// pwrite(2) into the page cache, without fsync (see Sync).
+func (l *Log) Append(batch []byte) (baseOffset, lastOffset int64, err error) {
+	firsts, err := l.AppendMany([][]byte{batch})
+	if len(firsts) == 0 {
+		return -1, -1, err
+	}
+	h, _ := recordbatch.ParseHeader(batch)
+	return firsts[0], h.LastOffset(), err
+}
+
+// maxRunBytes caps how much AppendMany gathers into one write, bounding the
+// temporary copy.
+const maxRunBytes = 4 << 20
+
+// AppendMany appends batches in order, writing each run of batches that
+// lands in one segment with a single pwrite(2). It returns the base offset
+// assigned to each batch written; on error, firsts covers the batches that
+// were written before the failure.
+func (l *Log) AppendMany(batches [][]byte) (firsts []int64, err error) {
+	hs := make([]recordbatch.Header, len(batches))
+	for i, b := range batches {
+		h, err := recordbatch.ParseHeader(b)
+		if err == nil && h.TotalSize() != len(b) {
+			err = fmt.Errorf("%w: header says %d bytes, have %d", recordbatch.ErrBadLength, h.TotalSize(), len(b))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("append batch %d: %w", i, err)
+		}
+		hs[i] = h
+	}
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	opts := l.opts()
+	nowMs := opts.Now().UnixMilli()
+	firsts = make([]int64, 0, len(batches))
+	for i := 0; i < len(batches); {
+		// Owner-only reads of fields it alone writes need no lock.
+		seg := l.active()
+		next := l.mu.next
+		if l.shouldRoll(seg, hs[i], next, nowMs, opts) {
+			if err := l.roll(); err != nil {
+				return firsts, err
+			}
+			continue
+		}
+		// Gather the run of batches that fit this segment without a roll.
+		j, size := i, seg.size
+		for j < len(batches) {
+			if j > i && (size+int64(len(batches[j])) > opts.SegmentBytes ||
+				size+int64(len(batches[j]))-seg.size > maxRunBytes ||
+				next+int64(hs[j].LastOffsetDelta)-seg.base > maxRelOffset) {
+				break
+			}
+			hs[j].BaseOffset = next
+			recordbatch.SetBaseOffset(batches[j], next)
+			next = hs[j].LastOffset() + 1
+			size += int64(len(batches[j]))
+			j++
+		}
+		if err := l.writeRun(seg, batches[i:j], hs[i:j], opts, nowMs); err != nil {
+			return firsts, err
+		}
+		for k := i; k < j; k++ {
+			firsts = append(firsts, hs[k].BaseOffset)
+		}
+		i = j
+	}
+	return firsts, nil
+}
+
+// shouldRoll reports whether the batch must go into a new segment. An empty
+// segment always accepts one batch (even one larger than SegmentBytes).
+func (l *Log) shouldRoll(seg *segment, h recordbatch.Header, next, nowMs int64, opts Options) bool {
+	if seg.size == 0 {
+		return next+int64(h.LastOffsetDelta)-seg.base > maxRelOffset && next != seg.base
+	}
+	return seg.size+int64(h.TotalSize()) > opts.SegmentBytes ||
+		(seg.rollStartMs >= 0 && nowMs-seg.rollStartMs >= opts.rollMs()) ||
+		next+int64(h.LastOffsetDelta)-seg.base > maxRelOffset
+}
+
+// writeRun writes batches contiguously at the end of seg and publishes them.
+func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, opts Options, nowMs int64) error {
+	pos := seg.size
+	if err := writeAll(seg, batches, pos); err != nil {
+		// Drop any partial write so the next append starts clean; if even
+		// that fails, recovery truncates the torn tail on restart.
+		if terr := seg.log.Truncate(pos); terr != nil {
+			err = errors.Join(err, fmt.Errorf("undoing partial write: %w", terr))
+		}
+		return fmt.Errorf("appending to segment %d: %w", seg.base, err)
+	}
+	seg.needsSync.Store(true)
+	if seg.rollStartMs < 0 {
+		seg.rollStartMs = nowMs
+	}
+	interval := int64(opts.IndexIntervalBytes)
+	l.mu.Lock()
+	for k, b := range batches {
+		if err := seg.noteBatch(hs[k], pos, interval); err != nil {
+			// The index only speeds lookups up; a lost entry costs a
+			// longer scan, never a wrong answer.
+			l.logger.Warn("index write failed", "segment", seg.base, "err", err)
+		}
+		pos += int64(len(b))
+		l.mu.size += int64(len(b))
+	}
+	l.mu.next = hs[len(hs)-1].LastOffset() + 1
+	l.mu.Unlock()
+	return nil
+}
+
+// writeAll writes bufs contiguously at off in one pwrite(2). Several
+// batches are first gathered into one buffer: the copy is cheap next to a
+// syscall per batch, and it avoids a platform-specific pwritev.
+func writeAll(seg *segment, bufs [][]byte, off int64) error {
+	if len(bufs) == 1 {
+		_, err := seg.log.WriteAt(bufs[0], off)
+		return err
+	}
+	n := 0
+	for _, b := range bufs {
+		n += len(b)
+	}
+	all := make([]byte, 0, n)
+	for _, b := range bufs {
+		all = append(all, b...)
+	}
+	_, err := seg.log.WriteAt(all, off)
+	return err
+}
+
+// roll seals the active segment and starts a new one at NextOffset (owner).
+func (l *Log) roll() error {
+	next := l.mu.next
+	ns, err := l.createSegment(next)
+	if err != nil {
+		return fmt.Errorf("rolling segment at %d: %w", next, err)
+	}
+	l.mu.Lock()
+	if err := l.active().seal(); err != nil {
+		l.logger.Warn("sealing segment index failed", "segment", l.active().base, "err", err)
+	}
+	l.mu.segs = append(l.mu.segs, ns)
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Log) isClosed() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.closed
+}

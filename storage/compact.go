@@ -1,0 +1,443 @@
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"math"
+	"os"
+	"slices"
+
+	"github.com/regent-broker/regent/storage/recordbatch"
+)
+
+// Log compaction, modelled on Kafka's LogCleaner:
+//
+//   - Only closed segments whose max timestamp is older than
+//     MinCompactionLagMs are cleanable; the active segment never is.
+//   - The "dirty" part starts at the cleaner checkpoint (firstDirty). One
+//     pass maps key -> latest offset over dirty segments (bounded by
+//     maxMapKeys, stopping at a segment boundary), then rewrites every
+//     segment from the log start up to the end of the mapped range, keeping
+//     a record iff no later offset for its key was mapped.
+//   - Tombstones follow KIP-534: the first pass that keeps a tombstone stamps
+//     its batch with a delete horizon (now + DeleteRetentionMs, stored in
+//     FirstTimestamp with attribute bit 6, record deltas rebased so record
+//     timestamps are unchanged); a later pass past the horizon drops it.
+//   - Offsets never change: rewritten batches keep base offset and
+//     lastOffsetDelta. Control and transactional batches are copied verbatim
+//     and do not feed the map (aborted data must never supersede committed
+//     data; keeping extra records is safe, losing them is not). A batch left
+//     empty is dropped unless it may be its producer's last batch, which
+//     Kafka keeps so idempotent producer state survives.
+//   - Each rewritten segment is written as *.cleaned, committed by renaming
+//     the log to *.log.swap, then swapped in by rename; Open finishes or
+//     discards interrupted swaps. Empty results delete the segment (except
+//     the first, which anchors the log start).
+//   - Not done: merging small cleaned segments into one (Kafka groups them).
+
+// maxMapKeys bounds the offset map of one pass (~40 MiB). Keys are stored
+// as 128-bit hashes, like Kafka's MD5-based map; a collision could drop a
+// record wrongly, at odds of about n²/2¹²⁹.
+const maxMapKeys = 1 << 20
+
+type keyHash [2]uint64
+
+type offsetMap struct {
+	s1, s2 maphash.Seed
+	m      map[keyHash]int64
+}
+
+func newOffsetMap() *offsetMap {
+	return &offsetMap{s1: maphash.MakeSeed(), s2: maphash.MakeSeed(), m: map[keyHash]int64{}}
+}
+
+func (o *offsetMap) hash(key []byte) keyHash {
+	return keyHash{maphash.Bytes(o.s1, key), maphash.Bytes(o.s2, key)}
+}
+
+// cleanable returns the index one past the last cleanable segment and the
+// index of the first dirty one (caller holds mu or is the owner).
+func (l *Log) cleanable(opts Options, nowMs int64) (end, firstDirty int) {
+	segs := l.mu.segs
+	end = len(segs) - 1
+	for k := 0; k < end; k++ {
+		if segs[k].maxTS > nowMs-opts.MinCompactionLagMs {
+			end = k
+			break
+		}
+	}
+	firstDirty = end
+	for k := 0; k < end; k++ {
+		if segs[k+1].base > l.mu.firstDirty {
+			firstDirty = k
+			break
+		}
+	}
+	return end, firstDirty
+}
+
+// DirtyRatio is the fraction of cleanable bytes not yet compacted (0 when
+// nothing is cleanable). Safe to call from any goroutine.
+func (l *Log) DirtyRatio() float64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	end, d := l.cleanable(l.mu.opts, l.mu.opts.Now().UnixMilli())
+	var dirty, total int64
+	for k, s := range l.mu.segs[:end] {
+		total += s.size
+		if k >= d {
+			dirty += s.size
+		}
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(dirty) / float64(total)
+}
+
+// NeedsCompaction reports whether a scheduler should call Compact: the log
+// is compacted and its dirty ratio reached MinCleanableDirtyRatio, or its
+// oldest dirty cleanable data is older than MaxCompactionLagMs, or a kept
+// tombstone's delete horizon has passed (always true once after Open, as
+// horizons are learnt by a pass). Safe to call from any goroutine.
+func (l *Log) NeedsCompaction() bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	opts := l.mu.opts
+	if !opts.Compact || l.mu.closed {
+		return false
+	}
+	nowMs := opts.Now().UnixMilli()
+	end, d := l.cleanable(opts, nowMs)
+	if end > 0 && l.mu.nextHorizon <= nowMs {
+		return true
+	}
+	if d >= end {
+		return false
+	}
+	if first := l.mu.segs[d].firstTS; opts.MaxCompactionLagMs > 0 && first >= 0 && nowMs-first > opts.MaxCompactionLagMs {
+		return true
+	}
+	var dirty, total int64
+	for k, s := range l.mu.segs[:end] {
+		total += s.size
+		if k >= d {
+			dirty += s.size
+		}
+	}
+	return total > 0 && float64(dirty)/float64(total) >= opts.MinCleanableDirtyRatio
+}
+
+// cleaner holds one pass's state.
+type cleaner struct {
+	m         *offsetMap
+	producers map[int64]int64 // producer ID -> base offset of its last mapped batch
+	nowMs     int64
+	horizonMs int64
+	// minHorizon is the earliest delete horizon among kept tombstone batches.
+	minHorizon int64
+}
+
+// Compact runs one compaction pass (owner); a no-op unless Options.Compact.
+func (l *Log) Compact() error {
+	if l.isClosed() {
+		return ErrClosed
+	}
+	opts := l.opts()
+	if !opts.Compact {
+		return nil
+	}
+	nowMs := opts.Now().UnixMilli()
+	end, d := l.cleanable(opts, nowMs)
+	// With nothing dirty a pass is still worth it when a tombstone's delete
+	// horizon has passed (as Kafka's cleaner manager does).
+	if end == 0 || (d >= end && l.mu.nextHorizon > nowMs) {
+		return nil
+	}
+	segs := slices.Clone(l.mu.segs)
+	c := &cleaner{m: newOffsetMap(), producers: map[int64]int64{}, nowMs: nowMs,
+		horizonMs: nowMs + opts.DeleteRetentionMs, minHorizon: math.MaxInt64}
+	firstDirty := l.mu.firstDirty
+	mapEnd := d
+	for k := d; k < end; k++ {
+		if k > d && len(c.m.m) >= maxMapKeys {
+			break
+		}
+		if err := c.mapSegment(segs[k], firstDirty); err != nil {
+			return fmt.Errorf("compaction: mapping segment %d: %w", segs[k].base, err)
+		}
+		mapEnd = k + 1
+	}
+	for k := 0; k < mapEnd; k++ {
+		if err := l.cleanSegment(segs[k], k == 0, c, opts); err != nil {
+			return fmt.Errorf("compaction: cleaning segment %d: %w", segs[k].base, err)
+		}
+	}
+	upper := segs[mapEnd].base
+	l.mu.Lock()
+	l.mu.firstDirty = max(l.mu.firstDirty, upper)
+	l.mu.nextHorizon = c.minHorizon
+	l.mu.Unlock()
+	l.persistMu.Lock()
+	defer l.persistMu.Unlock()
+	return writeOffsetCheckpoint(l.dir, cleanerFile, upper)
+}
+
+// mapSegment records the latest offset of every key at or after firstDirty.
+func (c *cleaner) mapSegment(s *segment, firstDirty int64) error {
+	br := newBatchReader(s.log, s.size)
+	for {
+		b, _, err := br.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		h, err := recordbatch.ParseHeader(b)
+		if err != nil {
+			return err
+		}
+		if h.ProducerID >= 0 {
+			c.producers[h.ProducerID] = h.BaseOffset
+		}
+		if h.IsControl() || h.IsTransactional() || h.LastOffset() < firstDirty {
+			continue
+		}
+		recs, err := recordbatch.Records(b)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if off := h.BaseOffset + int64(r.OffsetDelta); off >= firstDirty && !r.KeyNull {
+				c.m.m[c.m.hash(r.Key)] = off
+			}
+		}
+	}
+}
+
+// filter decides a batch's fate: verbatim (nil, true), dropped (nil,
+// false), or rewritten (bytes, true).
+func (c *cleaner) filter(b []byte, h recordbatch.Header) ([]byte, bool, error) {
+	if h.IsControl() || h.IsTransactional() {
+		return nil, true, nil
+	}
+	recs, err := recordbatch.Records(b)
+	if err != nil {
+		return nil, false, err
+	}
+	horizonPassed := h.HasDeleteHorizon() && c.nowMs >= h.FirstTimestamp
+	kept := make([]recordbatch.Record, 0, len(recs))
+	tombstones := false
+	for _, r := range recs {
+		off := h.BaseOffset + int64(r.OffsetDelta)
+		if !r.KeyNull {
+			if latest, ok := c.m.m[c.m.hash(r.Key)]; ok && latest > off {
+				continue
+			}
+		}
+		if r.ValueNull {
+			if horizonPassed {
+				continue
+			}
+			tombstones = true
+		}
+		kept = append(kept, r)
+	}
+	needHorizon := tombstones && !h.HasDeleteHorizon()
+	if tombstones {
+		if needHorizon {
+			c.minHorizon = min(c.minHorizon, c.horizonMs)
+		} else {
+			c.minHorizon = min(c.minHorizon, h.FirstTimestamp)
+		}
+	}
+	if len(kept) == len(recs) && !needHorizon {
+		return nil, true, nil
+	}
+	if len(kept) == 0 {
+		last, seen := c.producers[h.ProducerID]
+		if h.ProducerID < 0 || (seen && last > h.BaseOffset) {
+			return nil, false, nil
+		}
+		// Possibly this producer's last batch: keep it, emptied.
+	}
+	nh := h
+	if needHorizon {
+		for i := range kept {
+			kept[i].TimestampDelta = h.FirstTimestamp + kept[i].TimestampDelta - c.horizonMs
+		}
+		nh.FirstTimestamp = c.horizonMs
+		nh.Attributes |= recordbatch.AttrDeleteHorizon
+	}
+	out, err := recordbatch.Build(nh, kept)
+	if err != nil {
+		return nil, false, err
+	}
+	return out, true, nil
+}
+
+// cleanSegment rewrites s if any of its batches change, and swaps the
+// result in. Output is started lazily at the first change: the unchanged
+// prefix is copied and indexed then.
+func (l *Log) cleanSegment(s *segment, first bool, c *cleaner, opts Options) (err error) {
+	interval := int64(opts.IndexIntervalBytes)
+	var out *segment
+	defer func() {
+		if err != nil && out != nil {
+			out.closeFiles()
+			removeCleaned(s.dir, s.base)
+		}
+	}()
+	br := newBatchReader(s.log, s.size)
+	for {
+		b, pos, err := br.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		h, err := recordbatch.Validate(b)
+		if err != nil {
+			return err
+		}
+		nb, keep, err := c.filter(b, h)
+		if err != nil {
+			return err
+		}
+		changed := nb != nil || !keep
+		if out == nil {
+			if !changed {
+				continue
+			}
+			if out, err = l.startCleaned(s, pos, interval); err != nil {
+				return err
+			}
+		}
+		if !keep {
+			continue
+		}
+		if nb == nil {
+			nb = b
+		}
+		nh, _ := recordbatch.ParseHeader(nb)
+		at := out.size
+		if _, err := out.log.WriteAt(nb, at); err != nil {
+			return fmt.Errorf("writing cleaned segment: %w", err)
+		}
+		if err := out.noteBatch(nh, at, interval); err != nil {
+			return err
+		}
+	}
+	if out == nil {
+		return nil // nothing to change
+	}
+	if out.size == 0 && !first {
+		out.closeFiles()
+		removeCleaned(s.dir, s.base)
+		out = nil
+		return l.replaceSegment(s, nil)
+	}
+	if err := out.seal(); err != nil {
+		return err
+	}
+	if err := out.sync(); err != nil {
+		return err
+	}
+	if err := swapIn(s.dir, s.base); err != nil {
+		return err
+	}
+	o := out
+	out = nil
+	return l.replaceSegment(s, o)
+}
+
+// startCleaned creates the .cleaned files for s and copies and indexes the
+// unchanged prefix [0, prefix).
+func (l *Log) startCleaned(s *segment, prefix, interval int64) (*segment, error) {
+	out, err := openSegmentFiles(s.dir, s.base, cleanedSuffix, true)
+	if err != nil {
+		return nil, err
+	}
+	if prefix > 0 {
+		if _, err := io.Copy(out.log, io.NewSectionReader(s.log, 0, prefix)); err != nil {
+			out.closeFiles()
+			return nil, fmt.Errorf("copying unchanged prefix: %w", err)
+		}
+		sc := newHeaderScanner(out.log, 0, prefix)
+		for {
+			h, pos, err := sc.next()
+			if err == io.EOF {
+				break
+			}
+			if err == nil {
+				err = out.noteBatch(h, pos, interval)
+			}
+			if err != nil {
+				out.closeFiles()
+				return nil, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// swapIn installs finished .cleaned files for base. Renaming the log to
+// .swap is the commit point; Open completes a swap interrupted after it.
+func swapIn(dir string, base int64) error {
+	swap := segmentFile(dir, base, logSuffix+swapSuffix)
+	if err := os.Rename(segmentFile(dir, base, logSuffix+cleanedSuffix), swap); err != nil {
+		return fmt.Errorf("committing cleaned segment: %w", err)
+	}
+	for _, suf := range []string{indexSuffix, timeIndexSuffix} {
+		if err := os.Rename(segmentFile(dir, base, suf+cleanedSuffix), segmentFile(dir, base, suf)); err != nil {
+			return fmt.Errorf("installing cleaned index: %w", err)
+		}
+	}
+	if err := os.Rename(swap, segmentFile(dir, base, logSuffix)); err != nil {
+		return fmt.Errorf("installing cleaned segment: %w", err)
+	}
+	return syncDir(dir)
+}
+
+func removeCleaned(dir string, base int64) {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		_ = os.Remove(segmentFile(dir, base, suf+cleanedSuffix))
+	}
+}
+
+// replaceSegment swaps old for repl (nil: remove old) in the segment list.
+// The old descriptors stay open for in-flight readers until released.
+func (l *Log) replaceSegment(old, repl *segment) error {
+	l.mu.Lock()
+	i := slices.Index(l.mu.segs, old)
+	if i < 0 {
+		l.mu.Unlock()
+		if repl != nil {
+			repl.release()
+		}
+		return errors.New("segment vanished during compaction")
+	}
+	segs := slices.Clone(l.mu.segs)
+	l.mu.size -= old.size
+	if repl != nil {
+		segs[i] = repl
+		l.mu.size += repl.size
+	} else {
+		segs = slices.Delete(segs, i, i+1)
+	}
+	l.mu.segs = segs
+	l.mu.Unlock()
+	if repl == nil {
+		// The files are old's own; with a replacement they were renamed over.
+		if err := old.removeFiles(); err != nil {
+			old.release()
+			return err
+		}
+	}
+	old.release()
+	return nil
+}

@@ -1,0 +1,274 @@
+// Package storage is Regent's segmented partition log: Kafka-format segment
+// files (<base>.log, .index, .timeindex), crash recovery, retention,
+// compaction and the leader-epoch cache.
+//
+// # Concurrency contract
+//
+// A Log has one owner goroutine (the partition actor). Only the owner calls
+// Append, AppendMany, Truncate, DeleteRecordsBefore, EnforceRetention,
+// Compact, AssignEpoch, SetOptions, Close and Delete, and never two at once.
+//
+// Read, OffsetForTimestamp, MaxTimestamp, StartOffset, NextOffset, Size,
+// EndOffsetForEpoch, LatestEpoch, DirtyRatio, NeedsCompaction and Sync may
+// be called from any goroutine concurrently with the owner.
+//
+// Implementation: the owner writes segment files without holding the lock
+// (segments are append-only and readers never look past the committed size)
+// and then publishes the new size, offsets and index entries under mu. Readers
+// snapshot what they need under mu.RLock, take a reference on the segment and
+// do their preads unlocked. Deleted segments are unlinked but their
+// descriptors stay open until the last reader releases them. The one
+// destructive in-place change, Truncate, bumps mu.gen; a reader that sees gen
+// change across its pread retries.
+package storage
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrOffsetOutOfRange is returned for offsets below StartOffset or
+	// above NextOffset.
+	ErrOffsetOutOfRange = errors.New("storage: offset out of range")
+	// ErrClosed is returned by operations on a closed Log.
+	ErrClosed = errors.New("storage: log closed")
+)
+
+// Log is one partition's log. See the package documentation for which
+// methods may run concurrently.
+type Log struct {
+	dir    string
+	logger *slog.Logger
+
+	// persistMu serialises checkpoint-file writes that may come from
+	// different goroutines (epoch assignment vs. owner operations).
+	persistMu sync.Mutex
+
+	mu struct {
+		sync.RWMutex
+		segs       []*segment // ascending base; the last is the active segment
+		start      int64      // log start offset
+		next       int64      // log end offset
+		size       int64      // bytes across segment log files
+		gen        uint64     // bumped by in-place truncation
+		closed     bool
+		opts       Options
+		epochs     []epochEntry
+		firstDirty int64 // compaction: offsets below this are clean
+		// nextHorizon is the earliest delete horizon of a kept tombstone
+		// batch, when a pass could drop it even with nothing dirty;
+		// MinInt64 (unknown, so due) until the first pass after Open.
+		nextHorizon int64
+	}
+}
+
+// Open opens or creates the log in dir and recovers it: leftover compaction
+// files are resolved, closed segments get their indexes checked (and rebuilt
+// if missing or corrupt), and unless the previous Close was clean the active
+// segment is fully re-validated and a torn or corrupt tail truncated.
+func Open(dir string, opts Options) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating log dir: %w", err)
+	}
+	l := &Log{dir: dir, logger: slog.Default().With("log", dir)}
+	l.mu.opts = opts.withDefaults()
+	l.mu.nextHorizon = math.MinInt64
+	if err := l.load(); err != nil {
+		for _, s := range l.mu.segs {
+			s.release()
+		}
+		return nil, fmt.Errorf("opening log %s: %w", dir, err)
+	}
+	return l, nil
+}
+
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+func (l *Log) now() time.Time { return l.opts().Now() }
+
+func (l *Log) opts() Options {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.opts
+}
+
+// SetOptions replaces the configuration; it applies to subsequent appends,
+// rolls, retention and compaction passes.
+func (l *Log) SetOptions(opts Options) {
+	l.mu.Lock()
+	l.mu.opts = opts.withDefaults()
+	l.mu.Unlock()
+}
+
+// StartOffset is the log start offset, the first readable offset.
+func (l *Log) StartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.start
+}
+
+// NextOffset is the log end offset, the offset the next append gets.
+func (l *Log) NextOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.next
+}
+
+// Size is the total size of the segment log files in bytes.
+func (l *Log) Size() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.mu.size
+}
+
+// active returns the active segment (owner, or with mu held).
+func (l *Log) active() *segment { return l.mu.segs[len(l.mu.segs)-1] }
+
+// segmentFor returns the index of the last segment with base <= offset, or
+// -1. Caller holds mu.
+func (l *Log) segmentFor(offset int64) int {
+	segs := l.mu.segs
+	return sort.Search(len(segs), func(i int) bool { return segs[i].base > offset }) - 1
+}
+
+// Sync writes pending index entries and fsyncs the segments written since
+// the last Sync, then the directory.
+func (l *Log) Sync() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return ErrClosed
+	}
+	var todo []*segment
+	var errs []error
+	for _, s := range l.mu.segs {
+		if err := s.flushIndexes(); err != nil {
+			errs = append(errs, err)
+		}
+		if s.acquire() {
+			todo = append(todo, s)
+		}
+	}
+	l.mu.Unlock()
+	for _, s := range todo {
+		if s.needsSync.Swap(false) {
+			if err := s.sync(); err != nil {
+				s.needsSync.Store(true)
+				errs = append(errs, err)
+			}
+		}
+		s.release()
+	}
+	if err := syncDir(l.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Close syncs the log, records a clean shutdown (so the next Open can trust
+// the indexes instead of re-validating the active segment) and releases the
+// files. Readers in flight finish on their own references; new calls get
+// ErrClosed.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.mu.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.mu.closed = true
+	segs := l.mu.segs
+	var errs []error
+	// A final time entry makes the active segment's max timestamp survive
+	// the reopen without a scan.
+	if err := l.active().maybeTimeEntry(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, s := range segs {
+		if err := s.flushIndexes(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	l.mu.Unlock()
+	for _, s := range segs {
+		if s.needsSync.Swap(false) {
+			if err := s.sync(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if err := syncDir(l.dir); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		if err := writeFileAtomic(l.dir, cleanShutdownFile, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, s := range segs {
+		s.release()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("closing log %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// Delete closes the log and removes its directory (DeleteTopics).
+func (l *Log) Delete() error {
+	cerr := l.Close()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return errors.Join(cerr, fmt.Errorf("removing log dir: %w", err))
+	}
+	return nil
+}
+
+// removeSegments unlinks segments already taken out of mu.segs and drops the
+// Log's reference (owner, without mu).
+func (l *Log) removeSegments(segs []*segment) error {
+	var errs []error
+	for _, s := range segs {
+		if err := s.removeFiles(); err != nil {
+			errs = append(errs, fmt.Errorf("removing segment %d: %w", s.base, err))
+		}
+		s.release()
+	}
+	return errors.Join(errs...)
+}
+
+// createSegment makes a fresh, empty segment at base, replacing any stale
+// files with that name.
+func (l *Log) createSegment(base int64) (*segment, error) {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(segmentFile(l.dir, base, suf)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("clearing stale segment %d: %w", base, err)
+		}
+	}
+	s, err := openSegment(l.dir, base, true)
+	if err != nil {
+		return nil, err
+	}
+	s.needsSync.Store(true)
+	return s, nil
+}
+
+func (l *Log) persistStart(off int64) error {
+	l.persistMu.Lock()
+	defer l.persistMu.Unlock()
+	return writeOffsetCheckpoint(l.dir, startOffsetFile, off)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func join(dir, name string) string { return filepath.Join(dir, name) }
