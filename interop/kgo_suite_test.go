@@ -19,7 +19,7 @@ import (
 // kgoSkip names the kgo integration tests that need APIs Regent does not
 // serve yet: consumer groups (issue 3), transactions (issue 4), share groups
 // and authentication (not configured here).
-const kgoSkip = `Group|Txn|Share|848|SCRAM|OAuth|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|TestIssue325|TestIssue337|TestIssue434|TestPauseIssue|TestIssue523|TestIssue648|TestIssue810|TestIssue865|TestConsumeTopicRetrieval|TestAddRemovePartitions|TestLookbackMilli`
+const kgoSkip = `Group|Txn|Share|848|SCRAM|OAuth|TestUnknownGroupOffsetFetchPinned|TestConsumeRegex|TestIssue523`
 
 // TestKgoConformanceSuite runs franz-go's own kgo integration tests against
 // a fresh Regent and reports pass and fail counts; every test outside the

@@ -1,22 +1,24 @@
 package protocol
 
-// OffsetCommit: versions 0-10 (v10 names topics by id). Commits by members
-// (generation checked) and without membership (generation -1, empty member
-// id: admin clients, Flink's source), which Kafka takes only while the
-// group is empty or does not exist, creating a "simple" group. Partitions
-// of unknown topics get UNKNOWN_TOPIC_OR_PARTITION (v10: UNKNOWN_TOPIC_ID)
-// here; the rest goes to the group's actor and is on disk when answered.
-// v1's per-partition timestamp and v2-v4's retention time are kept as
-// Kafka keeps them (commit time, expiry).
+// OffsetCommit: versions 0-9. Commits by members (generation checked) and
+// without membership (generation -1, empty member id: admin clients,
+// Flink's source), which Kafka takes only while the group is empty or does
+// not exist, creating a "simple" group. Partitions of unknown topics get
+// UNKNOWN_TOPIC_OR_PARTITION here; the rest goes to the group's actor and
+// is on disk when answered. v1's per-partition timestamp and v2-v4's
+// retention time are kept as Kafka keeps them (commit time, expiry).
+//
+// Deviation: v10 (topics by id only) is not advertised. franz-go's kadm
+// (v1.17) sends raw OffsetCommits with topic names alone, so at v10 every
+// admin commit would name a zero topic id and fail; v9 serves every client
+// the same offsets.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/regent-broker/regent/actors/topics"
 )
 
-func init() { register(8, 0, 10, (*Server).offsetCommit) }
+func init() { register(8, 0, 9, (*Server).offsetCommit) }
 
 func (s *Server) offsetCommit(r *Request) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
@@ -31,7 +33,7 @@ func (s *Server) offsetCommit(r *Request) {
 		out := &resp.Topics[i]
 		*out = kmsg.NewOffsetCommitResponseTopic()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
-		t, missing := s.commitTopic(req.Version, rt.Topic, rt.TopicID)
+		t := s.topics.Get(rt.Topic)
 		out.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
 		var ft *kmsg.OffsetCommitRequestTopic
 		for j, rp := range rt.Partitions {
@@ -39,11 +41,11 @@ func (s *Server) offsetCommit(r *Request) {
 			*op = kmsg.NewOffsetCommitResponseTopicPartition()
 			op.Partition = rp.Partition
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				op.ErrorCode = missing.Code
+				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
 			if ft == nil {
-				fwd.Topics = append(fwd.Topics, kmsg.OffsetCommitRequestTopic{Topic: t.Name, TopicID: t.ID})
+				fwd.Topics = append(fwd.Topics, kmsg.OffsetCommitRequestTopic{Topic: t.Name})
 				ft = &fwd.Topics[len(fwd.Topics)-1]
 			}
 			ft.Partitions = append(ft.Partitions, rp)
@@ -66,13 +68,4 @@ func (s *Server) offsetCommit(r *Request) {
 		}
 		r.Respond(resp)
 	})
-}
-
-// commitTopic resolves a topic by name (v0-v9) or id (v10+), with the code
-// to give its partitions if it does not exist.
-func (s *Server) commitTopic(version int16, name string, id [16]byte) (*topics.Topic, *kerr.Error) {
-	if version >= 10 {
-		return s.topics.GetByID(id), kerr.UnknownTopicID
-	}
-	return s.topics.Get(name), kerr.UnknownTopicOrPartition
 }

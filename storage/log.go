@@ -31,7 +31,6 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 )
 
 var (
@@ -92,8 +91,6 @@ func Open(dir string, opts Options) (*Log, error) {
 
 // Dir is the log's directory.
 func (l *Log) Dir() string { return l.dir }
-
-func (l *Log) now() time.Time { return l.opts().Now() }
 
 func (l *Log) opts() Options {
 	l.mu.RLock()
