@@ -36,10 +36,31 @@ type fetchItem struct {
 }
 
 func (s *Server) fetch(r *Request) {
-	s.async(r, func() kmsg.Response { return s.doFetch(r.Msg.(*kmsg.FetchRequest)) })
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("fetch panicked", "panic", p)
+				r.Respond(errorResponse(r, p))
+			}
+		}()
+		resp := s.doFetch(r.Msg.(*kmsg.FetchRequest))
+		r.RespondSized(resp, fetchResponseSize(resp))
+	}()
 }
 
-func (s *Server) doFetch(req *kmsg.FetchRequest) kmsg.Response {
+// fetchResponseSize over-estimates the encoded size of a fetch response.
+func fetchResponseSize(resp *kmsg.FetchResponse) int {
+	n := 64
+	for _, t := range resp.Topics {
+		n += 32 + len(t.Topic)
+		for _, p := range t.Partitions {
+			n += 64 + len(p.RecordBatches) + 16*len(p.AbortedTransactions)
+		}
+	}
+	return n
+}
+
+func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	byID := req.Version >= 13
 

@@ -37,12 +37,16 @@ func (r *Request) SetReply(reply func(frame []byte)) { r.reply = reply }
 
 // Respond encodes resp at the request's version and hands it to the
 // connection. Safe from any goroutine; only the first call counts.
-func (r *Request) Respond(resp kmsg.Response) {
+func (r *Request) Respond(resp kmsg.Response) { r.RespondSized(resp, 256) }
+
+// RespondSized is Respond with a guess of the encoded size, so that large
+// responses (fetches) are encoded into one allocation instead of growing.
+func (r *Request) RespondSized(resp kmsg.Response, sizeHint int) {
 	if !r.replied.CompareAndSwap(false, true) {
 		return
 	}
 	resp.SetVersion(r.Version)
-	r.reply(AppendResponseFrame(make([]byte, 0, 256), r.CorrelationID, resp))
+	r.reply(AppendResponseFrame(make([]byte, 0, sizeHint), r.CorrelationID, resp))
 }
 
 // NoResponse completes a request that takes no response (acks=0).

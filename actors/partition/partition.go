@@ -109,6 +109,7 @@ func StorageOptions(c logconfig.Config) storage.Options {
 		RetentionMs:            c.RetentionMs,
 		RetentionBytes:         c.RetentionBytes,
 		Compact:                c.CleanupCompact,
+		DeleteDisabled:         !c.CleanupDelete,
 		DeleteRetentionMs:      c.DeleteRetentionMs,
 		MinCompactionLagMs:     c.MinCompactionLagMs,
 		MaxCompactionLagMs:     c.MaxCompactionLagMs,
@@ -341,7 +342,7 @@ func (a *partitionActor) maintain() {
 		a.logger.Info("retention deleted segments", "segments", n, "log_start_offset", a.p.log.StartOffset())
 	}
 	cfg := a.state.Config()
-	if cfg.CleanupCompact {
+	if cfg.CleanupCompact && a.p.log.NeedsCompaction() {
 		if err := a.p.log.Compact(); err != nil {
 			a.logger.Error("compaction failed", "err", err)
 		}

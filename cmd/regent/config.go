@@ -22,6 +22,7 @@ type Config struct {
 	BrokerConfigs  string
 	MaxConnections int
 	IdleTimeout    time.Duration
+	Pprof          string
 }
 
 // DefaultConfig returns the defaults.

@@ -75,6 +75,7 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&c.LogLevel, "log-level", env("REGENT_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (REGENT_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("REGENT_LOG_FORMAT", c.LogFormat), "text or json (REGENT_LOG_FORMAT)")
 	fs.StringVar(&c.BrokerConfigs, "broker-config", env("REGENT_BROKER_CONFIG", ""), "comma-separated broker config overrides, e.g. num.partitions=3,auto.create.topics.enable=false (REGENT_BROKER_CONFIG)")
+	fs.StringVar(&c.Pprof, "pprof", env("REGENT_PPROF", ""), "serve Go's pprof on this loopback host:port, for profiling (REGENT_PPROF)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "maximum open connections")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDur("REGENT_IDLE_TIMEOUT", c.IdleTimeout), "close connections idle this long (REGENT_IDLE_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {

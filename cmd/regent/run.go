@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
+	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,6 +75,14 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
 	}, srv)
 
+	if cfg.Pprof != "" {
+		go func() {
+			logger.Info("pprof listening", "addr", cfg.Pprof)
+			if err := http.ListenAndServe(cfg.Pprof, nil); err != nil {
+				logger.Warn("pprof stopped", "err", err)
+			}
+		}()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- nsrv.Run() }()
 
