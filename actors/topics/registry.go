@@ -44,8 +44,12 @@ type Registry struct {
 	// snapshot holds the current map[string]*Topic; replaced, never mutated.
 	snapshot atomic.Pointer[snapshot]
 
+	// broker is the broker-level config; read lock-free (the event loop
+	// reads it), replaced under mu.
+	broker atomic.Pointer[logconfig.Broker]
+
 	mu struct {
-		sync.Mutex // serializes changes (create, delete, alter) and broker
+		sync.Mutex // serializes changes (create, delete, alter)
 		broker     logconfig.Broker
 	}
 }
@@ -78,8 +82,12 @@ func errf(code *kerr.Error, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// metaFile is where topic definitions are persisted.
-const metaFile = "topics.json"
+// metaFile is where topic definitions are persisted; brokerFile holds the
+// broker configs altered at runtime.
+const (
+	metaFile   = "topics.json"
+	brokerFile = "broker-configs.json"
+)
 
 type persistedTopic struct {
 	Name       string            `json:"name"`
@@ -97,7 +105,24 @@ func Open(o Options) (*Registry, error) {
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
+	// Configs altered at runtime (AlterConfigs on the broker) were saved
+	// and override the command line's.
+	if raw, err := os.ReadFile(filepath.Join(o.DataDir, "meta", brokerFile)); err == nil {
+		var saved map[string]string
+		if err := json.Unmarshal(raw, &saved); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", brokerFile, err)
+		}
+		merged := logconfig.Broker{Overrides: map[string]string{}}
+		for k, v := range o.Broker.Overrides {
+			merged.Overrides[k] = v
+		}
+		for k, v := range saved {
+			merged.Overrides[k] = v
+		}
+		o.Broker = merged
+	}
 	r.mu.broker = o.Broker
+	r.broker.Store(&o.Broker)
 	if err := os.MkdirAll(filepath.Join(o.DataDir, "meta"), 0o755); err != nil {
 		return nil, fmt.Errorf("create meta dir: %w", err)
 	}
@@ -171,11 +196,7 @@ func (r *Registry) Partition(topic string, idx int32) *partition.Partition {
 }
 
 // Broker returns the broker-level config.
-func (r *Registry) Broker() logconfig.Broker {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.mu.broker
-}
+func (r *Registry) Broker() logconfig.Broker { return *r.broker.Load() }
 
 // ValidateName applies Kafka's topic-name rules.
 func ValidateName(name string) error {
@@ -390,7 +411,6 @@ func (r *Registry) SetConfigs(name string, configs map[string]string, validateOn
 func (r *Registry) SetBroker(b logconfig.Broker) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.mu.broker = b
 	var changed []*Topic
 	for _, t := range r.snapshot.Load().byName {
 		cfg, err := logconfig.Resolve(t.Configs, b)
@@ -409,6 +429,15 @@ func (r *Registry) SetBroker(b logconfig.Broker) error {
 	}); err != nil {
 		return err
 	}
+	raw, err := json.MarshalIndent(b.Overrides, "", "  ")
+	if err == nil {
+		err = WriteFileAtomic(filepath.Join(r.dataDir, "meta", brokerFile), raw)
+	}
+	if err != nil {
+		return errf(kerr.KafkaStorageError, "persist broker configs: %v", err)
+	}
+	r.mu.broker = b
+	r.broker.Store(&b)
 	for _, t := range changed {
 		for _, p := range t.Partitions {
 			p.SetConfig(t.Config)
