@@ -20,7 +20,8 @@ func TestFetchSessions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	adm := newAdmin(t, b.Addr)
-	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "sess"); err != nil {
+	created, err := adm.CreateTopic(ctx, 2, 1, nil, "sess")
+	if err != nil {
 		t.Fatal(err)
 	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -44,7 +45,9 @@ func TestFetchSessions(t *testing.T) {
 		req.SessionID, req.SessionEpoch = id, epoch
 		if len(parts) > 0 {
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic = "sess"
+			// kgo sends the newest version both sides serve, which
+			// names topics by id (v13+).
+			rt.Topic, rt.TopicID = "sess", created.ID
 			for p, off := range parts {
 				rp := kmsg.NewFetchRequestTopicPartition()
 				rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = p, off, 1<<20, -1

@@ -200,7 +200,9 @@ func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 		}
 		lastTopic.Partitions = append(lastTopic.Partitions, res)
 	}
-	if sess != nil {
+	if incremental {
+		// A new session expects epoch 1 next; each incremental fetch
+		// moves the expectation on by one.
 		sess.epoch++
 		if sess.epoch <= 0 {
 			sess.epoch = 1
