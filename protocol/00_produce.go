@@ -4,7 +4,10 @@ package protocol
 // acks 0, 1 and -1 are served; in single-node mode an append is committed
 // when it is written, so acks=1 and acks=all answer at the same point (with
 // the fsync policy deciding whether that point is the OS or the disk).
-// Transactional batches are refused until transactions land.
+// Transactional batches are appended as sent; the partition tracks the
+// open transaction until the coordinator's marker ends it. (Kafka 3.6+
+// also verifies the partition was added to the transaction, KIP-890 part
+// 1; Regent does not yet.)
 
 import (
 	"sync"
@@ -25,13 +28,6 @@ func (s *Server) produce(r *Request) {
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for i, rt := range req.Topics {
 			resp.Topics[i] = produceTopicError(rt, kerr.InvalidRequiredAcks)
-		}
-		r.Respond(resp)
-		return
-	}
-	if req.TransactionID != nil {
-		for i, rt := range req.Topics {
-			resp.Topics[i] = produceTopicError(rt, kerr.TransactionalIDAuthorizationFailed)
 		}
 		r.Respond(resp)
 		return

@@ -3,8 +3,8 @@ package protocol
 // Fetch: versions 4-18 (record batches; v7+ fetch sessions, KIP-227; v13+
 // topics by id). Long polling parks the fetch on its partitions until data
 // arrives, min.bytes is met or max.wait.ms passes. Batches are served as
-// stored, never re-encoded. Until transactions land the last stable offset
-// equals the high watermark and no transaction is ever aborted.
+// stored, never re-encoded. read_committed fetches stop at the last stable
+// offset and carry the aborted transactions of the range they return.
 
 import (
 	"errors"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/storage"
+	"github.com/regent-broker/regent/storage/recordbatch"
 )
 
 func init() { register(1, 4, 18, (*Server).fetch) }
@@ -46,6 +47,21 @@ func (s *Server) fetch(r *Request) {
 		resp := s.doFetch(r.Msg.(*kmsg.FetchRequest))
 		r.RespondSized(resp, fetchResponseSize(resp))
 	}()
+}
+
+// trimToOffset cuts whole batches so that none starts at or past limit,
+// returning the kept bytes and the offset after the last kept batch.
+func trimToOffset(b []byte, limit int64) ([]byte, int64) {
+	pos, end := 0, int64(-1)
+	for pos+recordbatch.HeaderSize <= len(b) {
+		h, err := recordbatch.ParseHeader(b[pos:])
+		if err != nil || h.BaseOffset >= limit || pos+h.TotalSize() > len(b) {
+			break
+		}
+		pos += h.TotalSize()
+		end = h.LastOffset() + 1
+	}
+	return b[:pos], end
 }
 
 // fetchResponseSize over-estimates the encoded size of a fetch response.
@@ -157,7 +173,7 @@ func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	for {
 		var total int
 		var anyErr bool
-		results, total, anyErr = s.fetchPass(items, maxBytes, byID)
+		results, total, anyErr = s.fetchPass(items, maxBytes, byID, req.IsolationLevel == 1)
 		if total >= int(req.MinBytes) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
 			break
 		}
@@ -212,7 +228,7 @@ func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 }
 
 // fetchPass reads every item once within the byte budget.
-func (s *Server) fetchPass(items []fetchItem, budget int, byID bool) ([]kmsg.FetchResponseTopicPartition, int, bool) {
+func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bool) ([]kmsg.FetchResponseTopicPartition, int, bool) {
 	out := make([]kmsg.FetchResponseTopicPartition, len(items))
 	total := 0
 	anyErr := false
@@ -239,8 +255,12 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID bool) ([]kmsg.Fet
 			anyErr = true
 			continue
 		}
-		hw := p.HighWatermark()
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, p.LogStartOffset()
+		hw, lso := p.HighWatermark(), p.LastStableOffset()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, lso, p.LogStartOffset()
+		limitOffset := hw
+		if readCommitted {
+			limitOffset = lso
+		}
 		if it.offset < rp.LogStartOffset || it.offset > hw {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
 			out[i] = rp
@@ -251,7 +271,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID bool) ([]kmsg.Fet
 		if rem := budget - total; rem < limit {
 			limit = rem
 		}
-		if it.offset < hw && (limit > 0 || total == 0) {
+		if it.offset < limitOffset && (limit > 0 || total == 0) {
 			if limit <= 0 {
 				limit = 1
 			}
@@ -265,6 +285,17 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID bool) ([]kmsg.Fet
 				anyErr = true
 				s.log.Error("fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
 			case len(b) > 0:
+				if readCommitted {
+					var end int64
+					b, end = trimToOffset(b, limitOffset)
+					if len(b) > 0 {
+						for _, a := range p.AbortedTransactions(it.offset, end) {
+							at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+							at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+							rp.AbortedTransactions = append(rp.AbortedTransactions, at)
+						}
+					}
+				}
 				rp.RecordBatches = b
 				total += len(b)
 			}

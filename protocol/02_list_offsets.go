@@ -49,6 +49,9 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 		op.Offset = p.LogStartOffset()
 	case -1:
 		op.Offset = p.HighWatermark()
+		if req.IsolationLevel == 1 {
+			op.Offset = p.LastStableOffset()
+		}
 	case -3:
 		op.Offset, op.Timestamp = p.Log().MaxTimestamp()
 	case -5, -6:

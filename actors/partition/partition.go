@@ -41,6 +41,10 @@ type Partition struct {
 	// highWatermark is the next offset consumers may read: in single-node
 	// mode everything appended is committed. Written by the actor.
 	highWatermark atomic.Int64
+	// lastStable is the last stable offset (read_committed's limit) and
+	// aborted the aborted-transaction list; both written by the actor.
+	lastStable atomic.Int64
+	aborted    atomic.Pointer[[]AbortedTxn]
 
 	waiters struct {
 		sync.Mutex
@@ -81,6 +85,9 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	p := &Partition{Topic: o.Topic, Index: o.Index, root: root, log: lg}
 	p.waiters.set = map[*Waiter]struct{}{}
 	p.highWatermark.Store(lg.NextOffset())
+	p.lastStable.Store(st.LastStable())
+	ab := st.Aborted()
+	p.aborted.Store(&ab)
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -121,6 +128,43 @@ func StorageOptions(c logconfig.Config) storage.Options {
 // the actor's goroutine; it must not block.
 func (p *Partition) Produce(records []byte, acks int16, reply func(ProduceResult)) {
 	p.root.Send(p.pid, &produceMsg{records: records, acks: acks, reply: reply})
+}
+
+// WriteTxnMarker ends the producer's open transaction on this partition
+// with a COMMIT or ABORT control batch (nothing is written, and the answer
+// is success, when it has none open). reply runs on the actor goroutine and
+// must not block.
+func (p *Partition) WriteTxnMarker(producerID int64, producerEpoch int16, commit bool, coordinatorEpoch int32, reply func(err error)) {
+	p.root.Send(p.pid, &markerMsg{pid: producerID, epoch: producerEpoch, commit: commit, coordinatorEpoch: coordinatorEpoch, reply: reply})
+}
+
+// LastStableOffset is the offset below which no transaction is open: the
+// limit of read_committed fetches.
+func (p *Partition) LastStableOffset() int64 { return p.lastStable.Load() }
+
+// AbortedTransactions lists the aborted transactions whose records may lie
+// in [from, to).
+func (p *Partition) AbortedTransactions(from, to int64) []AbortedTxn {
+	return AbortedIn(*p.aborted.Load(), from, to)
+}
+
+// OpenTransactions lists the open transactions. It waits for the actor:
+// never call it on the event loop.
+func (p *Partition) OpenTransactions() []OpenTxn { return p.inspect().open }
+
+// Producers lists every producer's state. It waits for the actor: never
+// call it on the event loop.
+func (p *Partition) Producers() []ProducerInfo { return p.inspect().producers }
+
+func (p *Partition) inspect() inspectResult {
+	done := make(chan inspectResult, 1)
+	p.root.Send(p.pid, &inspectMsg{done: done})
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(10 * time.Second):
+		return inspectResult{}
+	}
 }
 
 // DeleteRecords moves the log start offset to offset (-1: the high
@@ -212,6 +256,20 @@ type deleteRecordsMsg struct {
 	reply  func(int64, error)
 }
 
+type markerMsg struct {
+	pid              int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+	reply            func(error)
+}
+
+type inspectMsg struct{ done chan inspectResult }
+type inspectResult struct {
+	open      []OpenTxn
+	producers []ProducerInfo
+}
+
 type setConfigMsg struct{ cfg logconfig.Config }
 type maintainMsg struct{}
 type syncMsg struct{}
@@ -238,6 +296,14 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.produce(m)
 	case *deleteRecordsMsg:
 		a.deleteRecords(m)
+	case *markerMsg:
+		a.writeMarker(m)
+	case *inspectMsg:
+		if a.closed {
+			m.done <- inspectResult{}
+			return
+		}
+		m.done <- inspectResult{open: a.state.OpenTxns(), producers: a.state.ProducerInfos()}
 	case *setConfigMsg:
 		if !a.closed {
 			a.state.SetConfig(m.cfg)
@@ -284,11 +350,57 @@ func (a *partitionActor) produce(m *produceMsg) {
 			res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
 		}
 	}
+	a.publish()
+	m.reply(res)
+}
+
+// publish makes the state readers see current: high watermark, last
+// stable offset, aborted transactions; parked fetches wake on a change.
+func (a *partitionActor) publish() {
+	changed := false
 	if hw := a.p.log.NextOffset(); hw != a.p.highWatermark.Load() {
 		a.p.highWatermark.Store(hw)
+		changed = true
+	}
+	if lso := a.state.LastStable(); lso != a.p.lastStable.Load() {
+		a.p.lastStable.Store(lso)
+		changed = true
+	}
+	if ab := a.state.Aborted(); len(ab) != len(*a.p.aborted.Load()) {
+		a.p.aborted.Store(&ab)
+	}
+	if changed {
 		a.p.wakeWaiters()
 	}
-	m.reply(res)
+}
+
+func (a *partitionActor) writeMarker(m *markerMsg) {
+	if a.closed {
+		m.reply(kerr.NotLeaderForPartition)
+		return
+	}
+	var err error
+	a.repl.Propose(a.key, &markerCmd{pid: m.pid, epoch: m.epoch, commit: m.commit, coordinatorEpoch: m.coordinatorEpoch, now: time.Now()}, func(r any, perr error) {
+		if perr != nil {
+			err = perr
+			return
+		}
+		err = r.(MarkerResult).Err
+	})
+	if err == nil && a.sync == SyncAlways {
+		err = a.p.log.Sync()
+	}
+	a.publish()
+	m.reply(err)
+}
+
+// markerCmd is the replicated form of a transaction marker.
+type markerCmd struct {
+	pid              int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+	now              time.Time
 }
 
 // appendCmd is the replicated form of a produce: offsets and sequence
@@ -303,6 +415,8 @@ func (a *partitionActor) Apply(cmd cluster.Command) any {
 	switch c := cmd.(type) {
 	case *appendCmd:
 		return a.state.Produce(c.records, c.now)
+	case *markerCmd:
+		return a.state.WriteMarker(c.pid, c.epoch, c.commit, c.coordinatorEpoch, c.now)
 	default:
 		panic(fmt.Sprintf("partition %s: unknown command %T", a.key, cmd))
 	}

@@ -20,6 +20,11 @@ type batchMeta struct {
 type producerEntry struct {
 	epoch   int16
 	batches []batchMeta // oldest first, at most maxTrackedBatches
+	// txnFirstOffset is the first offset of the producer's open
+	// transaction on this partition, or -1.
+	txnFirstOffset   int64
+	coordinatorEpoch int32
+	lastTimestamp    int64
 }
 
 func (e *producerEntry) lastSeq() int32 {

@@ -39,11 +39,15 @@ type State struct {
 	cfg       logconfig.Config
 	epoch     int32 // leader epoch stamped into appended batches
 	producers map[int64]*producerEntry
+	// aborted lists aborted transactions in marker-offset order, for
+	// read_committed fetches; shared with readers through abortedView.
+	aborted []AbortedTxn
 }
 
 // NewState wraps an opened log. Producer state is rebuilt from the log.
 func NewState(log Log, cfg logconfig.Config, epoch int32) (*State, error) {
 	s := &State{log: log, cfg: cfg, epoch: epoch, producers: map[int64]*producerEntry{}}
+	s.aborted = []AbortedTxn{}
 	if err := s.rebuildProducers(); err != nil {
 		return nil, err
 	}
@@ -143,8 +147,8 @@ func (s *State) validate(b []byte, h recordbatch.Header, now time.Time) (string,
 	if h.IsControl() {
 		return "clients may not produce control batches", kerr.InvalidRecord
 	}
-	if h.IsTransactional() {
-		return "transactions are not supported yet", kerr.TransactionalIDAuthorizationFailed
+	if h.IsTransactional() && h.ProducerID < 0 {
+		return "a transactional batch needs a producer id", kerr.InvalidRecord
 	}
 	if !s.cfg.LogAppendTime {
 		nowMs := now.UnixMilli()
@@ -170,15 +174,30 @@ func (s *State) validate(b []byte, h recordbatch.Header, now time.Time) (string,
 }
 
 func (s *State) track(h recordbatch.Header, base, last, appendTime int64) {
-	e := s.producers[h.ProducerID]
-	if e == nil || e.epoch != h.ProducerEpoch {
-		e = &producerEntry{epoch: h.ProducerEpoch}
-		s.producers[h.ProducerID] = e
-	}
+	e := s.entry(h.ProducerID, h.ProducerEpoch)
 	e.remember(batchMeta{
 		firstSeq: h.BaseSequence, lastSeq: h.BaseSequence + h.LastOffsetDelta,
 		firstOffset: base, lastOffset: last, timestamp: appendTime,
 	})
+	e.lastTimestamp = h.MaxTimestamp
+	if h.IsTransactional() && e.txnFirstOffset < 0 {
+		e.txnFirstOffset = base
+	}
+}
+
+// entry returns the producer's state at epoch, starting a fresh sequence
+// history when the epoch changes (an open transaction carries over: its
+// marker comes with the new epoch).
+func (s *State) entry(pid int64, epoch int16) *producerEntry {
+	e := s.producers[pid]
+	if e == nil {
+		e = &producerEntry{epoch: epoch, txnFirstOffset: -1}
+		s.producers[pid] = e
+	} else if e.epoch != epoch {
+		e = &producerEntry{epoch: epoch, txnFirstOffset: e.txnFirstOffset, coordinatorEpoch: e.coordinatorEpoch, lastTimestamp: e.lastTimestamp}
+		s.producers[pid] = e
+	}
+	return e
 }
 
 // rebuildProducers replays batch headers from the log so that duplicate
@@ -203,7 +222,13 @@ func (s *State) rebuildProducers() error {
 			if err != nil || h.TotalSize() > len(chunk) {
 				break
 			}
-			if h.ProducerID >= 0 && !h.IsControl() {
+			switch {
+			case h.IsControl():
+				b := chunk[:h.TotalSize()]
+				if err := s.replayMarker(h, b); err != nil {
+					return fmt.Errorf("rebuild producer state: marker at %d: %w", h.BaseOffset, err)
+				}
+			case h.ProducerID >= 0:
 				ts := int64(-1)
 				if h.TimestampType() == 1 {
 					ts = h.MaxTimestamp

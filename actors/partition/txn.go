@@ -1,0 +1,177 @@
+package partition
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/storage/recordbatch"
+)
+
+// AbortedTxn is one aborted transaction on a partition: a read_committed
+// consumer drops the producer's records from FirstOffset up to the marker
+// at LastOffset.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+// OpenTxn is a transaction with records on this partition and no marker yet.
+type OpenTxn struct {
+	ProducerID       int64
+	ProducerEpoch    int16
+	FirstOffset      int64
+	LastSequence     int32
+	LastTimestamp    int64
+	CoordinatorEpoch int32
+}
+
+// ProducerInfo describes one producer's state (DescribeProducers).
+type ProducerInfo struct {
+	ProducerID            int64
+	ProducerEpoch         int16
+	LastSequence          int32
+	LastTimestamp         int64
+	CoordinatorEpoch      int32
+	CurrentTxnStartOffset int64 // -1 if none
+}
+
+// Control record types (the key of a control record).
+const (
+	markerAbort  = 0
+	markerCommit = 1
+)
+
+// MarkerResult is the outcome of writing a transaction marker.
+type MarkerResult struct {
+	Err    error
+	Offset int64 // the marker's offset, or -1 when nothing was written
+}
+
+// WriteMarker ends the producer's open transaction on this partition with
+// a COMMIT or ABORT control batch. With no open transaction it writes
+// nothing and succeeds (a retried marker, or a partition added to a
+// transaction that sent it nothing).
+func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) MarkerResult {
+	e := s.producers[pid]
+	if e == nil || e.txnFirstOffset < 0 {
+		return MarkerResult{Offset: -1}
+	}
+	if epoch < e.epoch {
+		return MarkerResult{Err: kerr.InvalidProducerEpoch, Offset: -1}
+	}
+	b, err := buildMarker(pid, epoch, commit, coordinatorEpoch, now)
+	if err != nil {
+		return MarkerResult{Err: err, Offset: -1}
+	}
+	recordbatch.SetPartitionLeaderEpoch(b, s.epoch)
+	base, _, err := s.log.Append(b)
+	if err != nil {
+		return MarkerResult{Err: fmt.Errorf("append marker: %w", err), Offset: -1}
+	}
+	s.endTxn(pid, epoch, commit, coordinatorEpoch, base)
+	return MarkerResult{Offset: base}
+}
+
+func (s *State) endTxn(pid int64, epoch int16, commit bool, coordinatorEpoch int32, markerOffset int64) {
+	e := s.entry(pid, epoch)
+	if !commit && e.txnFirstOffset >= 0 {
+		s.aborted = append(s.aborted, AbortedTxn{ProducerID: pid, FirstOffset: e.txnFirstOffset, LastOffset: markerOffset})
+	}
+	e.txnFirstOffset = -1
+	e.coordinatorEpoch = coordinatorEpoch
+}
+
+// replayMarker re-applies a control batch found while rebuilding state.
+func (s *State) replayMarker(h recordbatch.Header, b []byte) error {
+	recs, err := recordbatch.Records(b)
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 || len(recs[0].Key) < 4 {
+		return errors.New("control batch without a control record")
+	}
+	typ := int16(binary.BigEndian.Uint16(recs[0].Key[2:]))
+	if typ != markerAbort && typ != markerCommit {
+		return nil // other control types (e.g. leader change) carry no txn
+	}
+	var coordEpoch int32
+	if len(recs[0].Value) >= 6 {
+		coordEpoch = int32(binary.BigEndian.Uint32(recs[0].Value[2:]))
+	}
+	s.endTxn(h.ProducerID, h.ProducerEpoch, typ == markerCommit, coordEpoch, h.BaseOffset)
+	return nil
+}
+
+func buildMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) ([]byte, error) {
+	typ := int16(markerAbort)
+	if commit {
+		typ = markerCommit
+	}
+	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
+	val := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(coordinatorEpoch))
+	ts := now.UnixMilli()
+	h := recordbatch.Header{
+		Attributes:     recordbatch.AttrTransactional | recordbatch.AttrControl,
+		FirstTimestamp: ts, MaxTimestamp: ts,
+		ProducerID: pid, ProducerEpoch: epoch, BaseSequence: -1,
+	}
+	return recordbatch.Build(h, []recordbatch.Record{{Key: key, Value: val}})
+}
+
+// LastStable is the first offset of the oldest open transaction, or the
+// log end when none is open.
+func (s *State) LastStable() int64 {
+	lso := s.log.NextOffset()
+	for _, e := range s.producers {
+		if e.txnFirstOffset >= 0 && e.txnFirstOffset < lso {
+			lso = e.txnFirstOffset
+		}
+	}
+	return lso
+}
+
+// Aborted returns the aborted-transaction list; callers must not modify it.
+// It only grows by appending, so a slice taken earlier stays valid.
+func (s *State) Aborted() []AbortedTxn { return s.aborted }
+
+// OpenTxns lists the open transactions.
+func (s *State) OpenTxns() []OpenTxn {
+	var out []OpenTxn
+	for pid, e := range s.producers {
+		if e.txnFirstOffset >= 0 {
+			out = append(out, OpenTxn{ProducerID: pid, ProducerEpoch: e.epoch, FirstOffset: e.txnFirstOffset, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
+
+// ProducerInfos lists every producer's state.
+func (s *State) ProducerInfos() []ProducerInfo {
+	out := make([]ProducerInfo, 0, len(s.producers))
+	for pid, e := range s.producers {
+		out = append(out, ProducerInfo{ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnFirstOffset})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
+	return out
+}
+
+// AbortedIn returns the aborted transactions a fetch of [from, to) must
+// report: those whose records may lie in that range.
+func AbortedIn(list []AbortedTxn, from, to int64) []AbortedTxn {
+	// list is in LastOffset order: skip those that ended before from.
+	i := sort.Search(len(list), func(i int) bool { return list[i].LastOffset >= from })
+	var out []AbortedTxn
+	for ; i < len(list); i++ {
+		if list[i].FirstOffset < to {
+			out = append(out, list[i])
+		}
+	}
+	return out
+}
