@@ -60,7 +60,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	groups, err := group.NewManager(group.Options{DataDir: cfg.DataDir, Root: system.Root, Logger: logger})
+	groups, err := group.NewManager(group.Options{DataDir: cfg.DataDir, Root: system.Root, Logger: logger, Broker: broker})
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
 	}
