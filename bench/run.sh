@@ -298,8 +298,11 @@ run_regent() { # run_regent ROUND
   cur=regent
   read -r port _ <<<"$(free_ports)"
   server_log=$dir/regent.log
+  # The same group.initial.rebalance.delay.ms=0 as the Kafka half's
+  # server.properties, so group joins compare like with like.
   # shellcheck disable=SC2086 # REGENT_ARGS is a list of flags
-  "$regent_bin" --listen "127.0.0.1:$port" --data "$dir/data" ${REGENT_ARGS:-} >"$server_log" 2>&1 &
+  "$regent_bin" --listen "127.0.0.1:$port" --data "$dir/data" \
+    --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$server_log" 2>&1 &
   server_pid=$!
   say "[regent] started pid $server_pid on 127.0.0.1:$port"
   if ! wait_port "$port" "$server_pid" "$server_log"; then
