@@ -42,16 +42,13 @@ type State struct {
 	// aborted lists aborted transactions in marker-offset order, for
 	// read_committed fetches; shared with readers through abortedView.
 	aborted []AbortedTxn
+	// snapshotPath is where producer state is snapshotted ("" = never).
+	snapshotPath string
 }
 
 // NewState wraps an opened log. Producer state is rebuilt from the log.
 func NewState(log Log, cfg logconfig.Config, epoch int32) (*State, error) {
-	s := &State{log: log, cfg: cfg, epoch: epoch, producers: map[int64]*producerEntry{}}
-	s.aborted = []AbortedTxn{}
-	if err := s.rebuildProducers(); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return NewStateWithSnapshot(log, cfg, epoch, "")
 }
 
 // SetConfig swaps the topic config (AlterConfigs).
@@ -200,10 +197,9 @@ func (s *State) entry(pid int64, epoch int16) *producerEntry {
 	return e
 }
 
-// rebuildProducers replays batch headers from the log so that duplicate
-// detection survives a restart.
-func (s *State) rebuildProducers() error {
-	off := s.log.StartOffset()
+// replayFrom replays batch headers from offset on, so that duplicate
+// detection and open transactions survive a restart.
+func (s *State) replayFrom(off int64) error {
 	end := s.log.NextOffset()
 	for off < end {
 		chunk, err := s.log.Read(off, 1<<20, false)

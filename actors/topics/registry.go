@@ -21,6 +21,7 @@ import (
 
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/storage/atomicfile"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
 
@@ -478,33 +479,8 @@ func (r *Registry) persist(s *snapshot) error {
 	return WriteFileAtomic(filepath.Join(r.dataDir, "meta", metaFile), raw)
 }
 
-// WriteFileAtomic writes data to path via a synced temp file and rename.
-func WriteFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
-}
+// WriteFileAtomic writes data to path whole (see atomicfile.Write).
+func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
 // Close closes every partition.
 func (r *Registry) Close() error {
