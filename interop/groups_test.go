@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/interop/brokertest"
 )
@@ -16,8 +17,14 @@ import (
 // consumer, commits, kills the broker with SIGKILL and restarts it: the
 // committed offsets (and a simple, membership-less commit) must be there,
 // the group must come back with its member, and a rejoining consumer must
-// resume exactly where the commit left off.
+// resume exactly where the commit left off. Once with the classic
+// protocol, once with KIP-848's.
 func TestGroupOffsetsSurviveKill9(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { testGroupOffsetsSurviveKill9(t, false) })
+	t.Run("kip848", func(t *testing.T) { testGroupOffsetsSurviveKill9(t, true) })
+}
+
+func testGroupOffsetsSurviveKill9(t *testing.T, kip848 bool) {
 	const (
 		partitions = 4
 		records    = 2000
@@ -46,14 +53,18 @@ func TestGroupOffsetsSurviveKill9(t *testing.T) {
 	prod.Close()
 
 	newConsumer := func() *kgo.Client {
-		cl, err := kgo.NewClient(
+		opts := []kgo.Opt{
 			kgo.SeedBrokers(b.Addr),
 			kgo.ConsumerGroup(group),
 			kgo.ConsumeTopics(topic),
 			kgo.DisableAutoCommit(),
-			kgo.SessionTimeout(6*time.Second),
-			kgo.FetchMaxWait(200*time.Millisecond),
-		)
+			kgo.SessionTimeout(6 * time.Second),
+			kgo.FetchMaxWait(200 * time.Millisecond),
+		}
+		if kip848 {
+			opts = append(opts, kgo.ServerSideBalancer())
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,11 +99,7 @@ func TestGroupOffsetsSurviveKill9(t *testing.T) {
 			t.Fatalf("partition %d: committed %d, consumed up to %d", p, committed[p], o)
 		}
 	}
-	before, err := adm.DescribeGroups(ctx, group)
-	if err != nil || before[group].State != "Stable" || len(before[group].Members) != 1 {
-		t.Fatalf("describe before kill: %+v %v", before[group], err)
-	}
-	member := before[group].Members[0].MemberID
+	member, epoch := describeMember(t, ctx, b.Addr, group, kip848)
 
 	// A commit without membership, as Flink's source and admin tools do.
 	var simpleOffsets kadm.Offsets
@@ -130,9 +137,8 @@ func TestGroupOffsetsSurviveKill9(t *testing.T) {
 	if o, _ := sf.Lookup(topic, 3); o.At != 1234 || o.LeaderEpoch != 5 {
 		t.Fatalf("simple commit p3 after restart: %+v", o)
 	}
-	after, err := adm.DescribeGroups(ctx, group)
-	if err != nil || after[group].State != "Stable" || len(after[group].Members) != 1 || after[group].Members[0].MemberID != member {
-		t.Fatalf("group after restart: %+v %v (member before: %s)", after[group], err, member)
+	if m, e := describeMember(t, ctx, b.Addr, group, kip848); m != member || e != epoch {
+		t.Fatalf("group after restart: member %s epoch %d, before: %s %d", m, e, member, epoch)
 	}
 
 	// The first consumer leaves (its client reconnects to the restarted
@@ -171,5 +177,41 @@ func TestGroupOffsetsSurviveKill9(t *testing.T) {
 	end.Each(func(o kadm.OffsetResponse) { total += o.At })
 	if total != records {
 		t.Fatalf("committed offsets sum to %d, want %d", total, records)
+	}
+}
+
+// describeMember returns the one member of a stable group and its epoch
+// (the generation is not described for classic groups: -1).
+func describeMember(t *testing.T, ctx context.Context, addr string, group string, kip848 bool) (string, int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if !kip848 {
+		adm := kadm.NewClient(cl)
+		d, err := adm.DescribeGroups(ctx, group)
+		if err != nil || d[group].State != "Stable" || len(d[group].Members) != 1 {
+			t.Fatalf("describe %s: %+v %v", group, d[group], err)
+		}
+		return d[group].Members[0].MemberID, -1
+	}
+	req := kmsg.NewPtrConsumerGroupDescribeRequest()
+	req.Groups = []string{group}
+	// The member reconciles on its heartbeats: wait for Stable.
+	for {
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("consumer group describe: %v", err)
+		}
+		g := resp.Groups[0]
+		if g.ErrorCode == 0 && g.State == "Stable" && len(g.Members) == 1 {
+			return g.Members[0].MemberID, g.Members[0].MemberEpoch
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("consumer group %s not stable: %+v", group, g)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

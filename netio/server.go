@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,8 @@ type Config struct {
 	MaxPendingBytes int64
 	Multicore       bool
 	Logger          *slog.Logger
+	// Observer is told of every request (telemetry); nil: none, at no cost.
+	Observer protocol.Observer
 }
 
 func (c *Config) setDefaults() {
@@ -76,6 +79,7 @@ type Server struct {
 	cfg     Config
 	handler Handler
 	log     *slog.Logger
+	obs     protocol.Observer // nil: requests are not observed
 
 	engine  gnet.Engine
 	booted  chan struct{}
@@ -88,8 +92,11 @@ type Server struct {
 // New makes a server; Run starts it.
 func New(cfg Config, h Handler) *Server {
 	cfg.setDefaults()
-	return &Server{cfg: cfg, handler: h, log: cfg.Logger, booted: make(chan struct{})}
+	return &Server{cfg: cfg, handler: h, log: cfg.Logger, obs: cfg.Observer, booted: make(chan struct{})}
 }
+
+// OpenConnections is the number of open client connections.
+func (s *Server) OpenConnections() int64 { return s.open.Load() }
 
 // Run serves until Stop; it returns once the engine has shut down.
 func (s *Server) Run() error {
@@ -143,7 +150,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		info: &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String()},
 	}
 	cs.lastActive.Store(time.Now().UnixNano())
-	cs.out.pending = map[uint64][]byte{}
+	cs.out.pending = map[uint64]outFrame{}
 	c.SetContext(cs)
 	s.conns.Store(cs.info.ID, cs)
 	return nil, gnet.None
@@ -184,7 +191,8 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	if !ok {
 		return gnet.Close
 	}
-	cs.lastActive.Store(time.Now().UnixNano())
+	now := time.Now()
+	cs.lastActive.Store(now.UnixNano())
 	for {
 		if cs.inFlight.Load() >= int64(s.cfg.MaxInFlight) || cs.pendingBytes.Load() >= s.cfg.MaxPendingBytes {
 			// Wait for answers to drain; the write callback wakes us.
@@ -198,6 +206,9 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 			return gnet.None
 		}
 		if c.InboundBuffered() < 4 {
+			if s.obs != nil && c.InboundBuffered() > 0 && cs.frameStart.IsZero() {
+				cs.frameStart = now
+			}
 			return gnet.None
 		}
 		lb, _ := c.Peek(4)
@@ -207,6 +218,9 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 			return gnet.Close
 		}
 		if c.InboundBuffered() < 4+size {
+			if s.obs != nil && cs.frameStart.IsZero() {
+				cs.frameStart = now
+			}
 			return gnet.None
 		}
 		_, _ = c.Discard(4)
@@ -214,7 +228,14 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		if _, err := c.Read(frame); err != nil {
 			return gnet.Close
 		}
-		if !cs.dispatch(frame) {
+		var read, framed time.Time
+		if s.obs != nil {
+			read, framed = now, time.Now()
+			if !cs.frameStart.IsZero() {
+				read, cs.frameStart = cs.frameStart, time.Time{}
+			}
+		}
+		if !cs.dispatch(frame, read, framed) {
 			return gnet.Close
 		}
 	}
@@ -228,6 +249,9 @@ type connState struct {
 
 	// nextSeq numbers requests; owned by the event loop.
 	nextSeq uint64
+	// frameStart is when the first bytes of a frame not yet whole arrived
+	// (zero: none pending, or no observer); owned by the event loop.
+	frameStart time.Time
 
 	lastActive   atomic.Int64 // unix nanos of the last read
 	inFlight     atomic.Int64 // requests read, response not yet written
@@ -237,14 +261,22 @@ type connState struct {
 
 	out struct {
 		sync.Mutex
-		nextWrite uint64            // the next sequence number to write
-		pending   map[uint64][]byte // finished responses waiting for their turn
+		nextWrite uint64              // the next sequence number to write
+		pending   map[uint64]outFrame // finished responses waiting for their turn
 	}
 }
 
+// outFrame is a finished response: its frame (nil: none, acks=0) and the
+// request's trace handle (nil: not observed).
+type outFrame struct {
+	frame []byte
+	trace protocol.RequestTrace
+}
+
 // dispatch decodes a frame and hands it to the handler; false closes the
-// connection.
-func (cs *connState) dispatch(frame []byte) bool {
+// connection. With an observer, read is when the frame's first bytes
+// arrived and framed when it was whole.
+func (cs *connState) dispatch(frame []byte, read, framed time.Time) bool {
 	s := cs.srv
 	h, body, err := protocol.ParseHeader(frame)
 	if err != nil && !errors.Is(err, protocol.ErrUnknownKey) {
@@ -260,18 +292,26 @@ func (cs *connState) dispatch(frame []byte) bool {
 	cs.nextSeq++
 	cs.inFlight.Add(1)
 	req.Conn = cs.info
-	req.SetReply(func(resp []byte) { cs.complete(seq, resp) })
+	var tr protocol.RequestTrace
+	if s.obs != nil {
+		decoded := time.Now()
+		tr = s.obs.RequestStart(req, read, framed, decoded, len(frame)+4)
+		req.SetTrace(tr)
+	}
+	req.SetReply(func(resp []byte) { cs.complete(seq, resp, tr) })
 	s.handler.Serve(req)
 	return true
 }
 
 // complete queues a finished response and writes every response that is
-// now next in sequence. Called from any goroutine.
-func (cs *connState) complete(seq uint64, frame []byte) {
+// now next in sequence. Called from any goroutine. tr (nil: not observed)
+// is told when the response is written.
+func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace) {
 	cs.out.Lock()
 	defer cs.out.Unlock()
-	cs.out.pending[seq] = frame
+	cs.out.pending[seq] = outFrame{frame: frame, trace: tr}
 	var batch [][]byte
+	var traces []protocol.RequestTrace // only when some response is observed
 	var n int64
 	for {
 		f, ok := cs.out.pending[cs.out.nextWrite]
@@ -280,28 +320,45 @@ func (cs *connState) complete(seq uint64, frame []byte) {
 		}
 		delete(cs.out.pending, cs.out.nextWrite)
 		cs.out.nextWrite++
-		if f != nil {
-			batch = append(batch, f)
-			n += int64(len(f))
+		if f.frame != nil {
+			batch = append(batch, f.frame)
+			n += int64(len(f.frame))
+			if f.trace != nil {
+				traces = append(traces, f.trace)
+			}
 		} else {
 			cs.done(1, 0)
+			if f.trace != nil {
+				f.trace.Written(nil)
+			}
 		}
 	}
 	if len(batch) == 0 || cs.closed.Load() {
 		if len(batch) > 0 {
 			cs.done(int64(len(batch)), 0)
+			written(traces, net.ErrClosed)
 		}
 		return
 	}
 	cs.pendingBytes.Add(n)
 	count := int64(len(batch))
 	// Writes are queued under out's lock, so gnet runs them in sequence.
-	err := cs.conn.AsyncWritev(batch, func(gnet.Conn, error) error {
+	err := cs.conn.AsyncWritev(batch, func(_ gnet.Conn, err error) error {
 		cs.done(count, n)
+		written(traces, err)
 		return nil
 	})
 	if err != nil {
 		cs.done(count, n)
+		written(traces, err)
+	}
+}
+
+// written tells the trace handles that their responses are written (or
+// dropped, with err).
+func written(traces []protocol.RequestTrace, err error) {
+	for _, tr := range traces {
+		tr.Written(err)
 	}
 }
 

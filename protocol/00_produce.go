@@ -33,6 +33,7 @@ func (s *Server) produce(r *Request) {
 		return
 	}
 
+	tr := r.partitionTracer()
 	// Every partition answers once; the last one answers the request.
 	var mu sync.Mutex
 	pending := 1
@@ -73,7 +74,7 @@ func (s *Server) produce(r *Request) {
 			mu.Lock()
 			pending++
 			mu.Unlock()
-			t.Partitions[rp.Partition].Produce(rp.Records, req.Acks, func(res partition.ProduceResult) {
+			t.Partitions[rp.Partition].ProduceTraced(tr, rp.Records, req.Acks, func(res partition.ProduceResult) {
 				po.ErrorCode = errorCode(res.Err)
 				if res.Err != nil && res.ErrMessage != "" {
 					msg := res.ErrMessage

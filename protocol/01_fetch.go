@@ -40,11 +40,11 @@ func (s *Server) fetch(r *Request) {
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				s.log.Error("fetch panicked", "panic", p)
+				s.log.ErrorContext(r.Context(), "fetch panicked", "panic", p)
 				r.Respond(errorResponse(r, p))
 			}
 		}()
-		resp := s.doFetch(r.Msg.(*kmsg.FetchRequest))
+		resp := s.doFetch(r.Msg.(*kmsg.FetchRequest), r.Tracer())
 		r.RespondSized(resp, fetchResponseSize(resp))
 	}()
 }
@@ -76,7 +76,9 @@ func fetchResponseSize(resp *kmsg.FetchResponse) int {
 	return n
 }
 
-func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
+// doFetch serves one fetch; tr (nil: untraced) is told of every read and
+// of the long-poll wait.
+func (s *Server) doFetch(req *kmsg.FetchRequest, tr RequestTrace) *kmsg.FetchResponse {
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	byID := req.Version >= 13
 
@@ -173,7 +175,7 @@ func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	for {
 		var total int
 		var anyErr bool
-		results, total, anyErr = s.fetchPass(items, maxBytes, byID, req.IsolationLevel == 1)
+		results, total, anyErr = s.fetchPass(items, maxBytes, byID, req.IsolationLevel == 1, tr)
 		if total >= int(req.MinBytes) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
 			break
 		}
@@ -189,12 +191,19 @@ func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 			}
 			continue
 		}
+		var waitStart time.Time
+		if tr != nil {
+			waitStart = time.Now()
+		}
 		timer := time.NewTimer(time.Until(deadline))
 		select {
 		case <-waiter.C:
 		case <-timer.C:
 		}
 		timer.Stop()
+		if tr != nil {
+			tr.Waited(waitStart)
+		}
 	}
 
 	// Assemble, dropping unchanged partitions from incremental answers.
@@ -227,8 +236,9 @@ func (s *Server) doFetch(req *kmsg.FetchRequest) *kmsg.FetchResponse {
 	return resp
 }
 
-// fetchPass reads every item once within the byte budget.
-func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bool) ([]kmsg.FetchResponseTopicPartition, int, bool) {
+// fetchPass reads every item once within the byte budget; tr (nil:
+// untraced) is told of each read.
+func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bool, tr RequestTrace) ([]kmsg.FetchResponseTopicPartition, int, bool) {
 	out := make([]kmsg.FetchResponseTopicPartition, len(items))
 	total := 0
 	anyErr := false
@@ -275,7 +285,14 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 			if limit <= 0 {
 				limit = 1
 			}
+			var readStart time.Time
+			if tr != nil {
+				readStart = time.Now()
+			}
 			b, err := p.Read(it.offset, limit, total > 0)
+			if tr != nil {
+				tr.Read(it.key.topic, it.key.partition, it.offset, len(b), readStart, err)
+			}
 			switch {
 			case errors.Is(err, storage.ErrOffsetOutOfRange):
 				rp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -283,7 +300,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 			case err != nil:
 				rp.ErrorCode = kerr.KafkaStorageError.Code
 				anyErr = true
-				s.log.Error("fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
+				s.log.ErrorContext(ctxOf(tr), "fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
 			case len(b) > 0:
 				if readCommitted {
 					var end int64

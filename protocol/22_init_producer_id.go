@@ -1,3 +1,8 @@
+//go:build !txnwip
+
+// This file is replaced by 22_init_producer_id_txn.go once the Server holds
+// the transaction coordinator.
+
 package protocol
 
 // InitProducerId: versions 0-5. Idempotent producers (no transactional id)

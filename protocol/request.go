@@ -1,10 +1,13 @@
 package protocol
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/partition"
 )
 
 // Request is one decoded request on its way through the broker.
@@ -18,6 +21,12 @@ type Request struct {
 	// response, as acks=0 produce). Set by netio; called exactly once.
 	reply   func(frame []byte)
 	replied atomic.Bool
+
+	// trace follows the request for telemetry (nil: not observed);
+	// recording says the request is sampled for tracing. Both are set
+	// before the request is served and never change afterwards.
+	trace     RequestTrace
+	recording bool
 }
 
 // ConnInfo is what handlers may know of the connection a request came on.
@@ -46,12 +55,96 @@ func (r *Request) RespondSized(resp kmsg.Response, sizeHint int) {
 		return
 	}
 	resp.SetVersion(r.Version)
-	r.reply(AppendResponseFrame(make([]byte, 0, sizeHint), r.CorrelationID, resp))
+	frame := AppendResponseFrame(make([]byte, 0, sizeHint), r.CorrelationID, resp)
+	if r.trace != nil {
+		r.trace.Responded(len(frame))
+	}
+	r.reply(frame)
 }
 
 // NoResponse completes a request that takes no response (acks=0).
 func (r *Request) NoResponse() {
 	if r.replied.CompareAndSwap(false, true) {
+		if r.trace != nil {
+			r.trace.Responded(0)
+		}
 		r.reply(nil)
 	}
+}
+
+// Observer is told of every request's life; telemetry/ implements it with
+// OpenTelemetry spans and metrics. A nil Observer observes nothing and
+// costs nothing. Its methods must not block.
+type Observer interface {
+	// RequestStart is called on the event loop once r is decoded, before
+	// it is served: the request's first byte was read at read, its frame
+	// was whole at framed and decoded at decoded; frameBytes is the frame's
+	// size with its length prefix. It returns the request's trace handle,
+	// or nil to follow it no further.
+	RequestStart(r *Request, read, framed, decoded time.Time, frameBytes int) RequestTrace
+}
+
+// RequestTrace follows one request from decode to the written response.
+// Responded and Written are called once each, in that order; the other
+// methods only while the request is served and only when Recording is
+// true, possibly from several goroutines at once (one per partition).
+type RequestTrace interface {
+	// Work follows the partition actors' part (the request span's
+	// children: actor work, then storage).
+	partition.Tracer
+	// Recording reports whether the request is sampled for tracing; when
+	// false, handlers skip the phase calls below.
+	Recording() bool
+	// Context is a context carrying the request's span, for logs
+	// (slog's ...Context methods) and for outgoing calls.
+	Context() context.Context
+	// Read reports one storage read a handler made for the request
+	// (fetch): from start until now, n bytes from offset, err if it failed.
+	Read(topic string, partition int32, offset int64, n int, start time.Time, err error)
+	// Waited reports a long-poll wait (fetch max.wait.ms) from start until now.
+	Waited(start time.Time)
+	// Responded is called when the response is encoded and handed to the
+	// connection: size bytes (0: the request takes no response).
+	Responded(size int)
+	// Written is called once the connection has written the response
+	// (err: it was dropped, the connection being closed).
+	Written(err error)
+}
+
+// SetTrace attaches the request's trace handle. Called by netio before the
+// request is served.
+func (r *Request) SetTrace(t RequestTrace) {
+	r.trace = t
+	r.recording = t != nil && t.Recording()
+}
+
+// Trace returns the request's trace handle (nil: not observed).
+func (r *Request) Trace() RequestTrace { return r.trace }
+
+// Tracer returns the trace handle only when the request is sampled for
+// tracing, else nil: handlers pass it on (to partitions) or test it before
+// timing their phases.
+func (r *Request) Tracer() RequestTrace {
+	if r.recording {
+		return r.trace
+	}
+	return nil
+}
+
+// Context returns a context carrying the request's span when it has one,
+// for ...Context logging.
+func (r *Request) Context() context.Context {
+	if r.recording {
+		return r.trace.Context()
+	}
+	return context.Background()
+}
+
+// partitionTracer converts the request's tracer to the partition hook,
+// keeping nil nil.
+func (r *Request) partitionTracer() partition.Tracer {
+	if r.recording {
+		return r.trace
+	}
+	return nil
 }

@@ -5,6 +5,7 @@
 package protocol
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -116,7 +117,7 @@ func (s *Server) Serve(r *Request) {
 	a := apis[r.Key]
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
+			s.log.ErrorContext(r.Context(), "handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
 			r.Respond(errorResponse(r, p))
 		}
 	}()
@@ -129,12 +130,21 @@ func (s *Server) async(r *Request, fn func() kmsg.Response) {
 	go func() {
 		defer func() {
 			if p := recover(); p != nil {
-				s.log.Error("handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
+				s.log.ErrorContext(r.Context(), "handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
 				r.Respond(errorResponse(r, p))
 			}
 		}()
 		r.Respond(fn())
 	}()
+}
+
+// ctxOf is the context of a trace handle (nil: the background), for
+// ...Context logging.
+func ctxOf(tr RequestTrace) context.Context {
+	if tr == nil {
+		return context.Background()
+	}
+	return tr.Context()
 }
 
 // errorResponse is the answer to a handler that failed unexpectedly: an

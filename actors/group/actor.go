@@ -31,6 +31,8 @@ type opMsg struct {
 type (
 	tickMsg   struct{}
 	expireMsg struct{}
+	// dropTopicsMsg: topics were deleted; their offsets go.
+	dropTopicsMsg struct{ names map[string]bool }
 	// retireMsg is the last message a retired actor gets (sent under the
 	// manager's lock after its entry went).
 	retireMsg struct{}
@@ -94,6 +96,10 @@ func (a *groupActor) Receive(ctx actor.Context) {
 	case *expireMsg:
 		if !a.retired && !a.closed {
 			a.run(a.g.ExpireOffsets)
+		}
+	case *dropTopicsMsg:
+		if !a.retired && !a.closed {
+			a.run(func(now time.Time) Effects { return a.g.DropTopics(now, msg.names) })
 		}
 	case *persistedMsg:
 		a.persisting--

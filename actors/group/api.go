@@ -141,3 +141,78 @@ func (m *Manager) DeleteGroup(group string, reply func(kmsg.DeleteGroupsResponse
 		},
 	})
 }
+
+// ConsumerGroupHeartbeat handles a KIP-848 ConsumerGroupHeartbeat; topics
+// is read for the subscribed topics' ids and partition counts.
+func (m *Manager) ConsumerGroupHeartbeat(req *kmsg.ConsumerGroupHeartbeatRequest, c Client, topics TopicSource, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		create: req.MemberEpoch == 0,
+		do: func(g *Group, now time.Time, ref Ref) Effects {
+			return g.ConsumerGroupHeartbeat(now, ref, req, c, topics)
+		},
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.ConsumerGroupHeartbeatResponse)) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
+			resp.ErrorCode = code
+			return resp
+		},
+	})
+}
+
+// ConsumerGroupDescribe answers one group of a ConsumerGroupDescribe.
+func (m *Manager) ConsumerGroupDescribe(group string, reply func(kmsg.ConsumerGroupDescribeResponseGroup)) {
+	m.dispatch(group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.ConsumerGroupDescribe(now, ref) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.ConsumerGroupDescribeResponse).Groups[0]) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrConsumerGroupDescribeResponse()
+			out := kmsg.NewConsumerGroupDescribeResponseGroup()
+			out.Group, out.ErrorCode = group, code
+			resp.Groups = []kmsg.ConsumerGroupDescribeResponseGroup{out}
+			return resp
+		},
+	})
+}
+
+// TxnCommitOffsets stages a TxnOffsetCommit's offsets under its producer
+// id (the caller checked the producer's epoch and that the topics exist);
+// CompleteTxn makes them committed or drops them.
+func (m *Manager) TxnCommitOffsets(req *kmsg.TxnOffsetCommitRequest, reply func(*kmsg.TxnOffsetCommitResponse)) {
+	m.dispatch(req.Group, &opMsg{
+		create: true,
+		do:     func(g *Group, now time.Time, ref Ref) Effects { return g.TxnCommitOffsets(now, ref, req) },
+		reply:  func(r kmsg.Response) { reply(r.(*kmsg.TxnOffsetCommitResponse)) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrTxnOffsetCommitResponse()
+			for _, rt := range req.Topics {
+				ot := kmsg.NewTxnOffsetCommitResponseTopic()
+				ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
+				for _, rp := range rt.Partitions {
+					op := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+					op.Partition, op.ErrorCode = rp.Partition, code
+					ot.Partitions = append(ot.Partitions, op)
+				}
+				resp.Topics = append(resp.Topics, ot)
+			}
+			return resp
+		},
+	})
+}
+
+// CompleteTxn commits (or, with commit false, aborts) the offsets that
+// producerID staged in group: the transaction coordinator's marker. done
+// gets nil once the outcome is durable; it may be called again safely
+// (after a restart the staged offsets are still pending until it is).
+func (m *Manager) CompleteTxn(group string, producerID int64, commit bool, done func(error)) {
+	m.dispatch(group, &opMsg{
+		do: func(g *Group, now time.Time, ref Ref) Effects { return g.CompleteTxn(now, ref, producerID, commit) },
+		reply: func(r kmsg.Response) {
+			done(kerr.ErrorForCode(r.(*kmsg.EndTxnResponse).ErrorCode))
+		},
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrEndTxnResponse()
+			resp.ErrorCode = code
+			return resp
+		},
+	})
+}

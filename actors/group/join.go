@@ -47,8 +47,11 @@ func (g *Group) join(now time.Time, ref Ref, req *kmsg.JoinGroupRequest, client 
 			g.reply(ref, joinError(req.MemberID, kerr.InconsistentGroupProtocol))
 			return
 		}
+		// An empty consumer group becomes a classic one (its offsets
+		// stay); its consumer-protocol state goes.
 		g.cg = nil
 		g.state = Empty
+		g.record(Record{Kind: RecConsumerGroup, Group: g.id})
 	}
 	unknown := req.MemberID == ""
 	created := false

@@ -1,6 +1,7 @@
 // Package group is the consumer-group coordinator: the classic protocol
 // (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, static membership),
-// committed offsets, and the KIP-848 consumer protocol.
+// committed offsets (with transactions' staged offsets), and the KIP-848
+// consumer protocol with server-side assignors.
 //
 // Each group is a pure state machine (Group) owned by one actor; the
 // Manager maps group ids to actors, creating them on demand. Offsets and
@@ -230,6 +231,21 @@ func (m *Manager) ExpireOffsets() {
 	defer m.mu.Unlock()
 	for _, pid := range m.mu.actors {
 		m.root.Send(pid, &expireMsg{})
+	}
+}
+
+// TopicsDeleted drops every group's committed offsets for the named
+// topics (call it when topics are deleted). It returns at once; the
+// groups forget the offsets shortly after.
+func (m *Manager) TopicsDeleted(names ...string) {
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, pid := range m.mu.actors {
+		m.root.Send(pid, &dropTopicsMsg{names: set})
 	}
 }
 

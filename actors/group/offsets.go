@@ -172,7 +172,12 @@ func (g *Group) committed(q FetchQuery) []kmsg.OffsetFetchResponseGroupTopic {
 		ot.Topic = ft.Topic
 		for _, p := range ft.Partitions {
 			o, ok := g.offsets[tp{ft.Topic, p}]
-			ot.Partitions = append(ot.Partitions, fetchPartition(p, o, ok))
+			fp := fetchPartition(p, o, ok)
+			if q.RequireStable && g.unstable(ft.Topic, p) {
+				fp.Offset, fp.LeaderEpoch = -1, -1
+				fp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			}
+			ot.Partitions = append(ot.Partitions, fp)
 		}
 		out = append(out, ot)
 	}
@@ -222,7 +227,8 @@ func (g *Group) Delete(now time.Time, ref Ref) Effects {
 		out.ErrorCode = kerr.InvalidGroupID.Code
 	case !g.live:
 		out.ErrorCode = kerr.GroupIDNotFound.Code
-	case !g.isEmpty():
+	case !g.isEmpty() || len(g.pendingTxn) > 0:
+		// A transaction's staged offsets count as activity.
 		out.ErrorCode = kerr.NonEmptyGroup.Code
 	default:
 		g.recordDeletion()
@@ -263,7 +269,7 @@ func (g *Group) recordDeletion() {
 // it no longer subscribes to. An empty group left without offsets is
 // deleted, as Kafka's cleanup does.
 func (g *Group) ExpireOffsets(now time.Time) Effects {
-	if !g.live {
+	if !g.live || len(g.pendingTxn) > 0 {
 		return g.take()
 	}
 	retention := g.cfg.OffsetsRetention
@@ -319,6 +325,8 @@ func (g *Group) Applied(recs []Record) {
 			delete(g.offsets, tp{r.Topic, r.Partition})
 		case RecGroupTombstone:
 			g.reset()
+		case RecTxnOffset, RecTxnOffsetTombstone:
+			g.applyTxn(r)
 		}
 	}
 }
@@ -326,12 +334,26 @@ func (g *Group) Applied(recs []Record) {
 // Restore rebuilds a group from its persisted records (in log order, as
 // the store's snapshot hands them back).
 func (g *Group) Restore(recs []Record, now time.Time) {
-	for _, r := range recs {
+	// A group that was classic and became a consumer group keeps its old
+	// (empty) classic metadata beside the consumer-protocol state: the
+	// latter wins, so it is applied last.
+	var cg *Record
+	defer func() {
+		if cg != nil && g.live {
+			g.restoreConsumerGroup(cg.CG, now)
+		}
+	}()
+	for i, r := range recs {
 		switch r.Kind {
 		case RecGroup:
 			g.restoreMeta(r.Meta, now)
 		case RecConsumerGroup:
-			g.restoreConsumerGroup(r.CG, now)
+			if r.CG == nil {
+				cg = nil
+				continue
+			}
+			cg = &recs[i]
+			g.live = true
 		case RecOffset:
 			if !g.live {
 				// Offsets without metadata: a simple group.
@@ -344,6 +366,12 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 			delete(g.offsets, tp{r.Topic, r.Partition})
 		case RecGroupTombstone:
 			g.reset()
+			cg = nil
+		case RecTxnOffset, RecTxnOffsetTombstone:
+			if r.Kind == RecTxnOffset && !g.live {
+				g.live, g.state, g.stateSince = true, Empty, r.Offset.CommitTime
+			}
+			g.applyTxn(r)
 		}
 	}
 }
@@ -353,4 +381,33 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 func (g *Group) Committed(topic string, partition int32) (Offset, bool) {
 	o, ok := g.offsets[tp{topic, partition}]
 	return o, ok
+}
+
+// DropTopics deletes the committed (and staged) offsets of deleted
+// topics, as Kafka does when a topic goes, so that a topic created again
+// under the same name starts without them.
+func (g *Group) DropTopics(now time.Time, names map[string]bool) Effects {
+	var keys []tp
+	for k := range g.offsets {
+		if names[k.topic] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].topic != keys[j].topic {
+			return keys[i].topic < keys[j].topic
+		}
+		return keys[i].partition < keys[j].partition
+	})
+	for _, k := range keys {
+		g.record(Record{Kind: RecOffsetTombstone, Group: g.id, Topic: k.topic, Partition: k.partition})
+	}
+	for pid, staged := range g.pendingTxn {
+		for k := range staged {
+			if names[k.topic] {
+				g.record(Record{Kind: RecTxnOffsetTombstone, Group: g.id, Topic: k.topic, Partition: k.partition, ProducerID: pid})
+			}
+		}
+	}
+	return g.take()
 }

@@ -267,3 +267,16 @@ func TestRestore(t *testing.T) {
 		t.Fatalf("state %v members %d", g.state, len(g.members))
 	}
 }
+
+func TestDropTopics(t *testing.T) {
+	h := newHarness(t, testConfig())
+	h.commit("", -1, 8, map[string]int64{"gone": 1, "kept": 2})
+	h.txnCommit(3, "gone", 9)
+	h.apply(h.g.DropTopics(h.now, map[string]bool{"gone": true}))
+	if _, ok := h.g.Committed("gone", 0); ok || h.g.unstable("gone", 0) {
+		t.Fatal("deleted topic's offsets kept")
+	}
+	if _, ok := h.g.Committed("kept", 0); !ok {
+		t.Fatal("other topic's offset dropped")
+	}
+}

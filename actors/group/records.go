@@ -7,6 +7,7 @@ package group
 // package's own value encoding.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -23,25 +24,31 @@ const (
 	RecGroup
 	RecGroupTombstone
 	RecConsumerGroup
+	RecTxnOffset
+	RecTxnOffsetTombstone
 )
 
 // Record is one persisted change of a group.
 type Record struct {
-	Kind      RecordKind
-	Group     string
-	Topic     string // RecOffset, RecOffsetTombstone
-	Partition int32
-	Offset    Offset                   // RecOffset
-	Meta      *kmsg.GroupMetadataValue // RecGroup
-	CG        *cgSnapshot              // RecConsumerGroup
+	Kind       RecordKind
+	Group      string
+	Topic      string // RecOffset*, RecTxnOffset*
+	Partition  int32
+	ProducerID int64                    // RecTxnOffset*
+	Offset     Offset                   // RecOffset, RecTxnOffset
+	Meta       *kmsg.GroupMetadataValue // RecGroup
+	CG         *cgSnapshot              // RecConsumerGroup
 }
 
 // Key versions, as in __consumer_offsets: 1 offset commit, 2 group
-// metadata. cgKeyVersion is ours: KIP-848 group state (key: the group id).
+// metadata. The 0x7e.. versions are ours: KIP-848 group state (key: the
+// group id) and a transaction's staged offsets (key: group, topic,
+// partition, producer id; value: an offset commit value).
 const (
 	offsetKeyVersion = 1
 	groupKeyVersion  = 2
 	cgKeyVersion     = 0x7e01
+	txnKeyVersion    = 0x7e02
 )
 
 // storeKey identifies what a record replaces: records with the same key
@@ -52,6 +59,8 @@ func (r *Record) storeKey() string {
 		return fmt.Sprintf("o\x00%s\x00%s\x00%d", r.Group, r.Topic, r.Partition)
 	case RecConsumerGroup:
 		return "c\x00" + r.Group
+	case RecTxnOffset, RecTxnOffsetTombstone:
+		return fmt.Sprintf("x\x00%s\x00%d\x00%s\x00%d", r.Group, r.ProducerID, r.Topic, r.Partition)
 	default:
 		return "g\x00" + r.Group
 	}
@@ -59,7 +68,7 @@ func (r *Record) storeKey() string {
 
 // tombstone: the record deletes its key.
 func (r *Record) tombstone() bool {
-	return r.Kind == RecOffsetTombstone || r.Kind == RecGroupTombstone || (r.Kind == RecConsumerGroup && r.CG == nil)
+	return r.Kind == RecOffsetTombstone || r.Kind == RecGroupTombstone || r.Kind == RecTxnOffsetTombstone || (r.Kind == RecConsumerGroup && r.CG == nil)
 }
 
 // encode returns the record's key and value (nil value: a tombstone).
@@ -93,6 +102,17 @@ func (r *Record) encode() (key, value []byte) {
 		key = k.AppendTo(nil)
 		if r.CG != nil {
 			value = r.CG.appendTo(nil)
+		}
+	case RecTxnOffset, RecTxnOffsetTombstone:
+		// An offset commit key with the producer id after it.
+		k := kmsg.OffsetCommitKey{Version: txnKeyVersion, Group: r.Group, Topic: r.Topic, Partition: r.Partition}
+		key = binary.BigEndian.AppendUint64(k.AppendTo(nil), uint64(r.ProducerID))
+		if r.Kind == RecTxnOffset {
+			v := kmsg.NewOffsetCommitValue()
+			v.Version = 3
+			v.Offset, v.LeaderEpoch, v.Metadata = r.Offset.Offset, r.Offset.LeaderEpoch, r.Offset.Metadata
+			v.CommitTimestamp = r.Offset.CommitTime.UnixMilli()
+			value = v.AppendTo(nil)
 		}
 	}
 	return key, value
@@ -157,6 +177,26 @@ func decodeRecord(key, value []byte) (Record, error) {
 			return Record{}, fmt.Errorf("consumer group value: %w", err)
 		}
 		r.CG = s
+		return r, nil
+	case txnKeyVersion:
+		if len(key) < 8 {
+			return Record{}, errors.New("short txn offset key")
+		}
+		var k kmsg.OffsetCommitKey
+		if err := k.ReadFrom(key[:len(key)-8]); err != nil {
+			return Record{}, fmt.Errorf("txn offset key: %w", err)
+		}
+		r := Record{Kind: RecTxnOffsetTombstone, Group: k.Group, Topic: k.Topic, Partition: k.Partition,
+			ProducerID: int64(binary.BigEndian.Uint64(key[len(key)-8:]))}
+		if value == nil {
+			return r, nil
+		}
+		var v kmsg.OffsetCommitValue
+		if err := v.ReadFrom(value); err != nil {
+			return Record{}, fmt.Errorf("txn offset value: %w", err)
+		}
+		r.Kind = RecTxnOffset
+		r.Offset = Offset{Offset: v.Offset, LeaderEpoch: v.LeaderEpoch, Metadata: v.Metadata, CommitTime: time.UnixMilli(v.CommitTimestamp)}
 		return r, nil
 	}
 	return Record{}, fmt.Errorf("unknown key version %d", version)

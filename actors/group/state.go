@@ -199,6 +199,8 @@ type Group struct {
 	subscribedKnown bool
 
 	offsets map[tp]Offset
+	// pendingTxn holds offsets staged by transactions, by producer id.
+	pendingTxn map[int64]map[tp]Offset
 
 	// cg is the KIP-848 state when the group is a consumer group.
 	cg *consumerGroup

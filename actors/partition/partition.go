@@ -127,7 +127,17 @@ func StorageOptions(c logconfig.Config) storage.Options {
 // Produce appends one partition's records. reply is called exactly once, on
 // the actor's goroutine; it must not block.
 func (p *Partition) Produce(records []byte, acks int16, reply func(ProduceResult)) {
-	p.root.Send(p.pid, &produceMsg{records: records, acks: acks, reply: reply})
+	p.ProduceTraced(nil, records, acks, reply)
+}
+
+// ProduceTraced is Produce with the request's tracer (nil: untraced), which
+// is told when the actor takes the records and when storage applies them.
+func (p *Partition) ProduceTraced(tr Tracer, records []byte, acks int16, reply func(ProduceResult)) {
+	m := &produceMsg{records: records, acks: acks, reply: reply, tr: tr}
+	if tr != nil {
+		m.sent = time.Now()
+	}
+	p.root.Send(p.pid, m)
 }
 
 // WriteTxnMarker ends the producer's open transaction on this partition
@@ -135,7 +145,51 @@ func (p *Partition) Produce(records []byte, acks int16, reply func(ProduceResult
 // is success, when it has none open). reply runs on the actor goroutine and
 // must not block.
 func (p *Partition) WriteTxnMarker(producerID int64, producerEpoch int16, commit bool, coordinatorEpoch int32, reply func(err error)) {
-	p.root.Send(p.pid, &markerMsg{pid: producerID, epoch: producerEpoch, commit: commit, coordinatorEpoch: coordinatorEpoch, reply: reply})
+	p.WriteTxnMarkerTraced(nil, producerID, producerEpoch, commit, coordinatorEpoch, reply)
+}
+
+// WriteTxnMarkerTraced is WriteTxnMarker with the request's tracer (nil:
+// untraced).
+func (p *Partition) WriteTxnMarkerTraced(tr Tracer, producerID int64, producerEpoch int16, commit bool, coordinatorEpoch int32, reply func(err error)) {
+	m := &markerMsg{pid: producerID, epoch: producerEpoch, commit: commit, coordinatorEpoch: coordinatorEpoch, reply: reply, tr: tr}
+	if tr != nil {
+		m.sent = time.Now()
+	}
+	p.root.Send(p.pid, m)
+}
+
+// Tracer follows the partition actor's part of one traced request (the
+// telemetry adapter implements it; nil means untraced and costs nothing).
+// Work may be called from several partition actors at once.
+type Tracer interface {
+	// Work is called on the actor goroutine when the actor takes the
+	// request's message. It returns the handle for that work, or nil.
+	Work(w Work) WorkTrace
+}
+
+// Work describes one message a partition actor takes for a request.
+type Work struct {
+	Op        string // "produce" or "txn_marker"
+	Topic     string
+	Partition int32
+	// Records is the produce's record set (nil for markers). It may be
+	// read only until Work returns: the actor patches it in place later.
+	Records []byte
+	Sent    time.Time // when the message was sent to the actor
+}
+
+// WorkTrace follows one message through the actor. Its methods are called
+// on the actor goroutine, in order: StorageStart, StorageDone, Done.
+type WorkTrace interface {
+	// StorageStart is called when the actor proposes the change to the
+	// replicator (the local log, or raft in cluster mode).
+	StorageStart()
+	// StorageDone is called when the change is applied (and, with
+	// SyncAlways, fsynced).
+	StorageDone()
+	// Done is called before the reply: baseOffset is the first offset
+	// written (-1: none), err Kafka's error or nil.
+	Done(baseOffset int64, err error)
 }
 
 // LastStableOffset is the offset below which no transaction is open: the
@@ -249,6 +303,8 @@ type produceMsg struct {
 	records []byte
 	acks    int16
 	reply   func(ProduceResult)
+	tr      Tracer    // nil: untraced
+	sent    time.Time // set only when traced
 }
 
 type deleteRecordsMsg struct {
@@ -262,6 +318,8 @@ type markerMsg struct {
 	commit           bool
 	coordinatorEpoch int32
 	reply            func(error)
+	tr               Tracer    // nil: untraced
+	sent             time.Time // set only when traced
 }
 
 type inspectMsg struct{ done chan inspectResult }
@@ -323,9 +381,19 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 }
 
 func (a *partitionActor) produce(m *produceMsg) {
+	var wt WorkTrace
+	if m.tr != nil {
+		wt = m.tr.Work(Work{Op: "produce", Topic: a.p.Topic, Partition: a.p.Index, Records: m.records, Sent: m.sent})
+	}
 	if a.closed {
+		if wt != nil {
+			wt.Done(-1, kerr.NotLeaderForPartition)
+		}
 		m.reply(ProduceResult{Err: kerr.NotLeaderForPartition, BaseOffset: -1, LogAppendTime: -1})
 		return
+	}
+	if wt != nil {
+		wt.StorageStart()
 	}
 	var res ProduceResult
 	func() {
@@ -350,7 +418,13 @@ func (a *partitionActor) produce(m *produceMsg) {
 			res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
 		}
 	}
+	if wt != nil {
+		wt.StorageDone()
+	}
 	a.publish()
+	if wt != nil {
+		wt.Done(res.BaseOffset, res.Err)
+	}
 	m.reply(res)
 }
 
@@ -375,9 +449,19 @@ func (a *partitionActor) publish() {
 }
 
 func (a *partitionActor) writeMarker(m *markerMsg) {
+	var wt WorkTrace
+	if m.tr != nil {
+		wt = m.tr.Work(Work{Op: "txn_marker", Topic: a.p.Topic, Partition: a.p.Index, Sent: m.sent})
+	}
 	if a.closed {
+		if wt != nil {
+			wt.Done(-1, kerr.NotLeaderForPartition)
+		}
 		m.reply(kerr.NotLeaderForPartition)
 		return
+	}
+	if wt != nil {
+		wt.StorageStart()
 	}
 	var err error
 	a.repl.Propose(a.key, &markerCmd{pid: m.pid, epoch: m.epoch, commit: m.commit, coordinatorEpoch: m.coordinatorEpoch, now: time.Now()}, func(r any, perr error) {
@@ -389,6 +473,10 @@ func (a *partitionActor) writeMarker(m *markerMsg) {
 	})
 	if err == nil && a.sync == SyncAlways {
 		err = a.p.log.Sync()
+	}
+	if wt != nil {
+		wt.StorageDone()
+		wt.Done(-1, err)
 	}
 	a.publish()
 	m.reply(err)

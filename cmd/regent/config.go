@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/regent-broker/regent/telemetry"
 )
 
 // Config is the node's configuration. DefaultConfig gives the zero-config
@@ -23,20 +25,28 @@ type Config struct {
 	MaxConnections int
 	IdleTimeout    time.Duration
 	Pprof          string
+
+	// Telemetry, all off by default.
+	OtelExporter    string  // none, otlp-grpc, otlp-http, stdout
+	OtelEndpoint    string  // collector host:port or URL
+	OtelSampleRatio float64 // 0..1, parent-based
+	MetricsListen   string  // host:port serving Prometheus /metrics; empty: off
 }
 
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:         "127.0.0.1:9092",
-		DataDir:        "./data",
-		Fsync:          "interval",
-		FlushInterval:  time.Second,
-		RetentionCheck: 30 * time.Second,
-		LogLevel:       "info",
-		LogFormat:      "text",
-		MaxConnections: 10000,
-		IdleTimeout:    10 * time.Minute,
+		Listen:          "127.0.0.1:9092",
+		DataDir:         "./data",
+		Fsync:           "interval",
+		FlushInterval:   time.Second,
+		RetentionCheck:  30 * time.Second,
+		LogLevel:        "info",
+		LogFormat:       "text",
+		MaxConnections:  10000,
+		IdleTimeout:     10 * time.Minute,
+		OtelExporter:    "none",
+		OtelSampleRatio: 1,
 	}
 }
 
@@ -62,7 +72,33 @@ func (c Config) Validate() error {
 	if _, err := c.brokerOverrides(); err != nil {
 		return err
 	}
+	if c.OtelSampleRatio < 0 || c.OtelSampleRatio > 1 {
+		return fmt.Errorf("--otel-sample-ratio %v: want 0..1", c.OtelSampleRatio)
+	}
+	if err := c.telemetry().Validate(); err != nil {
+		return fmt.Errorf("telemetry: %w", err)
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := splitHostPort(c.MetricsListen); err != nil {
+			return fmt.Errorf("--metrics-listen %q: %w", c.MetricsListen, err)
+		}
+	}
 	return nil
+}
+
+// telemetry maps the flags onto the telemetry config.
+func (c Config) telemetry() telemetry.Config {
+	ratio := c.OtelSampleRatio
+	if ratio == 0 {
+		ratio = -1 // telemetry's zero means "the default", all
+	}
+	return telemetry.Config{
+		Exporter:      c.OtelExporter,
+		Endpoint:      c.OtelEndpoint,
+		SampleRatio:   ratio,
+		MetricsListen: c.MetricsListen,
+		ServiceName:   "regent",
+	}
 }
 
 func splitHostPort(addr string) (string, int32, error) {

@@ -13,8 +13,11 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
+
+	"github.com/regent-broker/regent/telemetry"
 )
 
 func main() {
@@ -40,10 +43,12 @@ func newLogger(level, format string) *slog.Logger {
 		lv = slog.LevelInfo
 	}
 	opts := &slog.HandlerOptions{Level: lv}
+	var h slog.Handler = slog.NewTextHandler(os.Stderr, opts)
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		h = slog.NewJSONHandler(os.Stderr, opts)
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	// Logs made with a traced context carry trace_id and span_id.
+	return slog.New(telemetry.LogHandler(h))
 }
 
 // errUsage marks a bad command line.
@@ -55,6 +60,14 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
+		}
+		return def
+	}
+	envFloat := func(name string, def float64) float64 {
+		if v := getenv(name); v != "" {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				return f
+			}
 		}
 		return def
 	}
@@ -78,6 +91,10 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&c.Pprof, "pprof", env("REGENT_PPROF", ""), "serve Go's pprof on this loopback host:port, for profiling (REGENT_PPROF)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "maximum open connections")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDur("REGENT_IDLE_TIMEOUT", c.IdleTimeout), "close connections idle this long (REGENT_IDLE_TIMEOUT)")
+	fs.StringVar(&c.OtelExporter, "otel-exporter", env("REGENT_OTEL_EXPORTER", c.OtelExporter), "where request traces go: none, otlp-grpc, otlp-http or stdout (REGENT_OTEL_EXPORTER)")
+	fs.StringVar(&c.OtelEndpoint, "otel-endpoint", env("REGENT_OTEL_ENDPOINT", ""), "OTLP collector: host:port (plaintext) or URL (https:// for TLS); default: the exporter's, or OTEL_EXPORTER_OTLP_ENDPOINT (REGENT_OTEL_ENDPOINT)")
+	fs.Float64Var(&c.OtelSampleRatio, "otel-sample-ratio", envFloat("REGENT_OTEL_SAMPLE_RATIO", c.OtelSampleRatio), "share of requests traced, 0..1, parent-based (REGENT_OTEL_SAMPLE_RATIO)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", env("REGENT_METRICS_LISTEN", ""), "host:port serving Prometheus metrics at /metrics; empty: off (REGENT_METRICS_LISTEN)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %v", errUsage, err)
 	}

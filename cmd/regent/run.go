@@ -24,6 +24,7 @@ import (
 	"github.com/regent-broker/regent/netio"
 	"github.com/regent-broker/regent/protocol"
 	"github.com/regent-broker/regent/storage/logconfig"
+	"github.com/regent-broker/regent/telemetry"
 )
 
 // run starts a single node and serves until ctx ends.
@@ -41,6 +42,30 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	overrides, _ := cfg.brokerOverrides()
+
+	tcfg := cfg.telemetry()
+	tcfg.Logger, tcfg.InstanceID = logger, "1"
+	tel, err := telemetry.New(ctx, tcfg)
+	if err != nil {
+		return err
+	}
+	telStopped := false
+	stopTelemetry := func() {
+		if telStopped {
+			return
+		}
+		telStopped = true
+		// Flush the spans still buffered, within a bound.
+		flushCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tel.Shutdown(flushCtx); err != nil {
+			logger.Warn("telemetry shutdown", "err", err)
+		}
+	}
+	defer stopTelemetry()
+	if tcfg.Exporter != "none" {
+		logger.Info("tracing requests", "exporter", tcfg.Exporter, "endpoint", tcfg.Endpoint, "sample_ratio", cfg.OtelSampleRatio)
+	}
 	broker := logconfig.Broker{Overrides: overrides}
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger {
@@ -73,7 +98,19 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	nsrv := netio.New(netio.Config{
 		Addr: cfg.Listen, Multicore: true, Logger: logger,
 		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
+		Observer: tel.Observer(),
 	}, srv)
+	// Consumer-group lag: the coordinator has no committed-offsets listing
+	// yet; tel.SetCommittedOffsets is the hook for it.
+	topicName := func(id [16]byte) string {
+		if t := reg.GetByID(id); t != nil {
+			return t.Name
+		}
+		return ""
+	}
+	if err := tel.ObserveBroker(telemetry.Broker{ForEachPartition: reg.ForEachPartition, Connections: nsrv.OpenConnections, TopicName: topicName}); err != nil {
+		return err
+	}
 
 	if cfg.Pprof != "" {
 		go func() {
@@ -120,6 +157,8 @@ loop:
 		case <-stopCtx.Done():
 		}
 	}
+	// Requests are over: flush their spans, stop serving metrics.
+	stopTelemetry()
 	if err := groups.Close(); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("close groups: %w", err))
 	}

@@ -1,0 +1,219 @@
+package group
+
+// The persisted form of a consumer group's state: one snapshot value per
+// change (the store keeps the last). Version 1:
+//
+//	version u8 | epoch i32 | assignmentEpoch i32
+//	topics: n u32, { name str | id [16] | partitions i32 }
+//	members: n u32, { id str | instance nstr | rack nstr | clientID str |
+//	  clientHost str | names: n u32 {str} | regex nstr | assignor nstr |
+//	  rebalanceTimeoutMs i32 | epoch i32 | prevEpoch i32 | state u8 |
+//	  resolved: n u32 {str} | assigned asg | pendingRevoke asg | target asg }
+//	asg: n u32, { id [16] | n u32 { i32 } }
+//
+// str is u32 length + bytes; nstr is i32 length (-1: null) + bytes.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const cgCodecVersion = 1
+
+// cgSnapshot holds an encoded consumer group (encoded when the record is
+// made, so later changes to the group cannot race with the write).
+type cgSnapshot struct{ raw []byte }
+
+func (s *cgSnapshot) appendTo(dst []byte) []byte { return append(dst, s.raw...) }
+
+func readCGSnapshot(b []byte) (*cgSnapshot, error) {
+	if _, err := decodeConsumerGroup(b); err != nil {
+		return nil, err
+	}
+	return &cgSnapshot{raw: append([]byte(nil), b...)}, nil
+}
+
+type cgWriter struct{ b []byte }
+
+func (w *cgWriter) u32(v uint32) { w.b = binary.BigEndian.AppendUint32(w.b, v) }
+func (w *cgWriter) i32(v int32)  { w.u32(uint32(v)) }
+func (w *cgWriter) str(s string) { w.u32(uint32(len(s))); w.b = append(w.b, s...) }
+func (w *cgWriter) nstr(s *string) {
+	if s == nil {
+		w.i32(-1)
+		return
+	}
+	w.str(*s)
+}
+func (w *cgWriter) strs(ss []string) {
+	w.u32(uint32(len(ss)))
+	for _, s := range ss {
+		w.str(s)
+	}
+}
+func (w *cgWriter) asg(a assignment) {
+	ids := a.topics()
+	w.u32(uint32(len(ids)))
+	for _, id := range ids {
+		w.b = append(w.b, id[:]...)
+		w.u32(uint32(len(a[id])))
+		for _, p := range a[id] {
+			w.i32(p)
+		}
+	}
+}
+
+func (c *consumerGroup) encode() []byte {
+	w := &cgWriter{b: []byte{cgCodecVersion}}
+	w.i32(c.epoch)
+	w.i32(c.assignmentEpoch)
+	names := sortedTopicNames(c.topics)
+	w.u32(uint32(len(names)))
+	for _, n := range names {
+		t := c.topics[n]
+		w.str(t.name)
+		w.b = append(w.b, t.id[:]...)
+		w.i32(t.partitions)
+	}
+	ids := c.sortedMembers()
+	w.u32(uint32(len(ids)))
+	for _, id := range ids {
+		m := c.members[id]
+		w.str(m.id)
+		w.nstr(m.instanceID)
+		w.nstr(m.rackID)
+		w.str(m.clientID)
+		w.str(m.clientHost)
+		w.strs(m.subscribedNames)
+		w.nstr(m.subscribedRegex)
+		w.nstr(m.serverAssignor)
+		w.i32(int32(m.rebalanceTimeout / time.Millisecond))
+		w.i32(m.epoch)
+		w.i32(m.prevEpoch)
+		w.b = append(w.b, byte(m.state))
+		w.strs(m.resolved)
+		w.asg(m.assigned)
+		w.asg(m.pendingRevoke)
+		w.asg(c.target[id])
+	}
+	return w.b
+}
+
+type cgReader struct {
+	b   []byte
+	err error
+}
+
+var errShort = errors.New("truncated consumer group snapshot")
+
+func (r *cgReader) take(n int) []byte {
+	if r.err != nil || n < 0 || len(r.b) < n {
+		r.err = errShort
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+func (r *cgReader) u32() uint32 {
+	b := r.take(4)
+	if b == nil {
+		return 0
+	}
+	return binary.BigEndian.Uint32(b)
+}
+func (r *cgReader) i32() int32 { return int32(r.u32()) }
+func (r *cgReader) count() int {
+	n := r.u32()
+	// Every element takes at least 4 bytes: a larger count is corrupt.
+	if int64(n)*4 > int64(len(r.b)) {
+		r.err = errShort
+		return 0
+	}
+	return int(n)
+}
+func (r *cgReader) str() string { return string(r.take(int(r.u32()))) }
+func (r *cgReader) nstr() *string {
+	n := r.i32()
+	if n < 0 {
+		return nil
+	}
+	s := string(r.take(int(n)))
+	return &s
+}
+func (r *cgReader) strs() []string {
+	n := r.count()
+	var out []string
+	for i := 0; i < n && r.err == nil; i++ {
+		out = append(out, r.str())
+	}
+	return out
+}
+func (r *cgReader) id() (id [16]byte) {
+	copy(id[:], r.take(16))
+	return id
+}
+func (r *cgReader) asg() assignment {
+	n := r.count()
+	var a assignment
+	for i := 0; i < n && r.err == nil; i++ {
+		id := r.id()
+		k := r.count()
+		for j := 0; j < k && r.err == nil; j++ {
+			a = a.add(id, r.i32())
+		}
+	}
+	return a
+}
+
+func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
+	if len(b) == 0 || b[0] != cgCodecVersion {
+		return nil, fmt.Errorf("unknown consumer group snapshot version")
+	}
+	r := &cgReader{b: b[1:]}
+	c := newConsumerGroup()
+	c.epoch = r.i32()
+	c.assignmentEpoch = r.i32()
+	nt := r.count()
+	for i := 0; i < nt && r.err == nil; i++ {
+		t := topicMeta{name: r.str(), id: r.id(), partitions: r.i32()}
+		c.topics[t.name] = t
+	}
+	nm := r.count()
+	for i := 0; i < nm && r.err == nil; i++ {
+		m := &cgMember{}
+		m.id = r.str()
+		m.instanceID = r.nstr()
+		m.rackID = r.nstr()
+		m.clientID = r.str()
+		m.clientHost = r.str()
+		m.subscribedNames = r.strs()
+		m.subscribedRegex = r.nstr()
+		m.serverAssignor = r.nstr()
+		m.rebalanceTimeout = ms(r.i32())
+		m.epoch = r.i32()
+		m.prevEpoch = r.i32()
+		if st := r.take(1); st != nil {
+			m.state = memberState(st[0])
+		}
+		m.resolved = r.strs()
+		m.assigned = r.asg()
+		m.pendingRevoke = r.asg()
+		if t := r.asg(); t != nil {
+			c.target[m.id] = t
+		}
+		c.members[m.id] = m
+		if m.instanceID != nil {
+			c.static[*m.instanceID] = m.id
+		}
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.b) != 0 {
+		return nil, fmt.Errorf("%d trailing bytes in consumer group snapshot", len(r.b))
+	}
+	return c, nil
+}

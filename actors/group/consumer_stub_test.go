@@ -1,5 +1,0 @@
-package group
-
-import "testing"
-
-func (c *consumerGroup) checkInvariants(t *testing.T) {}

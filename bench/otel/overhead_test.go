@@ -1,0 +1,268 @@
+// Package otelbench measures what request tracing costs produce throughput:
+// the same regent binary with tracing off, with metrics only, and tracing
+// sampled at 1% and 100% (spans exported over OTLP/HTTP to an in-process
+// receiver that discards them), optionally against a baseline binary built
+// without telemetry. Run it with bench/otel/run.sh, or:
+//
+//	REGENT_OTEL_BENCH=1 go test -v -run TestProduceOverhead ./bench/otel
+//
+// Knobs (environment): REGENT_OTEL_BENCH_RECORDS (per round, default
+// 200000), REGENT_OTEL_BENCH_ROUNDS (default 5), REGENT_OTEL_BENCH_VALUE
+// (record bytes, default 100), REGENT_OTEL_BENCH_BASELINE (path of a
+// regent binary to compare "off" against).
+package otelbench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/regent-broker/regent/interop/brokertest"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// discardSink is an OTLP/HTTP receiver that reads and drops every export.
+type discardSink struct {
+	exports, bytes atomic.Int64
+}
+
+func (d *discardSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	n, _ := io.Copy(io.Discard, r.Body)
+	d.exports.Add(1)
+	d.bytes.Add(n)
+	// An empty ExportTraceServiceResponse encodes as zero bytes.
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.WriteHeader(http.StatusOK)
+}
+
+// broker is one regent child process.
+type broker struct {
+	name string
+	addr string
+	cmd  *exec.Cmd
+	log  bytes.Buffer
+}
+
+func startBroker(t *testing.T, name, bin string, args ...string) *broker {
+	t.Helper()
+	b := &broker{name: name, addr: fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t))}
+	b.cmd = exec.Command(bin, append([]string{"--listen", b.addr, "--data", t.TempDir(), "--log-level", "warn"}, args...)...)
+	b.cmd.Stdout, b.cmd.Stderr = &b.log, &b.log
+	if err := b.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = b.cmd.Process.Signal(syscall.SIGKILL)
+		_ = b.cmd.Wait()
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", b.addr, time.Second)
+		if err == nil {
+			c.Close()
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not listen: %s", name, b.log.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// createTopic makes a fresh topic.
+func createTopic(t *testing.T, addr, topic string, partitions int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, int32(partitions), 1, nil, topic); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+}
+
+// produceBatched floods one producer with n records of size bytes (the
+// client batches them: few, large requests) and returns records per second.
+func produceBatched(t *testing.T, addr, topic string, n, size, partitions int) float64 {
+	t.Helper()
+	createTopic(t, addr, topic, partitions)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	value := bytes.Repeat([]byte("x"), size)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil && failed.Add(1) == 1 {
+				firstErr.Store(err)
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if failed.Load() > 0 {
+		t.Fatalf("%d records failed: %v", failed.Load(), firstErr.Load())
+	}
+	return float64(n) / took.Seconds()
+}
+
+// produceSync runs clients producers, each producing its share of n
+// records one at a time and waiting for each (one record per request: the
+// per-request cost shows), and returns records (= requests) per second.
+func produceSync(t *testing.T, addr, topic string, n, size, partitions, clients int) float64 {
+	t.Helper()
+	createTopic(t, addr, topic, partitions)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	value := bytes.Repeat([]byte("y"), size)
+	cls := make([]*kgo.Client, clients)
+	for i := range cls {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		// Connect and learn the metadata before the clock starts.
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		cls[i] = cl
+	}
+	errc := make(chan error, clients)
+	start := time.Now()
+	for _, cl := range cls {
+		go func() {
+			for j := 0; j < n/clients; j++ {
+				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: value}).FirstErr(); err != nil {
+					errc <- err
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	for range cls {
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	return float64(n/clients*clients) / time.Since(start).Seconds()
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func TestProduceOverhead(t *testing.T) {
+	if os.Getenv("REGENT_OTEL_BENCH") == "" {
+		t.Skip("benchmark: set REGENT_OTEL_BENCH=1 (or run bench/otel/run.sh)")
+	}
+	records := envInt("REGENT_OTEL_BENCH_RECORDS", 200_000)
+	requests := envInt("REGENT_OTEL_BENCH_REQUESTS", 20_000)
+	rounds := envInt("REGENT_OTEL_BENCH_ROUNDS", 5)
+	size := envInt("REGENT_OTEL_BENCH_VALUE", 100)
+	const partitions, clients = 4, 8
+	workloads := []struct {
+		name string
+		run  func(addr, topic string) float64
+	}{
+		{fmt.Sprintf("batched: %d records of %d B, one producer, %d partitions", records, size, partitions),
+			func(addr, topic string) float64 { return produceBatched(t, addr, topic, records, size, partitions) }},
+		{fmt.Sprintf("one record per request: %d sync produces of %d B, %d producers", requests, size, clients),
+			func(addr, topic string) float64 {
+				return produceSync(t, addr, topic, requests, size, partitions, clients)
+			}},
+	}
+
+	sink := &discardSink{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: sink}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	endpoint := ln.Addr().String()
+
+	bin := brokertest.Binary(t)
+	var brokers []*broker
+	if base := os.Getenv("REGENT_OTEL_BENCH_BASELINE"); base != "" {
+		brokers = append(brokers, startBroker(t, "baseline", base))
+	}
+	brokers = append(brokers,
+		startBroker(t, "off", bin),
+		startBroker(t, "metrics", bin, "--metrics-listen", fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t))),
+		startBroker(t, "sample-1%", bin, "--otel-exporter", "otlp-http", "--otel-endpoint", endpoint, "--otel-sample-ratio", "0.01"),
+		startBroker(t, "sample-100%", bin, "--otel-exporter", "otlp-http", "--otel-endpoint", endpoint, "--otel-sample-ratio", "1"),
+	)
+
+	var out strings.Builder
+	fmt.Fprintf(&out, "produce throughput, medians of %d rounds; overhead = (off - mode) / off\n", rounds)
+	for wi, w := range workloads {
+		// Warm every broker up, then run the rounds with the modes
+		// rotated so that drift on a shared machine spreads over all.
+		for _, b := range brokers {
+			w.run(b.addr, fmt.Sprintf("w%d-warmup", wi))
+		}
+		rates := map[string][]float64{}
+		for r := 0; r < rounds; r++ {
+			for i := range brokers {
+				b := brokers[(i+r)%len(brokers)]
+				rates[b.name] = append(rates[b.name], w.run(b.addr, fmt.Sprintf("w%d-round-%d", wi, r)))
+			}
+		}
+		off := median(rates["off"])
+		fmt.Fprintf(&out, "%s\n", w.name)
+		for _, b := range brokers {
+			med := median(rates[b.name])
+			var rs []string
+			for _, x := range rates[b.name] {
+				rs = append(rs, fmt.Sprintf("%.0f", x))
+			}
+			fmt.Fprintf(&out, "  %-12s %9.0f rec/s  overhead %+6.2f%%   rounds [%s]\n", b.name, med, (off-med)/off*100, strings.Join(rs, " "))
+		}
+		if base, ok := rates["baseline"]; ok {
+			bm := median(base)
+			fmt.Fprintf(&out, "  off vs baseline (no hooks): overhead %+.2f%%\n", (bm-off)/bm*100)
+		}
+	}
+	fmt.Fprintf(&out, "OTLP receiver: %d exports, %d bytes\n", sink.exports.Load(), sink.bytes.Load())
+	t.Log("\n" + out.String())
+}

@@ -1,0 +1,89 @@
+//go:build txnwip
+
+package protocol
+
+// TxnOffsetCommit: versions 0-5. The transaction coordinator checks the
+// producer (id, epoch) and that the group was added with AddOffsetsToTxn
+// (v5, KIP-890 part 2: the group is added here instead); the group
+// coordinator then holds the offsets pending until the transaction ends
+// (checking generation and member, v3+). Partitions of unknown topics get
+// UNKNOWN_TOPIC_OR_PARTITION here. A fenced producer gets
+// INVALID_PRODUCER_EPOCH (this API never took PRODUCER_FENCED).
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(28, 0, 5, (*Server).txnOffsetCommit) }
+
+func (s *Server) txnOffsetCommit(r *Request) {
+	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	fwd := *req
+	fwd.Topics = nil
+	// targets are the codes the coordinator's answer fills, in the order
+	// of fwd's partitions.
+	var targets []*int16
+	resp.Topics = make([]kmsg.TxnOffsetCommitResponseTopic, len(req.Topics))
+	var refuse int16
+	switch {
+	case req.TransactionalID == "":
+		refuse = kerr.InvalidRequest.Code
+	case req.Group == "":
+		refuse = kerr.InvalidGroupID.Code
+	case s.txns == nil:
+		refuse = kerr.CoordinatorNotAvailable.Code
+	}
+	for i, rt := range req.Topics {
+		out := &resp.Topics[i]
+		*out = kmsg.NewTxnOffsetCommitResponseTopic()
+		out.Topic, out.TopicID = rt.Topic, rt.TopicID
+		t := s.topics.Get(rt.Topic)
+		out.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
+		var ft *kmsg.TxnOffsetCommitRequestTopic
+		for j, rp := range rt.Partitions {
+			op := &out.Partitions[j]
+			*op = kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			op.Partition = rp.Partition
+			switch {
+			case refuse != 0:
+				op.ErrorCode = refuse
+				continue
+			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			if ft == nil {
+				fwd.Topics = append(fwd.Topics, kmsg.TxnOffsetCommitRequestTopic{Topic: rt.Topic, TopicID: rt.TopicID})
+				ft = &fwd.Topics[len(fwd.Topics)-1]
+			}
+			ft.Partitions = append(ft.Partitions, rp)
+			targets = append(targets, &op.ErrorCode)
+		}
+	}
+	if len(targets) == 0 {
+		r.Respond(resp)
+		return
+	}
+	s.txns.CommitOffsets(&fwd, func(gr *kmsg.TxnOffsetCommitResponse, err error) {
+		if err != nil {
+			code := txnErrorCode(err, false)
+			for _, t := range targets {
+				*t = code
+			}
+			r.Respond(resp)
+			return
+		}
+		i := 0
+		for _, gt := range gr.Topics {
+			for _, gp := range gt.Partitions {
+				if i < len(targets) {
+					*targets[i] = gp.ErrorCode
+				}
+				i++
+			}
+		}
+		r.Respond(resp)
+	})
+}

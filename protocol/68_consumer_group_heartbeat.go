@@ -1,0 +1,45 @@
+package protocol
+
+// ConsumerGroupHeartbeat: versions 0-1 (KIP-848; v1 has client-chosen
+// member ids and regex subscriptions, matched against whole topic names
+// with Go's RE2 syntax, which RE2J's mostly shares). Server-side assignors
+// "uniform" (the default) and "range"; client-side assignors are not
+// offered. Members of a classic group with members get GROUP_ID_NOT_FOUND
+// (no online migration between protocols); an empty classic group is taken
+// over, keeping its offsets.
+
+import (
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/topics"
+)
+
+func init() { register(68, 0, 1, (*Server).consumerGroupHeartbeat) }
+
+func (s *Server) consumerGroupHeartbeat(r *Request) {
+	req := r.Msg.(*kmsg.ConsumerGroupHeartbeatRequest)
+	s.groups.ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s.topics}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
+		r.Respond(resp)
+	})
+}
+
+// registryTopics shows consumer groups the topic registry (lock-free
+// snapshots, safe from the group actors).
+type registryTopics struct{ reg *topics.Registry }
+
+func (t registryTopics) Topic(name string) ([16]byte, int32, bool) {
+	tp := t.reg.Get(name)
+	if tp == nil {
+		return [16]byte{}, 0, false
+	}
+	return tp.ID, int32(len(tp.Partitions)), true
+}
+
+func (t registryTopics) TopicNames() []string {
+	all := t.reg.List()
+	names := make([]string, len(all))
+	for i, tp := range all {
+		names[i] = tp.Name
+	}
+	return names
+}
