@@ -40,6 +40,9 @@ func (s *Server) deleteTopics(r *Request) {
 			}
 			if err := s.topics.Delete(name); err != nil {
 				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
+			} else if s.groups != nil {
+				// Kafka drops a deleted topic's committed offsets.
+				s.groups.TopicsDeleted(name)
 			}
 			resp.Topics = append(resp.Topics, ot)
 		}

@@ -85,7 +85,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	groups, err := group.NewManager(group.Options{DataDir: cfg.DataDir, Root: system.Root, Logger: logger, Broker: broker})
+	groups, err := group.NewManager(group.Options{DataDir: cfg.DataDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: cfg.Fsync == "always"})
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
 	}
@@ -140,6 +140,9 @@ loop:
 		case <-flush.C:
 			if sync == partition.SyncInterval {
 				reg.ForEachPartition((*partition.Partition).Sync)
+				if err := groups.Sync(); err != nil {
+					logger.Error("fsync group store", "err", err)
+				}
 			}
 		case <-maintain.C:
 			reg.ForEachPartition((*partition.Partition).Maintain)
