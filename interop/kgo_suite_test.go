@@ -16,11 +16,10 @@ import (
 	"github.com/regent-broker/regent/interop/brokertest"
 )
 
-// kgoSkip names the kgo integration tests not run: transactions (issue 4,
-// landing), share groups (KIP-932, not served), SASL (not configured here),
+// kgoSkip names the kgo integration tests not run: share groups (KIP-932, not served), SASL (not configured here),
 // and two regex tests that expect an internal __consumer_offsets topic in
 // Metadata (Regent keeps group state outside the topic space).
-const kgoSkip = `Txn|Share|SCRAM|OAuth|TestConsumeRegex|Test848RegexBrokerResolves`
+const kgoSkip = `Share|SCRAM|OAuth|TestConsumeRegex|Test848RegexBrokerResolves`
 
 // TestKgoConformanceSuite runs franz-go's own kgo integration tests against
 // a fresh Regent and reports pass and fail counts; every test outside the

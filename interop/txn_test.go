@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package interop_test
 
 import (
@@ -187,6 +185,10 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	if resp.ErrorCode != kerr.ProducerFenced.Code {
 		t.Fatalf("commit after the timeout: %v, want PRODUCER_FENCED", kerr.ErrorForCode(resp.ErrorCode))
 	}
+	// The abort marker carried the bumped epoch: the zombie cannot write.
+	if err := produceTxnBatchErr(ctx, raw, "left-open", topic, 0, pid, epoch, 3, []string{"zombie"}); !errors.Is(err, kerr.InvalidProducerEpoch) && !errors.Is(err, kerr.ProducerFenced) {
+		t.Fatalf("produce with the fenced epoch: %v, want INVALID_PRODUCER_EPOCH", err)
+	}
 
 	// A committed transaction after it: read_committed gets past the
 	// aborted records to it, and shows only it.
@@ -344,6 +346,12 @@ func describeTxn(t *testing.T, ctx context.Context, cl *kgo.Client, id string) k
 // produceTxnBatch produces one transactional batch of vals.
 func produceTxnBatch(t *testing.T, ctx context.Context, cl *kgo.Client, id, topic string, partition int32, pid int64, epoch int16, seq int32, vals []string) {
 	t.Helper()
+	if err := produceTxnBatchErr(ctx, cl, id, topic, partition, pid, epoch, seq, vals); err != nil {
+		t.Fatalf("transactional produce to %s-%d: %v", topic, partition, err)
+	}
+}
+
+func produceTxnBatchErr(ctx context.Context, cl *kgo.Client, id, topic string, partition int32, pid int64, epoch int16, seq int32, vals []string) error {
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 10000
 	rt := kmsg.NewProduceRequestTopic()
@@ -354,11 +362,9 @@ func produceTxnBatch(t *testing.T, ctx context.Context, cl *kgo.Client, id, topi
 	req.Topics = append(req.Topics, rt)
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode); err != nil {
-		t.Fatalf("transactional produce to %s-%d: %v", topic, partition, err)
-	}
+	return kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode)
 }
 
 // txnBatch encodes an uncompressed transactional record batch (magic 2).

@@ -1,34 +1,34 @@
-//go:build !txnwip
-
-// This file is replaced by 22_init_producer_id_txn.go once the Server holds
-// the transaction coordinator.
-
 package protocol
 
 // InitProducerId: versions 0-5. Idempotent producers (no transactional id)
 // get a fresh producer id at epoch 0 on every call, as Kafka does (a
 // KIP-360 epoch bump request for an idempotent producer is answered with a
-// new id). Transactional ids are refused with
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED until transactions land: the
-// response has no message field, so the broker logs why.
+// new id). Transactional ids go to the transaction coordinator: epoch 0 for
+// a new id, the next epoch (fencing the previous producer) otherwise, and
+// KIP-360's ProducerID/ProducerEpoch (v3+) recognise a retried bump. An
+// open transaction is aborted first and CONCURRENT_TRANSACTIONS answered
+// (the client retries); a timeout above the broker's maximum is
+// INVALID_TRANSACTION_TIMEOUT. Before v4, PRODUCER_FENCED is answered as
+// INVALID_PRODUCER_EPOCH, as Kafka does for clients that predate it.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/txn"
 )
 
 func init() { register(22, 0, 5, (*Server).initProducerID) }
 
 func (s *Server) initProducerID(r *Request) {
+	req := r.Msg.(*kmsg.InitProducerIDRequest)
+	if req.TransactionalID != nil {
+		s.initTransactionalProducer(r, req)
+		return
+	}
 	s.async(r, func() kmsg.Response {
-		req := r.Msg.(*kmsg.InitProducerIDRequest)
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
-		if req.TransactionalID != nil {
-			s.log.Warn("refusing transactional producer: transactions are not supported yet", "transactional_id", *req.TransactionalID, "client_id", r.ClientID)
-			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-			return resp
-		}
 		id, err := s.pids.Next()
 		if err != nil {
 			s.log.Error("allocate producer id", "err", err)
@@ -38,4 +38,71 @@ func (s *Server) initProducerID(r *Request) {
 		resp.ProducerID, resp.ProducerEpoch = id, 0
 		return resp
 	})
+}
+
+func (s *Server) initTransactionalProducer(r *Request, req *kmsg.InitProducerIDRequest) {
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	var expected *txn.ProducerIDAndEpoch
+	if req.Version >= 3 {
+		switch noID, noEpoch := req.ProducerID == -1, req.ProducerEpoch == -1; {
+		case noID && noEpoch:
+		case noID || noEpoch:
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			r.Respond(resp)
+			return
+		default:
+			expected = &txn.ProducerIDAndEpoch{ProducerID: req.ProducerID, Epoch: req.ProducerEpoch}
+		}
+	}
+	switch {
+	case *req.TransactionalID == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+	case s.txns == nil:
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+	default:
+		s.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, expected, func(res txn.Result) {
+			resp.ErrorCode = txnErrorCode(res.Err, req.Version >= 4)
+			if res.Err == nil {
+				resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.ProducerEpoch
+			}
+			r.Respond(resp)
+		})
+		return
+	}
+	r.Respond(resp)
+}
+
+// txnErrorCode maps a coordinator error to Kafka's code; a request version
+// that predates PRODUCER_FENCED (KIP-588) gets INVALID_PRODUCER_EPOCH.
+func txnErrorCode(err error, fencedKnown bool) int16 {
+	code := errorCode(err)
+	if code == kerr.ProducerFenced.Code && !fencedKnown {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
+}
+
+// txnPartitions validates a transaction's partitions: unknown ones get
+// UNKNOWN_TOPIC_OR_PARTITION and, if there are any, the rest
+// OPERATION_NOT_ATTEMPTED (Kafka refuses the whole request then). codes
+// is indexed like parts.
+func (s *Server) txnPartitions(parts []txn.TopicPartition) (codes []int16, ok bool) {
+	codes = make([]int16, len(parts))
+	ok = true
+	for i, p := range parts {
+		t := s.topics.Get(p.Topic)
+		if t == nil || p.Partition < 0 || int(p.Partition) >= len(t.Partitions) {
+			codes[i] = kerr.UnknownTopicOrPartition.Code
+			ok = false
+		}
+	}
+	if !ok {
+		for i := range codes {
+			if codes[i] == 0 {
+				codes[i] = kerr.OperationNotAttempted.Code
+			}
+		}
+	}
+	return codes, ok
 }

@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package protocol
 
 // AddPartitionsToTxn: versions 0-5. v0-3 add one transaction's partitions

@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package protocol
 
 // AddOffsetsToTxn: versions 0-4. Adds a consumer group to the transaction

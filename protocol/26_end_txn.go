@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package protocol
 
 // EndTxn: versions 0-5. Commits or aborts the transaction: its state moves

@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package protocol
 
 // TxnOffsetCommit: versions 0-5. The transaction coordinator checks the

@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package protocol
 
 // DescribeProducers: version 0. Every producer (idempotent or

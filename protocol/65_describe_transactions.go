@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package protocol
 
 // DescribeTransactions: version 0. Each transactional id's state (Kafka's

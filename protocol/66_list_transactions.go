@@ -1,5 +1,3 @@
-//go:build txnwip
-
 package protocol
 
 // ListTransactions: versions 0-2. Filters by state (unknown state names

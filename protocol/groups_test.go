@@ -41,7 +41,7 @@ func groupServer(t *testing.T) *Server {
 		reg.Close()
 		sys.Shutdown()
 	})
-	return NewServer(Config{NodeID: 1, Host: "127.0.0.1", Port: 9092, Logger: quiet}, reg, nil, groups)
+	return NewServer(Config{NodeID: 1, Host: "127.0.0.1", Port: 9092, Logger: quiet}, reg, nil, groups, nil)
 }
 
 // call encodes req at its version, serves it as the network layer would

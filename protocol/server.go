@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/actors/topics"
 )
 
@@ -35,14 +36,15 @@ type Server struct {
 	sessions *fetchSessions
 	pids     *ProducerIDs
 	groups   *group.Manager
+	txns     *txn.Coordinator
 }
 
 // NewServer makes the request dispatcher.
-func NewServer(cfg Config, reg *topics.Registry, pids *ProducerIDs, groups *group.Manager) *Server {
+func NewServer(cfg Config, reg *topics.Registry, pids *ProducerIDs, groups *group.Manager, txns *txn.Coordinator) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, topics: reg, sessions: newFetchSessions(1000), pids: pids, groups: groups}
+	return &Server{cfg: cfg, log: cfg.Logger, topics: reg, sessions: newFetchSessions(1000), pids: pids, groups: groups, txns: txns}
 }
 
 // api describes one served API key.

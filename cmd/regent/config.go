@@ -25,6 +25,9 @@ type Config struct {
 	MaxConnections int
 	IdleTimeout    time.Duration
 	Pprof          string
+	// TxnMaxTimeout caps transaction.timeout.ms (Kafka's
+	// transaction.max.timeout.ms); above it INVALID_TRANSACTION_TIMEOUT.
+	TxnMaxTimeout time.Duration
 
 	// Telemetry, all off by default.
 	OtelExporter    string  // none, otlp-grpc, otlp-http, stdout
@@ -45,6 +48,7 @@ func DefaultConfig() Config {
 		LogFormat:       "text",
 		MaxConnections:  10000,
 		IdleTimeout:     10 * time.Minute,
+		TxnMaxTimeout:   time.Hour,
 		OtelExporter:    "none",
 		OtelSampleRatio: 1,
 	}

@@ -88,6 +88,15 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&c.LogLevel, "log-level", env("REGENT_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (REGENT_LOG_LEVEL)")
 	fs.StringVar(&c.LogFormat, "log-format", env("REGENT_LOG_FORMAT", c.LogFormat), "text or json (REGENT_LOG_FORMAT)")
 	fs.StringVar(&c.BrokerConfigs, "broker-config", env("REGENT_BROKER_CONFIG", ""), "comma-separated broker config overrides, e.g. num.partitions=3,auto.create.topics.enable=false (REGENT_BROKER_CONFIG)")
+	txnMaxMs := c.TxnMaxTimeout.Milliseconds()
+	if v := getenv("REGENT_TXN_MAX_TIMEOUT_MS"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return c, fmt.Errorf("%w: REGENT_TXN_MAX_TIMEOUT_MS=%q: want a positive number of milliseconds", errUsage, v)
+		}
+		txnMaxMs = n
+	}
+	fs.Int64Var(&txnMaxMs, "txn-max-timeout-ms", txnMaxMs, "largest transaction.timeout.ms a producer may ask for (REGENT_TXN_MAX_TIMEOUT_MS)")
 	fs.StringVar(&c.Pprof, "pprof", env("REGENT_PPROF", ""), "serve Go's pprof on this loopback host:port, for profiling (REGENT_PPROF)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "maximum open connections")
 	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDur("REGENT_IDLE_TIMEOUT", c.IdleTimeout), "close connections idle this long (REGENT_IDLE_TIMEOUT)")
@@ -98,5 +107,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if txnMaxMs <= 0 {
+		return c, fmt.Errorf("%w: --txn-max-timeout-ms must be positive", errUsage)
+	}
+	c.TxnMaxTimeout = time.Duration(txnMaxMs) * time.Millisecond
 	return c, c.Validate()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/topics"
+	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/netio"
 	"github.com/regent-broker/regent/protocol"
@@ -94,7 +95,21 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		adv = cfg.Listen
 	}
 	host, port, _ := splitHostPort(adv)
-	srv := protocol.NewServer(protocol.Config{NodeID: 1, Host: host, Port: port, ClusterID: clusterID, DataDir: cfg.DataDir, Logger: logger}, reg, pids, groups)
+	txns, err := txn.NewCoordinator(txn.Options{
+		DataDir: cfg.DataDir, Root: system.Root, Logger: logger,
+		NextProducerID: pids.Next, Offsets: groups, Fsync: cfg.Fsync == "always",
+		MaxTimeout: cfg.TxnMaxTimeout,
+		Partitions: func(t string, p int32) txn.TxnPartition {
+			if pp := reg.Partition(t, p); pp != nil {
+				return pp
+			}
+			return nil // not a nil *Partition: the interface would be non-nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("open transactions: %w", err)
+	}
+	srv := protocol.NewServer(protocol.Config{NodeID: 1, Host: host, Port: port, ClusterID: clusterID, DataDir: cfg.DataDir, Logger: logger}, reg, pids, groups, txns)
 	nsrv := netio.New(netio.Config{
 		Addr: cfg.Listen, Multicore: true, Logger: logger,
 		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
@@ -143,6 +158,9 @@ loop:
 				if err := groups.Sync(); err != nil {
 					logger.Error("fsync group store", "err", err)
 				}
+				if err := txns.Sync(); err != nil {
+					logger.Error("fsync transaction store", "err", err)
+				}
 			}
 		case <-maintain.C:
 			reg.ForEachPartition((*partition.Partition).Maintain)
@@ -162,6 +180,9 @@ loop:
 	}
 	// Requests are over: flush their spans, stop serving metrics.
 	stopTelemetry()
+	if err := txns.Close(); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("close transactions: %w", err))
+	}
 	if err := groups.Close(); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("close groups: %w", err))
 	}

@@ -114,13 +114,15 @@ public final class Scenario {
         }
         System.out.flush();
         final int exit = code;
-        // Frameworks leave non-daemon threads behind; don't let one hold the JVM.
+        // A framework's shutdown hook or a thread inside it can hold System.exit
+        // up; the verdict is in by now, so don't wait on them for long.
         Thread killer = new Thread(() -> {
             try {
-                Thread.sleep(20_000);
+                Thread.sleep(5_000);
             } catch (InterruptedException ignored) {
             }
-            Runtime.getRuntime().halt(exit == 0 ? 3 : exit);
+            System.err.println(name + ": JVM exit took over 5 s; halting");
+            Runtime.getRuntime().halt(exit);
         });
         killer.setDaemon(true);
         killer.start();

@@ -194,7 +194,7 @@ public final class ConnectDistributedScenario {
     /** /health answers 200 once the herder has joined its group and read the config topic. */
     static void awaitHealthy(Scenario s, Connect<DistributedHerder> c, String rest) throws Exception {
         String[] last = {"no answer"};
-        s.await(Duration.ofSeconds(120), "worker healthy (GET /health)", () -> {
+        s.await(Duration.ofSeconds(90), "worker healthy (GET /health)", () -> {
             if (c.herderTask().isDone()) {
                 throw s.fail("the worker's herder stopped during startup (see client.log for its error)");
             }
