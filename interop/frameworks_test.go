@@ -18,9 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
 	"github.com/regent-broker/regent/interop/brokertest"
 )
 
@@ -148,31 +145,6 @@ func startFrameworkBroker(t *testing.T) *brokertest.Broker {
 	return brokertest.Start(t, "--broker-config", "group.initial.rebalance.delay.ms=0")
 }
 
-// needTransactions skips (saying so, under CI too) while the broker does not
-// advertise EndTxn: the scenario runs on Kafka transactions, which land with
-// issue 4. Once the broker advertises them the scenario runs, and fails on
-// any problem with them.
-func needTransactions(t *testing.T, b *brokertest.Broker) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
-	if err != nil {
-		t.Fatalf("ApiVersions: %v", err)
-	}
-	for _, k := range resp.ApiKeys {
-		if k.ApiKey == 26 { // EndTxn
-			return
-		}
-	}
-	t.Skip("the broker does not advertise EndTxn (API 26) yet: this scenario needs transactions (issue 4)")
-}
-
 // TestStreamsWordCount: Kafka Streams' word count over a known input, every
 // final count exact, read with read_committed.
 func TestStreamsWordCount(t *testing.T) {
@@ -180,9 +152,6 @@ func TestStreamsWordCount(t *testing.T) {
 	for _, guarantee := range []string{"at_least_once", "exactly_once_v2"} {
 		t.Run(guarantee, func(t *testing.T) {
 			b := startFrameworkBroker(t)
-			if guarantee == "exactly_once_v2" {
-				needTransactions(t, b)
-			}
 			runScenario(t, "kafka", "StreamsWordCount", b.Addr, 5*time.Minute, guarantee)
 		})
 	}
@@ -193,7 +162,6 @@ func TestStreamsWordCount(t *testing.T) {
 func TestConnectDistributed(t *testing.T) {
 	frameworkScenarios(t)
 	b := startFrameworkBroker(t)
-	needTransactions(t, b)
 	runScenario(t, "kafka", "ConnectDistributedScenario", b.Addr, 8*time.Minute)
 }
 
@@ -202,6 +170,5 @@ func TestConnectDistributed(t *testing.T) {
 func TestFlinkExactlyOnce(t *testing.T) {
 	frameworkScenarios(t)
 	b := startFrameworkBroker(t)
-	needTransactions(t, b)
 	runScenario(t, "flink", "FlinkExactlyOnce", b.Addr, 6*time.Minute)
 }

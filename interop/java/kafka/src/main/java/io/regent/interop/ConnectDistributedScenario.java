@@ -137,7 +137,7 @@ public final class ConnectDistributedScenario {
 
         awaitSinkLines(s, sink, FIRST, rest);
         checkExactlyOnce(s, sink, lines.subList(0, FIRST), "first run");
-        awaitSinkCommitted(s, admin, "connect-" + SINK);
+        awaitSinkCommitted(s, admin, "connect-" + SINK, eos.equals("enabled"));
         checkSourcePosition(s, source, FIRST, eos);
 
         s.info("stopping the worker");
@@ -162,7 +162,7 @@ public final class ConnectDistributedScenario {
         // A late duplicate would show up after the count is reached: wait for commits.
         Thread.sleep(3000);
         checkExactlyOnce(s, sink, lines, "after the restart");
-        awaitSinkCommitted(s, admin, "connect-" + SINK);
+        awaitSinkCommitted(s, admin, "connect-" + SINK, eos.equals("enabled"));
         checkSourcePosition(s, source, FIRST + SECOND, eos);
 
         connect.stop();
@@ -275,18 +275,41 @@ public final class ConnectDistributedScenario {
         return l.isEmpty() ? "" : " e.g. " + l.subList(0, Math.min(3, l.size()));
     }
 
-    /** The sink's consumer group has committed the end of the data topic. */
-    static void awaitSinkCommitted(Scenario s, Admin admin, String group) throws Exception {
+    /**
+     * The sink's consumer group has committed the offset after the last record
+     * in the data topic. With exactly-once source support the topic ends in a
+     * transaction marker, so that is one less than the end offset.
+     */
+    static void awaitSinkCommitted(Scenario s, Admin admin, String group, boolean eos) throws Exception {
         TopicPartition tp = new TopicPartition(DATA_TOPIC, 0);
         long end = admin.listOffsets(Map.of(tp, OffsetSpec.latest())).partitionResult(tp).get(60, TimeUnit.SECONDS).offset();
+        long next = -1;
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, s.bootstrap);
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p, new StringDeserializer(), new StringDeserializer())) {
+            c.assign(List.of(tp));
+            c.seekToBeginning(List.of(tp));
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (c.position(tp) < end && System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(500))) {
+                    next = r.offset() + 1;
+                }
+            }
+        }
+        long want = next;
         long[] committed = {-1};
-        s.await(Duration.ofSeconds(60), "group " + group + " committed offset " + end, () -> {
+        s.await(Duration.ofSeconds(60), "group " + group + " committed offset " + want, () -> {
             Map<TopicPartition, OffsetAndMetadata> m = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(60, TimeUnit.SECONDS);
             OffsetAndMetadata o = m.get(tp);
             committed[0] = o == null ? -1 : o.offset();
-            return committed[0] == end;
+            return committed[0] == want;
         }, () -> "committed " + committed[0]);
-        s.check(true, "sink group %s committed offset %d = end of %s", group, end, tp);
+        s.check(true, "sink group %s committed offset %d, after the last record of %s (end offset %d)", group, want, tp, end);
+        if (eos) {
+            s.check(end > want, "the source wrote %s in transactions: a commit marker follows its last record (end offset %d > %d)", tp, end, want);
+        }
     }
 
     /** The FileStreamSource's last position in the offset topic is the file's length. */
