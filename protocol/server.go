@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/group"
-	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/actors/topics"
+	"github.com/regent-broker/regent/actors/txn"
 )
 
 // Config is what handlers need to know of the node.

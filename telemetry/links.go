@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"bytes"
 	"context"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -8,6 +9,9 @@ import (
 
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
+
+// traceparentKey is the W3C trace-context record header key.
+var traceparentKey = []byte("traceparent")
 
 // maxLinks bounds the links one partition span carries (the SDK's default
 // span link limit).
@@ -37,6 +41,11 @@ func recordLinks(records []byte) (links []trace.Link, count, linked int) {
 		pos += h.TotalSize()
 		count += int(h.NumRecords)
 		if h.Compression() != recordbatch.CodecNone || h.IsControl() {
+			continue
+		}
+		// Decode only batches that can hold the header at all: a scan
+		// for its key is far cheaper than decoding every record.
+		if !bytes.Contains(batch[recordbatch.HeaderSize:], traceparentKey) {
 			continue
 		}
 		recs, err := recordbatch.Records(batch)

@@ -32,36 +32,48 @@ const (
 // durationBuckets are request latency bounds in seconds, 50µs to 30s.
 var durationBuckets = []float64{0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-// metrics are the per-request instruments.
+// metrics are the per-request instruments. The counters are atomics per
+// API key that observable counters report at each scrape (nanoseconds on
+// the request path, against a few hundred for a synchronous instrument);
+// the latency histogram is a synchronous instrument.
 type metrics struct {
 	meter    metric.Meter
-	requests metric.Int64Counter
 	duration metric.Float64Histogram
-	received metric.Int64Counter
-	sent     metric.Int64Counter
-	// byKey holds the "api" attribute of each key, built once so that a
-	// measurement allocates nothing; the last entry is for unknown keys.
-	byKey [kmsg.MaxKey + 2]metric.MeasurementOption
+	reg      metric.Registration
+	// byKey is per API key; the last entry is for unknown keys.
+	byKey [kmsg.MaxKey + 2]apiMetrics
+}
+
+// apiMetrics are one API's counters and measurement options.
+type apiMetrics struct {
+	requests, received, sent atomic.Int64
+	// attrs names the API; record is it as a ready option slice, so that a
+	// measurement allocates nothing (a variadic list would escape).
+	attrs  metric.MeasurementOption
+	record []metric.RecordOption
 }
 
 func newMetrics(m metric.Meter) (*metrics, error) {
 	ms := &metrics{meter: m}
 	var err error
-	if ms.requests, err = m.Int64Counter(metricRequests, metric.WithUnit("{request}"),
-		metric.WithDescription("Requests answered, by API.")); err != nil {
-		return nil, err
-	}
 	if ms.duration, err = m.Float64Histogram(metricRequestDuration, metric.WithUnit("s"),
 		metric.WithDescription("Time from a request's first byte read to its response written, by API."),
 		metric.WithExplicitBucketBoundaries(durationBuckets...)); err != nil {
 		return nil, err
 	}
-	if ms.received, err = m.Int64Counter(metricReceived, metric.WithUnit("By"),
-		metric.WithDescription("Request bytes read from clients, length prefixes included, by API.")); err != nil {
+	requests, err := m.Int64ObservableCounter(metricRequests, metric.WithUnit("{request}"),
+		metric.WithDescription("Requests answered, by API."))
+	if err != nil {
 		return nil, err
 	}
-	if ms.sent, err = m.Int64Counter(metricSent, metric.WithUnit("By"),
-		metric.WithDescription("Response bytes handed to clients' connections, by API.")); err != nil {
+	received, err := m.Int64ObservableCounter(metricReceived, metric.WithUnit("By"),
+		metric.WithDescription("Request bytes read from clients, length prefixes included, by API."))
+	if err != nil {
+		return nil, err
+	}
+	sent, err := m.Int64ObservableCounter(metricSent, metric.WithUnit("By"),
+		metric.WithDescription("Response bytes handed to clients' connections, by API."))
+	if err != nil {
 		return nil, err
 	}
 	for k := range ms.byKey {
@@ -71,17 +83,33 @@ func newMetrics(m metric.Meter) (*metrics, error) {
 				name = n
 			}
 		}
-		ms.byKey[k] = metric.WithAttributeSet(attribute.NewSet(attribute.String("api", name)))
+		a := &ms.byKey[k]
+		a.attrs = metric.WithAttributeSet(attribute.NewSet(attribute.String("api", name)))
+		a.record = []metric.RecordOption{a.attrs}
+	}
+	ms.reg, err = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for k := range ms.byKey {
+			a := &ms.byKey[k]
+			if n := a.received.Load(); n > 0 {
+				o.ObserveInt64(received, n, a.attrs)
+				o.ObserveInt64(requests, a.requests.Load(), a.attrs)
+				o.ObserveInt64(sent, a.sent.Load(), a.attrs)
+			}
+		}
+		return nil
+	}, requests, received, sent)
+	if err != nil {
+		return nil, fmt.Errorf("register request counters: %w", err)
 	}
 	return ms, nil
 }
 
-// api is the measurement option naming key's API.
-func (m *metrics) api(key int16) metric.MeasurementOption {
+// api is key's metrics.
+func (m *metrics) api(key int16) *apiMetrics {
 	if key < 0 || int(key) > kmsg.MaxKey {
-		return m.byKey[len(m.byKey)-1]
+		return &m.byKey[len(m.byKey)-1]
 	}
-	return m.byKey[key]
+	return &m.byKey[key]
 }
 
 // Broker is what the broker-wide gauges read.

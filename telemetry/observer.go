@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"strings"
@@ -56,6 +57,7 @@ type apiInfo struct {
 // no metrics. Immutable after newObserver but for topicName.
 type observer struct {
 	tracer trace.Tracer
+	ratio  float64 // share of requests traced, 0..1
 	m      *metrics
 	apis   [kmsg.MaxKey + 2]apiInfo // last: unknown keys
 	// topicName resolves topic ids (nil: not set).
@@ -75,11 +77,11 @@ func (o *observer) topic(name string, id [16]byte) string {
 
 var _ protocol.Observer = (*observer)(nil)
 
-func newObserver(tracer trace.Tracer, m *metrics) *observer {
+func newObserver(tracer trace.Tracer, m *metrics, ratio float64) *observer {
 	if tracer == nil && m == nil {
 		return nil
 	}
-	o := &observer{tracer: tracer, m: m}
+	o := &observer{tracer: tracer, m: m, ratio: ratio}
 	for k := range o.apis {
 		name := "Unknown"
 		if k <= kmsg.MaxKey {
@@ -106,14 +108,28 @@ func (o *observer) api(key int16) *apiInfo {
 	return &o.apis[key]
 }
 
+// sample draws whether a request is traced.
+func (o *observer) sample() bool {
+	switch {
+	case o.ratio >= 1:
+		return true
+	case o.ratio <= 0:
+		return false
+	}
+	return rand.Float64() < o.ratio
+}
+
 // RequestStart implements protocol.Observer. It starts the request span
 // (back-dated to the first byte read) with its socket-read and decode
 // children, and counts the request's bytes.
 func (o *observer) RequestStart(r *protocol.Request, read, framed, decoded time.Time, frameBytes int) protocol.RequestTrace {
 	if o.m != nil {
-		o.m.received.Add(context.Background(), int64(frameBytes), o.m.api(r.Key))
+		o.m.api(r.Key).received.Add(int64(frameBytes))
 	}
-	if o.tracer == nil {
+	if o.tracer == nil || !o.sample() {
+		if o.m == nil {
+			return nil
+		}
 		return &requestTrace{o: o, key: r.Key, start: read}
 	}
 	info := o.api(r.Key)
@@ -262,7 +278,7 @@ func (t *requestTrace) Waited(start time.Time) {
 // Responded implements protocol.RequestTrace.
 func (t *requestTrace) Responded(size int) {
 	if t.o.m != nil && size > 0 {
-		t.o.m.sent.Add(context.Background(), int64(size), t.o.m.api(t.key))
+		t.o.m.api(t.key).sent.Add(int64(size))
 	}
 	if t.span != nil && size > 0 {
 		t.responded = time.Now()
@@ -277,8 +293,8 @@ func (t *requestTrace) Written(err error) {
 	now := time.Now()
 	if m := t.o.m; m != nil {
 		api := m.api(t.key)
-		m.requests.Add(context.Background(), 1, api)
-		m.duration.Record(context.Background(), now.Sub(t.start).Seconds(), api)
+		api.requests.Add(1)
+		m.duration.Record(context.Background(), now.Sub(t.start).Seconds(), api.record...)
 	}
 	if t.span == nil {
 		return

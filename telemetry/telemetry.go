@@ -55,9 +55,11 @@ type Config struct {
 	// traces path). Empty: the exporter's default, or the standard
 	// OTEL_EXPORTER_OTLP_* environment.
 	Endpoint string
-	// SampleRatio is the share of requests traced, 0..1, parent-based (a
-	// span whose parent is sampled is sampled). Zero with an exporter set
-	// means 1 (trace everything); use a negative value to sample none.
+	// SampleRatio is the share of requests traced, 0..1. Each request is
+	// drawn when it is decoded, before any span exists, so an unsampled
+	// request costs one random draw; every span under a sampled request is
+	// sampled (parent-based). Zero means 1 (trace everything); a negative
+	// value samples none.
 	SampleRatio float64
 	// MetricsListen is the host:port serving Prometheus /metrics; empty: no
 	// metrics.
@@ -133,7 +135,9 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		t.tp = sdktrace.NewTracerProvider(
 			sdktrace.WithBatcher(exp),
 			sdktrace.WithResource(res),
-			sdktrace.WithSampler(newSampler(cfg.SampleRatio)),
+			// The observer samples requests; a span under a sampled
+			// one is sampled (parent-based).
+			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 		)
 		otel.SetTracerProvider(t.tp)
 		otel.SetTextMapPropagator(Propagator())
@@ -154,12 +158,13 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 			t.shutdownProviders(ctx)
 			return nil, err
 		}
+		t.regs = append(t.regs, m.reg)
 		if err := t.serveMetrics(reg); err != nil {
 			t.shutdownProviders(ctx)
 			return nil, err
 		}
 	}
-	t.obs = newObserver(tracer, m)
+	t.obs = newObserver(tracer, m, sampleRatio(cfg.SampleRatio))
 	return t, nil
 }
 
@@ -169,16 +174,16 @@ func Propagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
-// newSampler is parent-based with a trace-id ratio for root spans.
-func newSampler(ratio float64) sdktrace.Sampler {
+// sampleRatio maps Config.SampleRatio onto the share of requests traced:
+// zero means all, a negative value none.
+func sampleRatio(r float64) float64 {
 	switch {
-	case ratio == 0 || ratio >= 1:
-		return sdktrace.ParentBased(sdktrace.AlwaysSample())
-	case ratio < 0:
-		return sdktrace.ParentBased(sdktrace.NeverSample())
-	default:
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+	case r == 0 || r >= 1:
+		return 1
+	case r < 0:
+		return 0
 	}
+	return r
 }
 
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {

@@ -3,9 +3,11 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,7 +31,7 @@ import (
 const producerTraceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 // batch builds one record batch whose records carry headers.
-func batch(t *testing.T, codec int8, n int, headers ...recordbatch.RecordHeader) []byte {
+func batch(t testing.TB, codec int8, n int, headers ...recordbatch.RecordHeader) []byte {
 	t.Helper()
 	recs := make([]recordbatch.Record, n)
 	for i := range recs {
@@ -48,7 +50,7 @@ func openPartition(t *testing.T) *partition.Partition {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sys := actor.NewActorSystem()
+	sys := quietSystem()
 	t.Cleanup(sys.Shutdown)
 	p, err := partition.Open(sys.Root, partition.Options{Dir: t.TempDir(), Topic: "orders", Index: 2, Config: cfg, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -56,6 +58,11 @@ func openPartition(t *testing.T) *partition.Partition {
 	}
 	t.Cleanup(func() { _ = p.Close(false) })
 	return p
+}
+
+// quietSystem is an actor system that logs nothing.
+func quietSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 }
 
 type harness struct {
@@ -83,7 +90,7 @@ func newHarness(t *testing.T, tracing, metering bool) *harness {
 			t.Fatal(err)
 		}
 	}
-	h.obs = newObserver(tr, m)
+	h.obs = newObserver(tr, m, 1)
 	return h
 }
 
@@ -231,15 +238,32 @@ func TestLinksSkipCompressedBatches(t *testing.T) {
 
 func TestUnsampledRequestsAreNotTraced(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp), sdktrace.WithSampler(newSampler(-1)))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer tp.Shutdown(context.Background())
-	obs := newObserver(tp.Tracer("test"), nil)
+	obs := newObserver(tp.Tracer("test"), nil, sampleRatio(-1))
 	req := protocol.NewRequest(protocol.Header{Key: 3, Version: 12}, &kmsg.MetadataRequest{Version: 12})
 	now := time.Now()
 	if rt := obs.RequestStart(req, now, now, now, 20); rt != nil {
 		t.Fatalf("unsampled request without metrics got a trace handle %T", rt)
 	}
-	if newObserver(nil, nil) != nil {
+	// At 1%, about 1% of requests are traced.
+	obs = newObserver(tp.Tracer("test"), nil, 0.01)
+	traced := 0
+	for i := 0; i < 20000; i++ {
+		if rt := obs.RequestStart(req, now, now, now, 20); rt != nil {
+			traced++
+			rt.Responded(10)
+			rt.Written(nil)
+		}
+	}
+	if traced < 100 || traced > 320 {
+		t.Errorf("%d of 20000 requests traced at 1%%", traced)
+	}
+	if n := len(exp.GetSpans()); n != traced*4 {
+		t.Errorf("%d spans for %d traced requests, want 4 each", n, traced)
+	}
+	exp.Reset()
+	if newObserver(nil, nil, 1) != nil {
 		t.Fatal("observer with neither tracing nor metrics")
 	}
 	if len(exp.GetSpans()) != 0 {
@@ -398,12 +422,91 @@ func BenchmarkRequestStart(b *testing.B) {
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	m, _ := newMetrics(mp.Meter("b"))
-	b.Run("metrics", func(b *testing.B) { run(b, newObserver(nil, m)) })
-	for _, ratio := range []float64{-1, 0.01, 1} {
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(newSampler(ratio)), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
-		b.Run("trace-ratio-"+strings.TrimPrefix(strings.ReplaceAll(attribute.Float64Value(ratio).Emit(), ".", "_"), "-"), func(b *testing.B) {
-			run(b, newObserver(tp.Tracer("b"), nil))
+	b.Run("metrics", func(b *testing.B) { run(b, newObserver(nil, m, 1)) })
+	for _, ratio := range []float64{0, 0.01, 1} {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+		b.Run(fmt.Sprintf("trace-ratio-%v", ratio), func(b *testing.B) {
+			run(b, newObserver(tp.Tracer("b"), nil, ratio))
 		})
 		_ = tp.Shutdown(context.Background())
+	}
+}
+
+// BenchmarkProduceTraced is one produce request's life through the hooks
+// and a real partition: untraced ("off"), with metrics only, traced at 1%
+// and at 100% (six spans) exporting over OTLP/HTTP to a local receiver that
+// discards, or at 100% to no exporter ("noop").
+func BenchmarkProduceTraced(b *testing.B) {
+	for _, export := range []string{"off", "metrics", "otlp-http-1%", "otlp-http", "noop"} {
+		b.Run(export, func(b *testing.B) {
+			var exp sdktrace.SpanExporter = tracetest.NewNoopExporter()
+			if strings.HasPrefix(export, "otlp-http") {
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					_, _ = io.Copy(io.Discard, r.Body)
+					w.Header().Set("Content-Type", "application/x-protobuf")
+				}))
+				defer srv.Close()
+				var err error
+				exp, err = newExporter(context.Background(), Config{Exporter: ExporterOTLPHTTP, Endpoint: strings.TrimPrefix(srv.URL, "http://")})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
+			defer tp.Shutdown(context.Background())
+			h := &harness{obs: newObserver(tp.Tracer("b"), nil, 1)}
+			switch export {
+			case "off":
+				h.obs = nil
+			case "otlp-http-1%":
+				h.obs = newObserver(tp.Tracer("b"), nil, 0.01)
+			case "metrics":
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				m, err := newMetrics(mp.Meter("b"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				h.obs = newObserver(nil, m, 1)
+			}
+			cfg, _ := logconfig.Resolve(nil, logconfig.Broker{})
+			sys := quietSystem()
+			defer sys.Shutdown()
+			p, err := partition.Open(sys.Root, partition.Options{Dir: b.TempDir(), Topic: "orders", Index: 0, Config: cfg, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close(false)
+			recs := batch(b, recordbatch.CodecNone, 1)
+			b.ReportAllocs()
+			for b.Loop() {
+				h.produceB(b, p, append([]byte(nil), recs...))
+			}
+		})
+	}
+}
+
+// produceB is produce for benchmarks.
+func (h *harness) produceB(b *testing.B, p *partition.Partition, records []byte) {
+	req := protocol.NewRequest(protocol.Header{Key: 0, Version: 11, CorrelationID: 7, ClientID: "app-1"}, &kmsg.ProduceRequest{
+		Version: 11, Acks: -1,
+		Topics: []kmsg.ProduceRequestTopic{{Topic: p.Topic, Partitions: []kmsg.ProduceRequestTopicPartition{{Partition: p.Index, Records: records}}}},
+	})
+	req.Conn = &protocol.ConnInfo{ID: 1, RemoteAddr: "127.0.0.1:5555"}
+	var rt protocol.RequestTrace
+	if h.obs != nil {
+		read := time.Now()
+		rt = h.obs.RequestStart(req, read, read, time.Now(), len(records)+40)
+		req.SetTrace(rt)
+	}
+	done := make(chan struct{})
+	var tr partition.Tracer
+	if t := req.Tracer(); t != nil {
+		tr = t
+	}
+	p.ProduceTraced(tr, records, -1, func(partition.ProduceResult) { close(done) })
+	<-done
+	if rt != nil {
+		rt.Responded(64)
+		rt.Written(nil)
 	}
 }

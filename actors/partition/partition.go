@@ -3,6 +3,7 @@ package partition
 import (
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +78,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 		_ = lg.Close()
 		return nil, fmt.Errorf("partition %s-%d epoch: %w", o.Topic, o.Index, err)
 	}
-	st, err := NewState(lg, o.Config, o.Epoch)
+	st, err := NewStateWithSnapshot(lg, o.Config, o.Epoch, filepath.Join(o.Dir, producerSnapshotFile))
 	if err != nil {
 		_ = lg.Close()
 		return nil, err
@@ -106,6 +107,9 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	p.pid = pid
 	return p, nil
 }
+
+// producerSnapshotFile holds the partition's producer-state snapshot.
+const producerSnapshotFile = "producer-state.json"
 
 // StorageOptions maps a topic config onto the log's options.
 func StorageOptions(c logconfig.Config) storage.Options {
@@ -549,6 +553,15 @@ func (a *partitionActor) maintain() {
 			a.logger.Error("compaction failed", "err", err)
 		}
 	}
+	a.snapshot()
+}
+
+// snapshot saves producer state so that a restart replays only the log
+// written since; a failure costs only a longer replay.
+func (a *partitionActor) snapshot() {
+	if err := a.state.Snapshot(); err != nil {
+		a.logger.Warn("producer-state snapshot failed", "err", err)
+	}
 }
 
 func (a *partitionActor) close(remove bool) error {
@@ -564,5 +577,6 @@ func (a *partitionActor) close(remove bool) error {
 		_ = a.p.log.Close()
 		return err
 	}
+	a.snapshot()
 	return a.p.log.Close()
 }

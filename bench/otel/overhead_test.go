@@ -6,10 +6,17 @@
 //
 //	REGENT_OTEL_BENCH=1 go test -v -run TestProduceOverhead ./bench/otel
 //
-// Knobs (environment): REGENT_OTEL_BENCH_RECORDS (per round, default
-// 200000), REGENT_OTEL_BENCH_ROUNDS (default 5), REGENT_OTEL_BENCH_VALUE
-// (record bytes, default 100), REGENT_OTEL_BENCH_BASELINE (path of a
-// regent binary to compare "off" against).
+// Two workloads: a batched flood (few large requests) and one record per
+// request (8 producers, sync: the per-request cost shows). Each reports
+// wall-clock throughput and the broker's CPU time per record (read from
+// /proc, so less disturbed by other load on a shared machine).
+//
+// Knobs (environment): REGENT_OTEL_BENCH_RECORDS (batched records per
+// round, default 1000000), REGENT_OTEL_BENCH_REQUESTS (sync produces per
+// round, default 40000), REGENT_OTEL_BENCH_ROUNDS (default 7),
+// REGENT_OTEL_BENCH_VALUE (record bytes, default 100),
+// REGENT_OTEL_BENCH_BASELINE (path of a regent binary to compare "off"
+// against, e.g. one built from a commit before the telemetry hooks).
 package otelbench
 
 import (
@@ -105,14 +112,44 @@ func createTopic(t *testing.T, addr, topic string, partitions int) {
 	}
 }
 
-// produceBatched floods one producer with n records of size bytes (the
-// client batches them: few, large requests) and returns records per second.
-func produceBatched(t *testing.T, addr, topic string, n, size, partitions int) float64 {
+// cpuNanos is the CPU time the process has used so far, summed over its
+// threads (/proc/PID/task/*/schedstat, nanoseconds): unlike wall-clock
+// throughput it is barely moved by other load on a shared machine.
+func (b *broker) cpuNanos(t *testing.T) int64 {
 	t.Helper()
-	createTopic(t, addr, topic, partitions)
+	dir := fmt.Sprintf("/proc/%d/task", b.cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("read %s: %v", dir, err)
+	}
+	var total int64
+	for _, task := range tasks {
+		raw, err := os.ReadFile(dir + "/" + task.Name() + "/schedstat")
+		if err != nil {
+			continue // the thread exited
+		}
+		if f := strings.Fields(string(raw)); len(f) > 0 {
+			n, _ := strconv.ParseInt(f[0], 10, 64)
+			total += n
+		}
+	}
+	return total
+}
+
+// result is one round's outcome.
+type result struct {
+	rate      float64 // records per second
+	cpuPerRec float64 // broker CPU nanoseconds per record
+}
+
+// produceBatched floods one producer with n records of size bytes (the
+// client batches them: few, large requests).
+func produceBatched(t *testing.T, b *broker, topic string, n, size, partitions int) result {
+	t.Helper()
+	createTopic(t, b.addr, topic, partitions)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(100_000))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxBufferedRecords(100_000))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,6 +157,7 @@ func produceBatched(t *testing.T, addr, topic string, n, size, partitions int) f
 	value := bytes.Repeat([]byte("x"), size)
 	var failed atomic.Int64
 	var firstErr atomic.Value
+	cpu0 := b.cpuNanos(t)
 	start := time.Now()
 	for i := 0; i < n; i++ {
 		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
@@ -132,24 +170,25 @@ func produceBatched(t *testing.T, addr, topic string, n, size, partitions int) f
 		t.Fatal(err)
 	}
 	took := time.Since(start)
+	cpu := b.cpuNanos(t) - cpu0
 	if failed.Load() > 0 {
 		t.Fatalf("%d records failed: %v", failed.Load(), firstErr.Load())
 	}
-	return float64(n) / took.Seconds()
+	return result{rate: float64(n) / took.Seconds(), cpuPerRec: float64(cpu) / float64(n)}
 }
 
 // produceSync runs clients producers, each producing its share of n
 // records one at a time and waiting for each (one record per request: the
-// per-request cost shows), and returns records (= requests) per second.
-func produceSync(t *testing.T, addr, topic string, n, size, partitions, clients int) float64 {
+// per-request cost shows).
+func produceSync(t *testing.T, b *broker, topic string, n, size, partitions, clients int) result {
 	t.Helper()
-	createTopic(t, addr, topic, partitions)
+	createTopic(t, b.addr, topic, partitions)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	value := bytes.Repeat([]byte("y"), size)
 	cls := make([]*kgo.Client, clients)
 	for i := range cls {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.addr), kgo.ProducerBatchCompression(kgo.NoCompression()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,6 +200,7 @@ func produceSync(t *testing.T, addr, topic string, n, size, partitions, clients 
 		cls[i] = cl
 	}
 	errc := make(chan error, clients)
+	cpu0 := b.cpuNanos(t)
 	start := time.Now()
 	for _, cl := range cls {
 		go func() {
@@ -178,7 +218,10 @@ func produceSync(t *testing.T, addr, topic string, n, size, partitions, clients 
 			t.Fatal(err)
 		}
 	}
-	return float64(n/clients*clients) / time.Since(start).Seconds()
+	took := time.Since(start)
+	cpu := b.cpuNanos(t) - cpu0
+	total := n / clients * clients
+	return result{rate: float64(total) / took.Seconds(), cpuPerRec: float64(cpu) / float64(total)}
 }
 
 func median(xs []float64) float64 {
@@ -194,20 +237,21 @@ func TestProduceOverhead(t *testing.T) {
 	if os.Getenv("REGENT_OTEL_BENCH") == "" {
 		t.Skip("benchmark: set REGENT_OTEL_BENCH=1 (or run bench/otel/run.sh)")
 	}
-	records := envInt("REGENT_OTEL_BENCH_RECORDS", 200_000)
-	requests := envInt("REGENT_OTEL_BENCH_REQUESTS", 20_000)
-	rounds := envInt("REGENT_OTEL_BENCH_ROUNDS", 5)
+	records := envInt("REGENT_OTEL_BENCH_RECORDS", 1_000_000)
+	requests := envInt("REGENT_OTEL_BENCH_REQUESTS", 40_000)
+	rounds := envInt("REGENT_OTEL_BENCH_ROUNDS", 7)
 	size := envInt("REGENT_OTEL_BENCH_VALUE", 100)
 	const partitions, clients = 4, 8
-	workloads := []struct {
+	type workload struct {
 		name string
-		run  func(addr, topic string) float64
-	}{
+		run  func(b *broker, topic string) result
+	}
+	workloads := []workload{
 		{fmt.Sprintf("batched: %d records of %d B, one producer, %d partitions", records, size, partitions),
-			func(addr, topic string) float64 { return produceBatched(t, addr, topic, records, size, partitions) }},
+			func(b *broker, topic string) result { return produceBatched(t, b, topic, records, size, partitions) }},
 		{fmt.Sprintf("one record per request: %d sync produces of %d B, %d producers", requests, size, clients),
-			func(addr, topic string) float64 {
-				return produceSync(t, addr, topic, requests, size, partitions, clients)
+			func(b *broker, topic string) result {
+				return produceSync(t, b, topic, requests, size, partitions, clients)
 			}},
 	}
 
@@ -234,33 +278,48 @@ func TestProduceOverhead(t *testing.T) {
 	)
 
 	var out strings.Builder
-	fmt.Fprintf(&out, "produce throughput, medians of %d rounds; overhead = (off - mode) / off\n", rounds)
+	fmt.Fprintf(&out, "produce, medians of %d rounds; overhead: median over rounds of (off - mode) / off for\n", rounds)
+	fmt.Fprintf(&out, "throughput, (mode - off) / off for the broker's CPU time per record.\n")
 	for wi, w := range workloads {
 		// Warm every broker up, then run the rounds with the modes
 		// rotated so that drift on a shared machine spreads over all.
 		for _, b := range brokers {
-			w.run(b.addr, fmt.Sprintf("w%d-warmup", wi))
+			w.run(b, fmt.Sprintf("w%d-warmup", wi))
 		}
-		rates := map[string][]float64{}
+		rates, cpus := map[string][]float64{}, map[string][]float64{}
 		for r := 0; r < rounds; r++ {
 			for i := range brokers {
 				b := brokers[(i+r)%len(brokers)]
-				rates[b.name] = append(rates[b.name], w.run(b.addr, fmt.Sprintf("w%d-round-%d", wi, r)))
+				res := w.run(b, fmt.Sprintf("w%d-round-%d", wi, r))
+				rates[b.name] = append(rates[b.name], res.rate)
+				cpus[b.name] = append(cpus[b.name], res.cpuPerRec)
 			}
 		}
-		off := median(rates["off"])
+		// Overheads are medians of per-round ratios: a round's modes
+		// run back to back, so slow drift of the machine cancels out.
+		ratio := func(name, ref string, vals map[string][]float64, lowerIsBetter bool) float64 {
+			var rs []float64
+			for i := range vals[name] {
+				if lowerIsBetter {
+					rs = append(rs, (vals[name][i]-vals[ref][i])/vals[ref][i]*100)
+				} else {
+					rs = append(rs, (vals[ref][i]-vals[name][i])/vals[ref][i]*100)
+				}
+			}
+			return median(rs)
+		}
 		fmt.Fprintf(&out, "%s\n", w.name)
 		for _, b := range brokers {
-			med := median(rates[b.name])
 			var rs []string
-			for _, x := range rates[b.name] {
+			for _, x := range cpus[b.name] {
 				rs = append(rs, fmt.Sprintf("%.0f", x))
 			}
-			fmt.Fprintf(&out, "  %-12s %9.0f rec/s  overhead %+6.2f%%   rounds [%s]\n", b.name, med, (off-med)/off*100, strings.Join(rs, " "))
+			fmt.Fprintf(&out, "  %-12s %9.0f rec/s (overhead %+6.2f%%)  %7.0f ns CPU/rec (overhead %+6.2f%%)  CPU/rec by round [%s]\n",
+				b.name, median(rates[b.name]), ratio(b.name, "off", rates, false), median(cpus[b.name]), ratio(b.name, "off", cpus, true), strings.Join(rs, " "))
 		}
-		if base, ok := rates["baseline"]; ok {
-			bm := median(base)
-			fmt.Fprintf(&out, "  off vs baseline (no hooks): overhead %+.2f%%\n", (bm-off)/bm*100)
+		if _, ok := rates["baseline"]; ok {
+			fmt.Fprintf(&out, "  off vs baseline (no hooks): throughput overhead %+.2f%%, CPU/rec overhead %+.2f%%\n",
+				ratio("off", "baseline", rates, false), ratio("off", "baseline", cpus, true))
 		}
 	}
 	fmt.Fprintf(&out, "OTLP receiver: %d exports, %d bytes\n", sink.exports.Load(), sink.bytes.Load())
