@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/partition"
@@ -115,8 +116,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
 		Observer: tel.Observer(),
 	}, srv)
-	// Consumer-group lag: the coordinator has no committed-offsets listing
-	// yet; tel.SetCommittedOffsets is the hook for it.
+	// Consumer-group lag: at each scrape, every group's committed offsets.
+	tel.SetCommittedOffsets(func(emit func(group, topic string, partition int32, offset int64)) {
+		committedOffsets(groups, emit)
+	})
 	topicName := func(id [16]byte) string {
 		if t := reg.GetByID(id); t != nil {
 			return t.Name
@@ -226,4 +229,25 @@ func loadClusterID(dir string) (string, error) {
 		return "", fmt.Errorf("write cluster id: %w", err)
 	}
 	return id, nil
+}
+
+// committedOffsets reports every group's committed offsets to emit, for the
+// lag metrics. It waits for the group actors (a scrape goroutine calls it),
+// a bounded time per group.
+func committedOffsets(groups *group.Manager, emit func(group, topic string, partition int32, offset int64)) {
+	for _, g := range groups.ListGroups() {
+		done := make(chan kmsg.OffsetFetchResponseGroup, 1)
+		groups.FetchOffsets(g.Group, group.FetchQuery{MemberEpoch: -1}, func(r kmsg.OffsetFetchResponseGroup) { done <- r })
+		select {
+		case r := <-done:
+			for _, t := range r.Topics {
+				for _, p := range t.Partitions {
+					if p.ErrorCode == 0 && p.Offset >= 0 {
+						emit(g.Group, t.Topic, p.Partition, p.Offset)
+					}
+				}
+			}
+		case <-time.After(2 * time.Second):
+		}
+	}
 }
