@@ -10,8 +10,6 @@ package protocol
 // left out (they have no id to name them by).
 
 import (
-	"sync"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -28,12 +26,7 @@ func (s *Server) offsetFetch(r *Request) {
 		return
 	}
 	resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
-	if len(req.Groups) == 0 {
-		r.Respond(resp)
-		return
-	}
-	var mu sync.Mutex
-	pending := len(req.Groups)
+	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, rg := range req.Groups {
 		q := group.FetchQuery{MemberID: rg.MemberID, MemberEpoch: rg.MemberEpoch, RequireStable: req.RequireStable}
 		// resolved[k] is false for a v10 topic id that names no topic.
@@ -58,14 +51,8 @@ func (s *Server) offsetFetch(r *Request) {
 			if req.Version >= 10 {
 				g.Topics = s.fetchTopicIDs(rg.Topics, resolved, g)
 			}
-			mu.Lock()
 			resp.Groups[i] = g
-			pending--
-			last := pending == 0
-			mu.Unlock()
-			if last {
-				r.Respond(resp)
-			}
+			finish()
 		})
 	}
 }

@@ -9,8 +9,6 @@ package protocol
 // operation is allowed, which IncludeAuthorizedOperations reports.
 
 import (
-	"sync"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -25,12 +23,7 @@ func (s *Server) describeGroups(r *Request) {
 	req := r.Msg.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
-	if len(req.Groups) == 0 {
-		r.Respond(resp)
-		return
-	}
-	var mu sync.Mutex
-	pending := len(req.Groups)
+	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, id := range req.Groups {
 		s.groups.DescribeGroup(id, func(g kmsg.DescribeGroupsResponseGroup) {
 			if req.Version < 6 && g.ErrorCode == kerr.GroupIDNotFound.Code {
@@ -40,14 +33,8 @@ func (s *Server) describeGroups(r *Request) {
 			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
 				g.AuthorizedOperations = groupOperations
 			}
-			mu.Lock()
 			resp.Groups[i] = g
-			pending--
-			last := pending == 0
-			mu.Unlock()
-			if last {
-				r.Respond(resp)
-			}
+			finish()
 		})
 	}
 }

@@ -5,8 +5,6 @@ package protocol
 // missing one is GROUP_ID_NOT_FOUND.
 
 import (
-	"sync"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -17,12 +15,7 @@ func (s *Server) deleteGroups(r *Request) {
 	req := r.Msg.(*kmsg.DeleteGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
-	if len(req.Groups) == 0 {
-		r.Respond(resp)
-		return
-	}
-	var mu sync.Mutex
-	pending := len(req.Groups)
+	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, id := range req.Groups {
 		s.groups.DeleteGroup(id, func(g kmsg.DeleteGroupsResponseGroup) {
 			if g.ErrorCode != 0 && g.ErrorMessage == nil {
@@ -31,14 +24,8 @@ func (s *Server) deleteGroups(r *Request) {
 					g.ErrorMessage = &msg
 				}
 			}
-			mu.Lock()
 			resp.Groups[i] = g
-			pending--
-			last := pending == 0
-			mu.Unlock()
-			if last {
-				r.Respond(resp)
-			}
+			finish()
 		})
 	}
 }

@@ -7,8 +7,6 @@ package protocol
 // reports.
 
 import (
-	"sync"
-
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,26 +16,15 @@ func (s *Server) consumerGroupDescribe(r *Request) {
 	req := r.Msg.(*kmsg.ConsumerGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
-	if len(req.Groups) == 0 {
-		r.Respond(resp)
-		return
-	}
-	var mu sync.Mutex
-	pending := len(req.Groups)
+	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, id := range req.Groups {
 		s.groups.ConsumerGroupDescribe(id, func(g kmsg.ConsumerGroupDescribeResponseGroup) {
 			g.AuthorizedOperations = -2147483648
 			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
 				g.AuthorizedOperations = groupOperations
 			}
-			mu.Lock()
 			resp.Groups[i] = g
-			pending--
-			last := pending == 0
-			mu.Unlock()
-			if last {
-				r.Respond(resp)
-			}
+			finish()
 		})
 	}
 }
