@@ -70,5 +70,6 @@ func (l *Local) Propose(key string, cmd Command, done func(any, error)) {
 		done(nil, fmt.Errorf("no applier registered for %q", key))
 		return
 	}
+	cmd, _ = unwrapTrace(cmd)
 	done(a.Apply(cmd), nil)
 }

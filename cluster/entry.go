@@ -1,0 +1,121 @@
+package cluster
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// entryVersion is the first byte of every raft entry Regent writes; a node
+// that reads another version refuses it loudly instead of guessing.
+const entryVersion = 1
+
+// entryCommand is one command inside a raft entry. The replicator coalesces
+// many proposals into one entry: raft's cost is per entry, not per byte.
+type entryCommand struct {
+	key     string
+	kind    string
+	trace   string // W3C traceparent of the proposing request ("": untraced)
+	payload []byte
+}
+
+// appendEntryCommand appends c's framing to b.
+func appendEntryCommand(b []byte, c entryCommand) []byte {
+	b = binary.AppendUvarint(b, uint64(len(c.key)))
+	b = append(b, c.key...)
+	b = binary.AppendUvarint(b, uint64(len(c.kind)))
+	b = append(b, c.kind...)
+	b = binary.AppendUvarint(b, uint64(len(c.trace)))
+	b = append(b, c.trace...)
+	b = binary.AppendUvarint(b, uint64(len(c.payload)))
+	return append(b, c.payload...)
+}
+
+// encodeEntry frames commands as one raft entry.
+func encodeEntry(cmds []entryCommand) []byte {
+	size := 1 + binary.MaxVarintLen64
+	for _, c := range cmds {
+		size += 4*binary.MaxVarintLen64 + len(c.key) + len(c.kind) + len(c.trace) + len(c.payload)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, entryVersion)
+	b = binary.AppendUvarint(b, uint64(len(cmds)))
+	for _, c := range cmds {
+		b = appendEntryCommand(b, c)
+	}
+	return b
+}
+
+var errShortEntry = errors.New("raft entry truncated")
+
+// decodeEntry splits a raft entry into its commands; payloads alias data.
+func decodeEntry(data []byte) ([]entryCommand, error) {
+	if len(data) == 0 {
+		return nil, errShortEntry
+	}
+	if data[0] != entryVersion {
+		return nil, fmt.Errorf("raft entry version %d, this node reads %d", data[0], entryVersion)
+	}
+	data = data[1:]
+	n, w := binary.Uvarint(data)
+	if w <= 0 || n > uint64(len(data)) {
+		return nil, errShortEntry
+	}
+	data = data[w:]
+	cmds := make([]entryCommand, 0, n)
+	field := func() ([]byte, error) {
+		l, w := binary.Uvarint(data)
+		if w <= 0 || l > uint64(len(data)-w) {
+			return nil, errShortEntry
+		}
+		f := data[w : w+int(l)]
+		data = data[w+int(l):]
+		return f, nil
+	}
+	for i := uint64(0); i < n; i++ {
+		key, err := field()
+		if err != nil {
+			return nil, err
+		}
+		kind, err := field()
+		if err != nil {
+			return nil, err
+		}
+		trace, err := field()
+		if err != nil {
+			return nil, err
+		}
+		payload, err := field()
+		if err != nil {
+			return nil, err
+		}
+		cmds = append(cmds, entryCommand{key: string(key), kind: string(kind), trace: string(trace), payload: payload})
+	}
+	if len(data) != 0 {
+		return nil, fmt.Errorf("raft entry has %d trailing bytes", len(data))
+	}
+	return cmds, nil
+}
+
+// Traced wraps a proposed command with the proposing request's W3C
+// traceparent, so that every node's apply joins the request's trace.
+type Traced struct {
+	Command     Command
+	TraceParent string
+}
+
+// WithTrace wraps cmd with traceparent ("" returns cmd unchanged).
+func WithTrace(cmd Command, traceparent string) Command {
+	if traceparent == "" {
+		return cmd
+	}
+	return &Traced{Command: cmd, TraceParent: traceparent}
+}
+
+// unwrapTrace returns the command inside a Traced, and its traceparent.
+func unwrapTrace(cmd Command) (Command, string) {
+	if t, ok := cmd.(*Traced); ok {
+		return t.Command, t.TraceParent
+	}
+	return cmd, ""
+}

@@ -1,0 +1,131 @@
+package cluster
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/regent-broker/regent/storage/atomicfile"
+)
+
+// NodesKey is the replicator key of the node directory.
+const NodesKey = "nodes"
+
+// Nodes is the replicated directory of cluster nodes: which Kafka, raft
+// and admin address each node id has. Raft knows only raft addresses;
+// Metadata needs the Kafka ones of every voter. It is persisted in the
+// state directory (and so in raft snapshots).
+type Nodes struct {
+	path string
+	mu   struct {
+		sync.RWMutex // guards m; written only by Apply (the FSM goroutine)
+		m            map[int32]Peer
+	}
+}
+
+// OpenNodes loads the directory from stateDir/meta/nodes.json.
+func OpenNodes(stateDir string) (*Nodes, error) {
+	n := &Nodes{path: filepath.Join(stateDir, "meta", "nodes.json")}
+	n.mu.m = map[int32]Peer{}
+	raw, err := os.ReadFile(n.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, fmt.Errorf("read node directory: %w", err)
+	default:
+		var peers []Peer
+		if err := json.Unmarshal(raw, &peers); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", n.path, err)
+		}
+		for _, p := range peers {
+			n.mu.m[p.ID] = p
+		}
+	}
+	return n, nil
+}
+
+// Get returns a node's entry.
+func (n *Nodes) Get(id int32) (Peer, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	p, ok := n.mu.m[id]
+	return p, ok
+}
+
+// All lists every known node by id.
+func (n *Nodes) All() []Peer {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]Peer, 0, len(n.mu.m))
+	for _, p := range n.mu.m {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// nodeUpsert records a node's addresses; nodeRemove forgets a node.
+type nodeUpsert struct{ Peer Peer }
+type nodeRemove struct{ ID int32 }
+
+// UpsertNode is the command that records p.
+func UpsertNode(p Peer) Command { return &nodeUpsert{Peer: p} }
+
+// RemoveNode is the command that forgets node id.
+func RemoveNode(id int32) Command { return &nodeRemove{ID: id} }
+
+func (c *nodeUpsert) CommandKind() string { return "nodes.upsert" }
+func (c *nodeUpsert) AppendCommand(b []byte) []byte {
+	raw, _ := json.Marshal(c.Peer)
+	return append(b, raw...)
+}
+func (c *nodeRemove) CommandKind() string { return "nodes.remove" }
+func (c *nodeRemove) AppendCommand(b []byte) []byte {
+	raw, _ := json.Marshal(c.ID)
+	return append(b, raw...)
+}
+
+func init() {
+	RegisterDecoder("nodes.upsert", func(p []byte) (Command, error) {
+		var c nodeUpsert
+		return &c, json.Unmarshal(p, &c.Peer)
+	})
+	RegisterDecoder("nodes.remove", func(p []byte) (Command, error) {
+		var c nodeRemove
+		return &c, json.Unmarshal(p, &c.ID)
+	})
+}
+
+// Apply implements Applier.
+func (n *Nodes) Apply(cmd Command) any {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch c := cmd.(type) {
+	case *nodeUpsert:
+		n.mu.m[c.Peer.ID] = c.Peer
+	case *nodeRemove:
+		delete(n.mu.m, c.ID)
+	default:
+		return fmt.Errorf("node directory: unknown command %T", cmd)
+	}
+	peers := make([]Peer, 0, len(n.mu.m))
+	for _, p := range n.mu.m {
+		peers = append(peers, p)
+	}
+	sort.Slice(peers, func(i, j int) bool { return peers[i].ID < peers[j].ID })
+	raw, err := json.MarshalIndent(peers, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(n.path), 0o755); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(n.path, raw); err != nil {
+		return fmt.Errorf("persist node directory: %w", err)
+	}
+	return nil
+}

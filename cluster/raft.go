@@ -1,0 +1,679 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+)
+
+// Peer is one cluster node's identity and addresses.
+type Peer struct {
+	ID    int32  `json:"id"`
+	Kafka string `json:"kafka"` // advertised Kafka listener host:port
+	Raft  string `json:"raft"`  // raft transport host:port
+	Admin string `json:"admin"` // HTTP admin host:port ("" if none)
+}
+
+// RaftOptions configures a cluster node's replicator.
+type RaftOptions struct {
+	Self Peer
+	// Dir holds raft's own files: the log and stable store (raft.db) and
+	// snapshots.
+	Dir string
+	// StateDir is the node's broker state (topics, partitions, groups,
+	// transactions). It is derived from raft: wiped at start and rebuilt
+	// from the latest snapshot and the log after it.
+	StateDir string
+	// Peers are the initial voters; the nodes bootstrap the cluster with
+	// them when their raft state is empty (unless Join).
+	Peers []Peer
+	// Join makes a node with empty raft state wait to be added as a voter
+	// (regent cluster add-voter) instead of bootstrapping.
+	Join   bool
+	Logger *slog.Logger
+	// OnRuntimeRestore is called when the leader installs a snapshot on
+	// this running node: the node must restart from it (the state objects
+	// cannot be swapped under running actors). It is not expected to
+	// return; if nil, or if it returns, the install fails.
+	OnRuntimeRestore func()
+	// Observer follows applies (nil: untraced).
+	Observer ApplyObserver
+	// Snapshot tuning; zero values take the defaults below.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
+}
+
+// ApplyObserver traces commands applied on this node. StartApply is
+// called only for commands proposed with a traceparent (see WithTrace);
+// the returned func ends the span.
+type ApplyObserver interface {
+	StartApply(traceparent, key, kind string, nodeID int32) func()
+}
+
+// maxEntryBytes bounds one coalesced raft entry; maxInflightEntries bounds
+// how many are being committed at once. While the pipeline is full,
+// proposals queue and leave together in the next entry.
+const (
+	maxEntryBytes      = 1 << 20
+	maxInflightEntries = 8
+)
+
+// Raft is the cluster replicator: proposals on the leader are coalesced
+// into raft entries; every node applies committed entries in log order by
+// handing each command to the applier registered for its key.
+type Raft struct {
+	o     RaftOptions
+	log   *slog.Logger
+	raft  *raft.Raft
+	trans *raft.NetworkTransport
+	store *raftboltdb.BoltStore
+	fsm   *fsm
+
+	// appliers is written by Register/Unregister (any goroutine) and read
+	// by Propose and the FSM goroutine.
+	appliers struct {
+		sync.RWMutex
+		m map[string]Applier
+	}
+
+	// ready is true while this node is the leader and has applied every
+	// entry committed before its term: only then are proposals taken.
+	ready atomic.Bool
+
+	// queue holds encoded proposals waiting for the batcher.
+	queue struct {
+		sync.Mutex
+		pending []*proposal
+		bytes   int
+	}
+	wake     chan struct{}
+	slots    chan struct{}
+	inflight chan *pendingEntry
+
+	leaderHooks []func(leader bool) // set before Start; called on the leadership goroutine
+
+	// health tracks followers that missed heartbeats (the leader's view,
+	// for ISR); written by the observer goroutine.
+	health struct {
+		sync.Mutex
+		failed map[int32]bool
+	}
+
+	stop    chan struct{}
+	stopped sync.Once
+	wg      sync.WaitGroup
+	notify  chan bool
+	obs     *raft.Observer
+	obsCh   chan raft.Observation
+	started atomic.Bool
+}
+
+type proposal struct {
+	ec   entryCommand
+	done func(any, error)
+}
+
+type pendingEntry struct {
+	f     raft.ApplyFuture
+	props []*proposal
+}
+
+// NewRaft opens the raft stores, wipes StateDir, restores the latest
+// snapshot into it and joins (or bootstraps) the cluster. The caller then
+// opens its state from StateDir, registers appliers, and calls Start:
+// committed entries are applied only after Start.
+func NewRaft(o RaftOptions) (*Raft, error) {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Self.ID <= 0 {
+		return nil, fmt.Errorf("cluster: node id must be positive, got %d", o.Self.ID)
+	}
+	if o.SnapshotThreshold == 0 {
+		o.SnapshotThreshold = 8192
+	}
+	if o.SnapshotInterval == 0 {
+		o.SnapshotInterval = 2 * time.Minute
+	}
+	if o.TrailingLogs == 0 {
+		o.TrailingLogs = 10240
+	}
+	r := &Raft{
+		o:        o,
+		log:      o.Logger.With("component", "raft"),
+		wake:     make(chan struct{}, 1),
+		slots:    make(chan struct{}, maxInflightEntries),
+		inflight: make(chan *pendingEntry, maxInflightEntries),
+		stop:     make(chan struct{}),
+		notify:   make(chan bool, 16),
+	}
+	r.appliers.m = map[string]Applier{}
+	r.health.failed = map[int32]bool{}
+	r.fsm = &fsm{r: r, readyCh: make(chan struct{})}
+
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create raft dir: %w", err)
+	}
+	// The state directory is a function of raft's snapshot and log: start
+	// it empty so nothing applied twice survives from the last run.
+	if err := os.RemoveAll(o.StateDir); err != nil {
+		return nil, fmt.Errorf("clear state dir: %w", err)
+	}
+	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: &slogWriter{log: r.log}, JSONFormat: true})
+
+	store, err := raftboltdb.NewBoltStore(filepath.Join(o.Dir, "raft.db"))
+	if err != nil {
+		return nil, fmt.Errorf("open raft log: %w", err)
+	}
+	r.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(o.Dir, "snapshots"), 2, hlog)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("open raft snapshots: %w", err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", o.Self.Raft)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("raft address %q: %w", o.Self.Raft, err)
+	}
+	trans, err := raft.NewTCPTransportWithLogger(o.Self.Raft, adv, 4, 10*time.Second, hlog)
+	if err != nil {
+		_ = store.Close()
+		return nil, fmt.Errorf("raft listen %s: %w", o.Self.Raft, err)
+	}
+	r.trans = trans
+
+	cfg := raft.DefaultConfig()
+	cfg.LocalID = raft.ServerID(strconv.Itoa(int(o.Self.ID)))
+	cfg.Logger = hlog
+	cfg.NotifyCh = r.notify
+	cfg.BatchApplyCh = true
+	cfg.MaxAppendEntries = 64
+	cfg.SnapshotThreshold = o.SnapshotThreshold
+	cfg.SnapshotInterval = o.SnapshotInterval
+	cfg.TrailingLogs = o.TrailingLogs
+	cfg.HeartbeatTimeout = 1000 * time.Millisecond
+	cfg.ElectionTimeout = 1000 * time.Millisecond
+	cfg.LeaderLeaseTimeout = 500 * time.Millisecond
+	cfg.CommitTimeout = 5 * time.Millisecond
+
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		_ = trans.Close()
+		_ = store.Close()
+		return nil, fmt.Errorf("inspect raft state: %w", err)
+	}
+	ra, err := raft.NewRaft(cfg, r.fsm, store, store, snaps, trans)
+	if err != nil {
+		_ = trans.Close()
+		_ = store.Close()
+		return nil, fmt.Errorf("start raft: %w", err)
+	}
+	r.raft = ra
+	if !existing && !o.Join {
+		var servers []raft.Server
+		for _, p := range o.Peers {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: serverID(p.ID), Address: raft.ServerAddress(p.Raft)})
+		}
+		if len(servers) == 0 {
+			servers = []raft.Server{{Suffrage: raft.Voter, ID: serverID(o.Self.ID), Address: raft.ServerAddress(o.Self.Raft)}}
+		}
+		if err := ra.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			_ = ra.Shutdown().Error()
+			_ = store.Close()
+			return nil, fmt.Errorf("bootstrap cluster: %w", err)
+		}
+		r.log.Info("bootstrapped cluster", "voters", len(servers))
+	}
+	r.obsCh = make(chan raft.Observation, 64)
+	r.obs = raft.NewObserver(r.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.FailedHeartbeatObservation, raft.ResumedHeartbeatObservation, raft.LeaderObservation, raft.PeerObservation:
+			return true
+		}
+		return false
+	})
+	ra.RegisterObserver(r.obs)
+	return r, nil
+}
+
+func serverID(id int32) raft.ServerID { return raft.ServerID(strconv.Itoa(int(id))) }
+
+func parseServerID(id raft.ServerID) int32 {
+	n, err := strconv.Atoi(string(id))
+	if err != nil {
+		return -1
+	}
+	return int32(n)
+}
+
+// OnLeadership registers hook, called with true once this node is the
+// leader and caught up (proposals are taken), and with false when it
+// stops being one. Hooks run one at a time on the leadership goroutine;
+// register them before Start.
+func (r *Raft) OnLeadership(hook func(leader bool)) { r.leaderHooks = append(r.leaderHooks, hook) }
+
+// Start begins applying committed entries and taking proposals.
+func (r *Raft) Start() {
+	if !r.started.CompareAndSwap(false, true) {
+		return
+	}
+	close(r.fsm.readyCh)
+	r.wg.Add(4)
+	go r.batcher()
+	go r.completer()
+	go r.leadership()
+	go r.observe()
+}
+
+// Register implements Replicator.
+func (r *Raft) Register(key string, a Applier) {
+	r.appliers.Lock()
+	r.appliers.m[key] = a
+	r.appliers.Unlock()
+}
+
+// Unregister implements Replicator.
+func (r *Raft) Unregister(key string) {
+	r.appliers.Lock()
+	delete(r.appliers.m, key)
+	r.appliers.Unlock()
+}
+
+func (r *Raft) applier(key string) Applier {
+	r.appliers.RLock()
+	defer r.appliers.RUnlock()
+	return r.appliers.m[key]
+}
+
+// Propose implements Replicator. done is called from the replicator's
+// goroutine once the command is committed and applied on this node, or
+// with an error wrapping ErrNotLeader when this node is not (or stopped
+// being) the leader; after a leadership loss the outcome is unknown.
+func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
+	if !r.ready.Load() {
+		done(nil, r.notLeaderErr())
+		return
+	}
+	inner, tp := unwrapTrace(cmd)
+	kind, payload, err := EncodeCommand(inner)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	p := &proposal{ec: entryCommand{key: key, kind: kind, trace: tp, payload: payload}, done: done}
+	r.queue.Lock()
+	r.queue.pending = append(r.queue.pending, p)
+	r.queue.bytes += len(payload) + len(key) + len(kind) + len(tp) + 16
+	r.queue.Unlock()
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Raft) notLeaderErr() error {
+	_, id := r.raft.LeaderWithID()
+	if id == "" {
+		return fmt.Errorf("%w: no leader elected yet", ErrNotLeader)
+	}
+	return fmt.Errorf("%w: node %s leads", ErrNotLeader, id)
+}
+
+// take removes up to maxEntryBytes of queued proposals.
+func (r *Raft) take() []*proposal {
+	r.queue.Lock()
+	defer r.queue.Unlock()
+	if len(r.queue.pending) == 0 {
+		return nil
+	}
+	n, size := 0, 0
+	for n < len(r.queue.pending) {
+		p := r.queue.pending[n]
+		sz := len(p.ec.payload) + len(p.ec.key) + len(p.ec.kind) + len(p.ec.trace) + 16
+		if n > 0 && size+sz > maxEntryBytes {
+			break
+		}
+		size += sz
+		n++
+	}
+	out := make([]*proposal, n)
+	copy(out, r.queue.pending[:n])
+	rest := copy(r.queue.pending, r.queue.pending[n:])
+	for i := rest; i < len(r.queue.pending); i++ {
+		r.queue.pending[i] = nil
+	}
+	r.queue.pending = r.queue.pending[:rest]
+	r.queue.bytes -= size
+	return out
+}
+
+// batcher turns queued proposals into raft entries, at most
+// maxInflightEntries being committed at once.
+func (r *Raft) batcher() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.wake:
+		case <-r.stop:
+			r.failQueued(fmt.Errorf("%w: node shutting down", ErrNotLeader))
+			return
+		}
+		for {
+			select {
+			case r.slots <- struct{}{}:
+			case <-r.stop:
+				r.failQueued(fmt.Errorf("%w: node shutting down", ErrNotLeader))
+				return
+			}
+			props := r.take()
+			if len(props) == 0 {
+				<-r.slots
+				break
+			}
+			cmds := make([]entryCommand, len(props))
+			for i, p := range props {
+				cmds[i] = p.ec
+			}
+			f := r.raft.Apply(encodeEntry(cmds), 0)
+			r.inflight <- &pendingEntry{f: f, props: props}
+		}
+	}
+}
+
+func (r *Raft) failQueued(err error) {
+	for {
+		props := r.take()
+		if len(props) == 0 {
+			return
+		}
+		for _, p := range props {
+			p.done(nil, err)
+		}
+	}
+}
+
+// completer answers proposals in commit order.
+func (r *Raft) completer() {
+	defer r.wg.Done()
+	for {
+		var e *pendingEntry
+		select {
+		case e = <-r.inflight:
+		case <-r.stop:
+			// Drain what the batcher already handed over; raft fails
+			// outstanding futures on shutdown.
+			for {
+				select {
+				case e = <-r.inflight:
+					r.complete(e)
+				default:
+					return
+				}
+			}
+		}
+		r.complete(e)
+	}
+}
+
+func (r *Raft) complete(e *pendingEntry) {
+	err := e.f.Error()
+	<-r.slots
+	if err != nil {
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			err = fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
+		for _, p := range e.props {
+			p.done(nil, err)
+		}
+		return
+	}
+	results, _ := e.f.Response().([]any)
+	for i, p := range e.props {
+		var res any
+		if i < len(results) {
+			res = results[i]
+		}
+		p.done(res, nil)
+	}
+}
+
+// leadership follows raft's leader changes: a new leader first waits for
+// a barrier (every earlier entry applied) before it takes proposals.
+func (r *Raft) leadership() {
+	defer r.wg.Done()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.notify:
+		case <-tick.C:
+		case <-r.stop:
+			if r.ready.Swap(false) {
+				r.runHooks(false)
+			}
+			return
+		}
+		leader := r.raft.State() == raft.Leader
+		switch {
+		case leader && !r.ready.Load():
+			if err := r.raft.Barrier(10 * time.Second).Error(); err != nil {
+				r.log.Warn("leader barrier failed", "err", err)
+				continue
+			}
+			if r.raft.State() != raft.Leader {
+				continue
+			}
+			r.ready.Store(true)
+			r.log.Info("leading the cluster", "node", r.o.Self.ID, "term", r.raft.Stats()["term"])
+			r.runHooks(true)
+		case !leader && r.ready.Load():
+			r.ready.Store(false)
+			r.log.Info("no longer leading the cluster", "node", r.o.Self.ID)
+			r.runHooks(false)
+		}
+	}
+}
+
+func (r *Raft) runHooks(leader bool) {
+	for _, h := range r.leaderHooks {
+		h(leader)
+	}
+}
+
+// observe tracks follower heartbeats for the ISR.
+func (r *Raft) observe() {
+	defer r.wg.Done()
+	for {
+		select {
+		case o := <-r.obsCh:
+			switch d := o.Data.(type) {
+			case raft.FailedHeartbeatObservation:
+				r.health.Lock()
+				r.health.failed[parseServerID(d.PeerID)] = true
+				r.health.Unlock()
+			case raft.ResumedHeartbeatObservation:
+				r.health.Lock()
+				delete(r.health.failed, parseServerID(d.PeerID))
+				r.health.Unlock()
+			case raft.LeaderObservation:
+				// A new term resets the view: the new leader learns its
+				// followers' health from its own heartbeats.
+				r.health.Lock()
+				r.health.failed = map[int32]bool{}
+				r.health.Unlock()
+				select {
+				case r.notify <- r.raft.State() == raft.Leader:
+				default:
+				}
+			}
+		case <-r.stop:
+			return
+		}
+	}
+}
+
+// Ready reports whether this node is the caught-up leader.
+func (r *Raft) Ready() bool { return r.ready.Load() }
+
+// Leader returns the current leader's node id, or -1 when none is known.
+func (r *Raft) Leader() int32 {
+	_, id := r.raft.LeaderWithID()
+	if id == "" {
+		return -1
+	}
+	return parseServerID(id)
+}
+
+// Voters lists the voters of the latest configuration.
+func (r *Raft) Voters() []int32 {
+	f := r.raft.GetConfiguration()
+	if f.Error() != nil {
+		return nil
+	}
+	var out []int32
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			out = append(out, parseServerID(s.ID))
+		}
+	}
+	return out
+}
+
+// InSync lists the voters the leader hears from (on a follower: all
+// voters, as far as it knows).
+func (r *Raft) InSync() []int32 {
+	voters := r.Voters()
+	r.health.Lock()
+	defer r.health.Unlock()
+	out := voters[:0:0]
+	for _, v := range voters {
+		if !r.health.failed[v] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Status is a node's view of the cluster (regent cluster status).
+type Status struct {
+	NodeID       int32  `json:"node_id"`
+	LeaderID     int32  `json:"leader_id"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastIndex    uint64 `json:"last_index"`
+	LastContact  string `json:"last_contact"`
+	Ready        bool   `json:"ready"`
+	Voters       []Peer `json:"voters"`
+}
+
+// Status reports the node's raft state. nodes resolves voter addresses.
+func (r *Raft) Status(nodes func(int32) (Peer, bool)) Status {
+	st := r.raft.Stats()
+	term, _ := strconv.ParseUint(st["term"], 10, 64)
+	s := Status{
+		NodeID:       r.o.Self.ID,
+		LeaderID:     r.Leader(),
+		State:        r.raft.State().String(),
+		Term:         term,
+		CommitIndex:  r.raft.CommitIndex(),
+		AppliedIndex: r.raft.AppliedIndex(),
+		LastIndex:    r.raft.LastIndex(),
+		LastContact:  st["last_contact"],
+		Ready:        r.ready.Load(),
+	}
+	for _, id := range r.Voters() {
+		p, ok := nodes(id)
+		if !ok {
+			p = Peer{ID: id}
+		}
+		s.Voters = append(s.Voters, p)
+	}
+	return s
+}
+
+// Stats is raft's own statistics map.
+func (r *Raft) Stats() map[string]string { return r.raft.Stats() }
+
+// AddVoter adds (or re-addresses) a voter; leader only.
+func (r *Raft) AddVoter(p Peer) error {
+	if !r.ready.Load() {
+		return r.notLeaderErr()
+	}
+	if err := r.raft.AddVoter(serverID(p.ID), raft.ServerAddress(p.Raft), 0, 30*time.Second).Error(); err != nil {
+		return fmt.Errorf("add voter %d: %w", p.ID, err)
+	}
+	return nil
+}
+
+// RemoveVoter removes a voter; leader only.
+func (r *Raft) RemoveVoter(id int32) error {
+	if !r.ready.Load() {
+		return r.notLeaderErr()
+	}
+	if err := r.raft.RemoveServer(serverID(id), 0, 30*time.Second).Error(); err != nil {
+		return fmt.Errorf("remove voter %d: %w", id, err)
+	}
+	return nil
+}
+
+// TransferLeadership asks raft to hand leadership to another voter.
+func (r *Raft) TransferLeadership() error { return r.raft.LeadershipTransfer().Error() }
+
+// Shutdown stops taking proposals, stops raft and closes its stores.
+// Appliers stay registered; the caller closes its state afterwards.
+func (r *Raft) Shutdown() error {
+	var err error
+	r.stopped.Do(func() {
+		close(r.stop)
+		if r.started.Load() {
+			r.wg.Wait()
+		} else {
+			close(r.fsm.readyCh)
+		}
+		r.raft.DeregisterObserver(r.obs)
+		err = r.raft.Shutdown().Error()
+		if cerr := r.trans.Close(); err == nil {
+			err = cerr
+		}
+		if cerr := r.store.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// slogWriter forwards hclog's JSON lines to slog.
+type slogWriter struct{ log *slog.Logger }
+
+func (w *slogWriter) Write(p []byte) (int, error) {
+	w.log.Info("raft", "line", string(trimNewline(p)))
+	return len(p), nil
+}
+
+func trimNewline(p []byte) []byte {
+	for len(p) > 0 && (p[len(p)-1] == '\n' || p[len(p)-1] == '\r') {
+		p = p[:len(p)-1]
+	}
+	return p
+}
+
+var _ io.Writer = (*slogWriter)(nil)
