@@ -22,8 +22,9 @@ const NodesKey = "nodes"
 type Nodes struct {
 	path string
 	mu   struct {
-		sync.RWMutex // guards m; written only by Apply (the FSM goroutine)
+		sync.RWMutex // guards m and clusterID; written only by Apply (the FSM goroutine)
 		m            map[int32]Peer
+		clusterID    string
 	}
 }
 
@@ -31,6 +32,9 @@ type Nodes struct {
 func OpenNodes(stateDir string) (*Nodes, error) {
 	n := &Nodes{path: filepath.Join(stateDir, "meta", "nodes.json")}
 	n.mu.m = map[int32]Peer{}
+	if raw, err := os.ReadFile(filepath.Join(filepath.Dir(n.path), clusterIDFile)); err == nil {
+		n.mu.clusterID = string(raw)
+	}
 	raw, err := os.ReadFile(n.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -109,6 +113,18 @@ func (n *Nodes) Apply(cmd Command) any {
 		n.mu.m[c.Peer.ID] = c.Peer
 	case *nodeRemove:
 		delete(n.mu.m, c.ID)
+	case *clusterIDCmd:
+		if n.mu.clusterID != "" {
+			return nil
+		}
+		n.mu.clusterID = c.ID
+		if err := os.MkdirAll(filepath.Dir(n.path), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.Write(filepath.Join(filepath.Dir(n.path), clusterIDFile), []byte(c.ID)); err != nil {
+			return fmt.Errorf("persist cluster id: %w", err)
+		}
+		return nil
 	default:
 		return fmt.Errorf("node directory: unknown command %T", cmd)
 	}
@@ -128,4 +144,28 @@ func (n *Nodes) Apply(cmd Command) any {
 		return fmt.Errorf("persist node directory: %w", err)
 	}
 	return nil
+}
+
+// clusterIDFile holds the cluster id, chosen by the first leader and
+// replicated so that every node reports the same one.
+const clusterIDFile = "cluster-id"
+
+type clusterIDCmd struct{ ID string }
+
+// SetClusterID is the command that fixes the cluster id (first one wins).
+func SetClusterID(id string) Command { return &clusterIDCmd{ID: id} }
+
+func (c *clusterIDCmd) CommandKind() string           { return "nodes.cluster_id" }
+func (c *clusterIDCmd) AppendCommand(b []byte) []byte { return append(b, c.ID...) }
+
+func init() {
+	RegisterDecoder("nodes.cluster_id", func(p []byte) (Command, error) { return &clusterIDCmd{ID: string(p)}, nil })
+}
+
+// ClusterID returns the replicated cluster id ("" before the first leader
+// chose it).
+func (n *Nodes) ClusterID() string {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.mu.clusterID
 }

@@ -14,7 +14,7 @@ import (
 // counterCmd appends n to a test applier's list.
 type counterCmd struct{ n uint64 }
 
-func (c *counterCmd) CommandKind() string            { return "test.counter" }
+func (c *counterCmd) CommandKind() string           { return "test.counter" }
 func (c *counterCmd) AppendCommand(b []byte) []byte { return binary.AppendUvarint(b, c.n) }
 
 func init() {

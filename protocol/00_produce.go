@@ -71,6 +71,10 @@ func (s *Server) produce(r *Request) {
 				}
 				continue
 			}
+			if !s.cluster.Serving() {
+				po.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			mu.Lock()
 			pending++
 			mu.Unlock()

@@ -259,6 +259,14 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 			anyErr = true
 			continue
 		}
+		if !s.cluster.Serving() {
+			// Followers hold the data but serve nothing: only applied
+			// entries are on them, and clients must follow the leader.
+			rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			out[i] = rp
+			anyErr = true
+			continue
+		}
 		if it.epoch > 0 {
 			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			out[i] = rp

@@ -39,6 +39,10 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 		op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		return op
 	}
+	if !s.cluster.Serving() {
+		op.ErrorCode = kerr.NotLeaderForPartition.Code
+		return op
+	}
 	if rp.CurrentLeaderEpoch > 0 {
 		op.ErrorCode = kerr.UnknownLeaderEpoch.Code
 		return op

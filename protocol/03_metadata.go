@@ -3,7 +3,8 @@ package protocol
 // Metadata: versions 0-13. Topics are looked up by name or (v10+) id; a
 // missing topic is created when the request allows it (always before v4)
 // and the broker's auto.create.topics.enable is true. Every partition is led
-// by this node, which is also the only replica and ISR member.
+// by the cluster's leader (this node when single); the voters are its
+// replicas and the voters the leader hears from its ISR.
 
 import (
 	"errors"
@@ -32,9 +33,12 @@ func (s *Server) metadata(r *Request) {
 
 func (s *Server) buildMetadata(req *kmsg.MetadataRequest, create bool) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: s.cfg.NodeID, Host: s.cfg.Host, Port: s.cfg.Port}}
-	resp.ClusterID = &s.cfg.ClusterID
-	resp.ControllerID = s.cfg.NodeID
+	for _, b := range s.cluster.Brokers() {
+		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
+	}
+	cid := s.cluster.ClusterID()
+	resp.ClusterID = &cid
+	resp.ControllerID = s.cluster.Leader()
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.topics.List() {
@@ -88,13 +92,20 @@ func (s *Server) topicMetadata(t *topics.Topic) kmsg.MetadataResponseTopic {
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.AuthorizedOperations = -2147483648
+	leader, voters, isr := s.cluster.Leader(), s.cluster.Voters(), s.cluster.InSync()
+	if _, ok := s.broker(leader); !ok {
+		leader = -1
+	}
 	for i := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
-		mp.Leader = s.cfg.NodeID
+		mp.Leader = leader
+		if leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mp.LeaderEpoch = 0
-		mp.Replicas = []int32{s.cfg.NodeID}
-		mp.ISR = []int32{s.cfg.NodeID}
+		mp.Replicas = voters
+		mp.ISR = isr
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -23,10 +23,16 @@ func (s *Server) findCoordinator(r *Request) {
 		m := fmt.Sprintf("coordinator key type %d is not served", req.CoordinatorType)
 		msg = &m
 	}
+	coord, known := s.broker(s.cluster.Leader())
+	if code == 0 && !known {
+		code = kerr.CoordinatorNotAvailable.Code
+		m := "the cluster has no leader yet"
+		msg = &m
+	}
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code, msg
 		if code == 0 {
-			resp.NodeID, resp.Host, resp.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
+			resp.NodeID, resp.Host, resp.Port = coord.ID, coord.Host, coord.Port
 		} else {
 			resp.NodeID, resp.Port = -1, -1
 		}
@@ -37,7 +43,7 @@ func (s *Server) findCoordinator(r *Request) {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key, c.ErrorCode, c.ErrorMessage = key, code, msg
 		if code == 0 {
-			c.NodeID, c.Host, c.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
+			c.NodeID, c.Host, c.Port = coord.ID, coord.Host, coord.Port
 		} else {
 			c.NodeID, c.Port = -1, -1
 		}

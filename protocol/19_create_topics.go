@@ -73,15 +73,35 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 			if a.Partition != int32(i) {
 				return nil, &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: "partitions in the manual assignment must be consecutive from 0"}
 			}
-			if len(a.Replicas) != 1 || a.Replicas[0] != s.cfg.NodeID {
-				return nil, &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: fmt.Sprintf("replica assignment %v for partition %d names brokers other than the voters [%d]", a.Replicas, a.Partition, s.cfg.NodeID)}
+			if err := s.checkAssignment(a.Replicas); err != nil {
+				return nil, &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: fmt.Sprintf("replica assignment for partition %d: %v", a.Partition, err)}
+			}
+			if i > 0 && len(a.Replicas) != len(rt.ReplicaAssignment[0].Replicas) {
+				return nil, &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: "every partition in the manual assignment must have the same number of replicas"}
 			}
 		}
-		parts, rf = int32(len(rt.ReplicaAssignment)), 1
+		parts, rf = int32(len(rt.ReplicaAssignment)), int16(len(rt.ReplicaAssignment[0].Replicas))
 	}
 	configs := make(map[string]*string, len(rt.Configs))
 	for _, c := range rt.Configs {
 		configs[c.Name] = c.Value
 	}
 	return s.topics.Create(topics.CreateSpec{Name: rt.Topic, Partitions: parts, ReplicationFactor: rf, Configs: configs, ValidateOnly: validateOnly})
+}
+
+// checkAssignment accepts a manual replica assignment that names distinct
+// voters: every voter holds every partition, so an assignment only says
+// how many replicas the client expects.
+func (s *Server) checkAssignment(replicas []int32) error {
+	if len(replicas) == 0 {
+		return fmt.Errorf("no replicas")
+	}
+	seen := map[int32]bool{}
+	for _, b := range replicas {
+		if !s.isVoter(b) || seen[b] {
+			return fmt.Errorf("%v names brokers other than the distinct voters %v", replicas, s.cluster.Voters())
+		}
+		seen[b] = true
+	}
+	return nil
 }

@@ -29,6 +29,10 @@ func (s *Server) deleteRecords(r *Request) {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
+			if !s.cluster.Serving() {
+				op.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			wg.Add(1)
 			p.DeleteRecords(rp.Offset, func(low int64, err error) {
 				op.LowWatermark, op.ErrorCode = low, errorCode(err)

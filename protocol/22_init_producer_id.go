@@ -12,10 +12,13 @@ package protocol
 // INVALID_PRODUCER_EPOCH, as Kafka does for clients that predate it.
 
 import (
+	"errors"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/txn"
+	"github.com/regent-broker/regent/cluster"
 )
 
 func init() { register(22, 0, 5, (*Server).initProducerID) }
@@ -31,8 +34,14 @@ func (s *Server) initProducerID(r *Request) {
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
 		id, err := s.pids.Next()
 		if err != nil {
-			s.log.Error("allocate producer id", "err", err)
+			// A follower cannot allocate ids: COORDINATOR_NOT_AVAILABLE is
+			// retriable for every client, which then tries another node.
 			resp.ErrorCode = kerr.UnknownServerError.Code
+			if errors.Is(err, cluster.ErrNotLeader) {
+				resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			} else {
+				s.log.Error("allocate producer id", "err", err)
+			}
 			return resp
 		}
 		resp.ProducerID, resp.ProducerEpoch = id, 0

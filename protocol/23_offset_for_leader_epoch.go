@@ -25,6 +25,8 @@ func (s *Server) offsetForLeaderEpoch(r *Request) {
 			switch {
 			case p == nil:
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			case !s.cluster.Serving():
+				op.ErrorCode = kerr.NotLeaderForPartition.Code
 			case rp.CurrentLeaderEpoch > 0:
 				op.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			default:

@@ -99,8 +99,8 @@ func (s *Server) checkBrokerResource(name string) error {
 	if err != nil {
 		return &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("broker resource name %q is not a node id", name)}
 	}
-	if int32(id) != s.cfg.NodeID {
-		return &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("broker %d is not this node (%d)", id, s.cfg.NodeID)}
+	if int32(id) != s.cfg.NodeID && !s.isVoter(int32(id)) {
+		return &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("broker %d is not a node of this cluster (voters %v)", id, s.cluster.Voters())}
 	}
 	return nil
 }

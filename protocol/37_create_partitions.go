@@ -3,8 +3,6 @@ package protocol
 // CreatePartitions: versions 0-3. Manual assignments must name only voters.
 
 import (
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -22,10 +20,8 @@ func (s *Server) createPartitions(r *Request) {
 			ot.Topic = rt.Topic
 			var err error
 			for _, a := range rt.Assignment {
-				for _, b := range a.Replicas {
-					if b != s.cfg.NodeID {
-						err = &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: fmt.Sprintf("assignment %v names brokers other than the voters [%d]", a.Replicas, s.cfg.NodeID)}
-					}
+				if aerr := s.checkAssignment(a.Replicas); aerr != nil {
+					err = &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: aerr.Error()}
 				}
 			}
 			if err == nil {

@@ -21,11 +21,13 @@ func (s *Server) describeCluster(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	resp.ClusterID = s.cfg.ClusterID
-	resp.ControllerID = s.cfg.NodeID
+	resp.ClusterID = s.cluster.ClusterID()
+	resp.ControllerID = s.cluster.Leader()
 	resp.ClusterAuthorizedOperations = -2147483648
-	b := kmsg.NewDescribeClusterResponseBroker()
-	b.NodeID, b.Host, b.Port = s.cfg.NodeID, s.cfg.Host, s.cfg.Port
-	resp.Brokers = []kmsg.DescribeClusterResponseBroker{b}
+	for _, cb := range s.cluster.Brokers() {
+		b := kmsg.NewDescribeClusterResponseBroker()
+		b.NodeID, b.Host, b.Port = cb.ID, cb.Host, cb.Port
+		resp.Brokers = append(resp.Brokers, b)
+	}
 	r.Respond(resp)
 }

@@ -24,8 +24,11 @@ func (s *Server) describeProducers(r *Request) {
 				op := kmsg.NewDescribeProducersResponseTopicPartition()
 				op.Partition = idx
 				p := s.topics.Partition(rt.Topic, idx)
-				if p == nil {
+				if p == nil || !s.cluster.Serving() {
 					op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					if p != nil {
+						op.ErrorCode = kerr.NotLeaderForPartition.Code
+					}
 					ot.Partitions = append(ot.Partitions, op)
 					continue
 				}

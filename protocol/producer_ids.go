@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -8,26 +9,74 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/regent-broker/regent/actors/topics"
+	"github.com/regent-broker/regent/cluster"
 )
 
-// producerIDBlock is how many ids are reserved on disk at a time; a crash
-// skips at most this many, never reuses one.
+// producerIDBlock is how many ids are reserved at a time; a crash or a
+// leader change skips at most this many, never reuses one.
 const producerIDBlock = 1000
 
-// ProducerIDs hands out producer ids that are never reused, across restarts.
+// producerIDsKey is the replicator key of the reservations.
+const producerIDsKey = "producer-ids"
+
+// reserveKind names the reservation command in the raft log.
+const reserveKind = "producer_ids.reserve"
+
+// reserveTimeout bounds the wait for a reservation to be committed.
+const reserveTimeout = 30 * time.Second
+
+// ProducerIDs hands out producer ids that are never reused, across restarts
+// and across cluster leaders. Ids are handed out from blocks reserved in the
+// replicated state; a block is this instance's only if Apply granted it
+// (it started at or past every earlier reservation), so no two instances
+// ever hand out from overlapping blocks.
 type ProducerIDs struct {
 	path string
-	mu   struct {
+	repl cluster.Replicator
+
+	// resume is set by Resume and consumed by the next Next.
+	resume atomic.Bool
+
+	// alloc is held by Next, across its reservation proposal: [next, end)
+	// is what is left of the block this instance was granted. Lock order:
+	// alloc, then state.
+	alloc struct {
 		sync.Mutex
-		next, reservedEnd int64
+		next, end int64
+	}
+
+	// state is the replicated reservation: every id below reservedEnd is
+	// in some granted block. Apply holds it (on Next's goroutine with
+	// cluster.Local, on the raft FSM goroutine otherwise); it is never held
+	// across a proposal.
+	state struct {
+		sync.Mutex
+		reservedEnd int64
 	}
 }
 
-// OpenProducerIDs loads the reservation from dir.
-func OpenProducerIDs(dir string) (*ProducerIDs, error) {
-	p := &ProducerIDs{path: filepath.Join(dir, "meta", "producer-ids")}
+// OpenProducerIDs loads the reservation from dir, for a single node.
+func OpenProducerIDs(dir string) (*ProducerIDs, error) { return NewProducerIDs(dir, nil) }
+
+// NewProducerIDs loads the reservation from dir (meta/producer-ids) and
+// registers as repl's applier of key "producer-ids"; a nil repl is a
+// private cluster.Local. In cluster mode call Resume whenever this node
+// becomes the leader.
+func NewProducerIDs(dir string, repl cluster.Replicator) (*ProducerIDs, error) {
+	p := &ProducerIDs{path: filepath.Join(dir, "meta", "producer-ids"), repl: repl}
+	if p.repl == nil {
+		p.repl = cluster.NewLocal()
+	}
+	// The registry usually made it; a node must not depend on that order.
+	if err := os.MkdirAll(filepath.Dir(p.path), 0o755); err != nil {
+		return nil, fmt.Errorf("create meta dir: %w", err)
+	}
 	raw, err := os.ReadFile(p.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -38,23 +87,153 @@ func OpenProducerIDs(dir string) (*ProducerIDs, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse %s: %w", p.path, err)
 		}
-		p.mu.next, p.mu.reservedEnd = n, n
+		// Nothing is granted yet: the first Next reserves a block past n.
+		p.alloc.next, p.alloc.end = n, n
+		p.state.reservedEnd = n
 	}
+	p.repl.Register(producerIDsKey, p)
 	return p, nil
 }
 
-// Next returns a fresh producer id.
+// Next returns a fresh producer id. When the block is used up it proposes a
+// reservation and waits for it; on a node that is not the leader that fails
+// with an error wrapping cluster.ErrNotLeader and kerr.NotCoordinator.
+// Since it may wait for a commit, it must not run on a goroutine the raft
+// FSM waits on (an AsyncApplier's actor); the transaction coordinator's
+// store applies synchronously, so its actor may call it.
 func (p *ProducerIDs) Next() (int64, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.mu.next >= p.mu.reservedEnd {
-		end := p.mu.next + producerIDBlock
-		if err := topics.WriteFileAtomic(p.path, []byte(strconv.FormatInt(end, 10))); err != nil {
-			return -1, fmt.Errorf("reserve producer ids: %w", err)
-		}
-		p.mu.reservedEnd = end
+	p.alloc.Lock()
+	defer p.alloc.Unlock()
+	if p.resume.Swap(false) {
+		// A previous leader may have handed out ids from blocks granted
+		// after ours; continuing past all of them keeps ids increasing.
+		p.state.Lock()
+		p.alloc.next, p.alloc.end = p.state.reservedEnd, p.state.reservedEnd
+		p.state.Unlock()
 	}
-	id := p.mu.next
-	p.mu.next++
+	if p.alloc.next >= p.alloc.end {
+		if err := p.reserve(); err != nil {
+			return -1, err
+		}
+	}
+	id := p.alloc.next
+	p.alloc.next++
 	return id, nil
+}
+
+// Resume is called when this node becomes the cluster leader, after it has
+// applied every committed reservation: the next id handed out is past every
+// reserved block, so ids a previous leader handed out are never reused. It
+// does not wait for a Next in progress.
+func (p *ProducerIDs) Resume() { p.resume.Store(true) }
+
+// reserve gets a new block granted. Called with alloc held, state not held.
+func (p *ProducerIDs) reserve() error {
+	// A grant is refused only if another reservation committed between our
+	// reading reservedEnd and ours; retry a few times past it.
+	for range 3 {
+		p.state.Lock()
+		start := max(p.alloc.next, p.state.reservedEnd)
+		p.state.Unlock()
+		cmd := &reserveCmd{Start: start, End: start + producerIDBlock}
+		granted, err := p.propose(cmd)
+		if err != nil {
+			return err
+		}
+		if granted {
+			p.alloc.next, p.alloc.end = cmd.Start, cmd.End
+			return nil
+		}
+	}
+	return fmt.Errorf("reserve producer ids: %w: concurrent reservations kept overtaking this one", kerr.NotCoordinator)
+}
+
+// propose commits cmd and reports whether Apply granted the block.
+func (p *ProducerIDs) propose(cmd *reserveCmd) (bool, error) {
+	type outcome struct {
+		res any
+		err error
+	}
+	// Never block the replicator's goroutine, even after the timeout.
+	ch := make(chan outcome, 1)
+	p.repl.Propose(producerIDsKey, cmd, func(res any, err error) {
+		select {
+		case ch <- outcome{res, err}:
+		default:
+		}
+	})
+	timer := time.NewTimer(reserveTimeout)
+	defer timer.Stop()
+	select {
+	case o := <-ch:
+		switch {
+		case errors.Is(o.err, cluster.ErrNotLeader):
+			// NOT_COORDINATOR sends a transactional client to find the
+			// coordinator again; the leader reserves.
+			return false, fmt.Errorf("reserve producer ids: %w: %w", kerr.NotCoordinator, o.err)
+		case o.err != nil:
+			return false, fmt.Errorf("reserve producer ids: %w", o.err)
+		}
+		switch r := o.res.(type) {
+		case error:
+			return false, fmt.Errorf("reserve producer ids: %w", r)
+		case bool:
+			return r, nil
+		default:
+			return false, fmt.Errorf("reserve producer ids: unexpected apply result %T", o.res)
+		}
+	case <-timer.C:
+		return false, fmt.Errorf("reserve producer ids: %w: not committed within %s", kerr.RequestTimedOut, reserveTimeout)
+	}
+}
+
+// reserveCmd reserves [Start, End).
+type reserveCmd struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+func (*reserveCmd) CommandKind() string { return reserveKind }
+
+func (c *reserveCmd) AppendCommand(b []byte) []byte {
+	// Two int64s always marshal.
+	raw, _ := json.Marshal(c)
+	return append(b, raw...)
+}
+
+func init() {
+	cluster.RegisterDecoder(reserveKind, func(payload []byte) (cluster.Command, error) {
+		c := new(reserveCmd)
+		if err := json.Unmarshal(payload, c); err != nil {
+			return nil, err
+		}
+		return c, nil
+	})
+}
+
+// Apply implements cluster.Applier: it raises reservedEnd to the command's
+// end, persists it, and returns whether the block is granted (true when it
+// starts at or past every earlier reservation, so it overlaps none), or a
+// persist error (the proposer then does not use the block). It runs on
+// every node in commit order and depends only on the command and the
+// replicated state.
+func (p *ProducerIDs) Apply(cmd cluster.Command) any {
+	c, ok := cmd.(*reserveCmd)
+	if !ok {
+		return fmt.Errorf("producer ids: unexpected command %T", cmd)
+	}
+	p.state.Lock()
+	defer p.state.Unlock()
+	granted := c.Start >= p.state.reservedEnd && c.End > c.Start
+	if c.End <= p.state.reservedEnd {
+		return granted
+	}
+	// The memory state moves even if the write fails, so every node keeps
+	// the same reservedEnd; the file only has to be at least as far when
+	// it is next read.
+	p.state.reservedEnd = c.End
+	if err := topics.WriteFileAtomic(p.path, []byte(strconv.FormatInt(c.End, 10))); err != nil {
+		return fmt.Errorf("persist producer id reservation: %w", err)
+	}
+	return granted
 }

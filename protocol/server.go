@@ -26,6 +26,8 @@ type Config struct {
 	ClusterID string
 	DataDir   string
 	Logger    *slog.Logger
+	// Cluster is the cluster's view; nil: a single node (this one).
+	Cluster ClusterView
 }
 
 // Server dispatches requests to handlers.
@@ -37,6 +39,7 @@ type Server struct {
 	pids     *ProducerIDs
 	groups   *group.Manager
 	txns     *txn.Coordinator
+	cluster  ClusterView
 }
 
 // NewServer makes the request dispatcher.
@@ -44,7 +47,11 @@ func NewServer(cfg Config, reg *topics.Registry, pids *ProducerIDs, groups *grou
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, topics: reg, sessions: newFetchSessions(1000), pids: pids, groups: groups, txns: txns}
+	view := cfg.Cluster
+	if view == nil {
+		view = singleNode{self: BrokerAddr{ID: cfg.NodeID, Host: cfg.Host, Port: cfg.Port}, id: cfg.ClusterID}
+	}
+	return &Server{cfg: cfg, log: cfg.Logger, topics: reg, sessions: newFetchSessions(1000), pids: pids, groups: groups, txns: txns, cluster: view}
 }
 
 // api describes one served API key.

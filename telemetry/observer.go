@@ -62,6 +62,16 @@ type observer struct {
 	apis   [kmsg.MaxKey + 2]apiInfo // last: unknown keys
 	// topicName resolves topic ids (nil: not set).
 	topicName atomic.Pointer[func([16]byte) string]
+	// replicator names the replicator in storage spans; set before
+	// serving ("": local).
+	replicator string
+}
+
+func (o *observer) replicatorName() string {
+	if o.replicator == "" {
+		return "local"
+	}
+	return o.replicator
 }
 
 // topic is a request's topic name, resolving its id when it has no name.
@@ -318,11 +328,21 @@ type workTrace struct {
 	ctx         context.Context
 	span        trace.Span
 	storage     trace.Span
+	storageCtx  context.Context
 	storageName string
 }
 
 func (w *workTrace) StorageStart() {
-	_, w.storage = w.t.o.tracer.Start(w.ctx, w.storageName, trace.WithAttributes(attribute.String("regent.replicator", "local")))
+	w.storageCtx, w.storage = w.t.o.tracer.Start(w.ctx, w.storageName, trace.WithAttributes(attrReplicator.String(w.t.o.replicatorName())))
+}
+
+// TraceParent is the storage span's W3C traceparent: the raft replicator
+// carries it so each node's apply joins this trace.
+func (w *workTrace) TraceParent() string {
+	if w.storageCtx == nil {
+		return ""
+	}
+	return traceParent(w.storageCtx)
 }
 
 func (w *workTrace) StorageDone() {

@@ -5,7 +5,7 @@ package group
 // keeps one timer for the group's next deadline.
 
 import (
-	"fmt"
+	"errors"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -14,6 +14,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/cluster"
 )
 
 // opMsg runs one step of the state machine for a request.
@@ -48,8 +50,11 @@ type (
 // groupActor owns g; every field is touched only on the actor's goroutine
 // (except timer's callback, which only sends a message).
 type groupActor struct {
-	m      *Manager
-	g      *Group
+	m *Manager
+	g *Group
+	// stop is the activation's (Manager.mu.stop): closed, the actor
+	// proposes nothing more, as it is being stopped.
+	stop   <-chan struct{}
 	self   *actor.PID
 	logger *slog.Logger
 
@@ -103,6 +108,11 @@ func (a *groupActor) Receive(ctx actor.Context) {
 		}
 	case *persistedMsg:
 		a.persisting--
+		if a.closed {
+			// Its requests were answered NOT_COORDINATOR at shutdown;
+			// the group is rebuilt from the store on the next Activate.
+			return
+		}
 		a.finish(msg.eff, msg.err)
 		a.afterStep()
 	case *retireMsg:
@@ -147,6 +157,14 @@ func (a *groupActor) persist(eff Effects) {
 		a.finish(eff, nil)
 		return
 	}
+	select {
+	case <-a.stop:
+		// Deactivate or Close is stopping this actor: the next
+		// coordinator serves from what was committed.
+		a.finish(eff, errDeactivated)
+		return
+	default:
+	}
 	slot := &struct {
 		sync.Mutex
 		inline bool
@@ -180,12 +198,17 @@ func (a *groupActor) persist(eff Effects) {
 }
 
 // finish applies persisted records and delivers replies; after a failed
-// write the replies say NOT_COORDINATOR (as Kafka maps a storage error),
-// and offsets are left as they were.
+// write the replies say NOT_COORDINATOR (as Kafka maps a storage error, and
+// so that a client whose proposal met a deposed raft leader goes to find
+// the new coordinator), and offsets are left as they were.
 func (a *groupActor) finish(eff Effects, err error) {
-	if err != nil {
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, errDeactivated):
+		// Expected while leadership moves.
+		a.logger.Warn("persist group records: leadership moved", "records", len(eff.Records), "err", err)
+	case err != nil:
 		a.logger.Error("persist group records", "records", len(eff.Records), "err", err)
-	} else {
+	default:
 		a.g.Applied(eff.Records)
 	}
 	for _, r := range eff.Replies {
@@ -246,7 +269,7 @@ func (a *groupActor) afterStep() {
 		a.m.retire(a.g.id, a.self)
 		return
 	}
-	a.m.publish(a.g.id, sum, live)
+	a.m.publish(a.g.id, a.self, sum, live)
 	next := a.g.NextDeadline()
 	if next.Equal(a.timerAt) {
 		return
@@ -274,8 +297,3 @@ func (a *groupActor) shutdown() {
 	a.closed = true
 	a.failAll(kerr.NotCoordinator.Code)
 }
-
-// persistCmd is the replicated command: records to make durable.
-type persistCmd struct{ recs []Record }
-
-func (c *persistCmd) String() string { return fmt.Sprintf("persist %d group records", len(c.recs)) }

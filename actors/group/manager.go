@@ -7,6 +7,10 @@
 // Manager maps group ids to actors, creating them on demand. Offsets and
 // group metadata are persisted in one record log (Store) through the
 // replicator and replayed when the Manager opens.
+//
+// In cluster mode the coordinator serves only on the raft leader: a
+// Manager opened in standby applies the replicated records to its store
+// and answers NOT_COORDINATOR until Activate; Deactivate returns it there.
 package group
 
 import (
@@ -44,12 +48,21 @@ type Options struct {
 	// Fsync makes every write fsync before it is answered; otherwise the
 	// broker calls Sync on its flush interval.
 	Fsync bool
+	// Standby opens the store and registers it with Repl, so that
+	// replicated records are applied, but serves nothing (every request
+	// answers NOT_COORDINATOR) until Activate: a raft follower.
+	Standby bool
 }
 
 // Manager owns every group's coordinator actor. Its methods are safe from
-// any goroutine and never block: they hand the request to the group's
+// any goroutine and never block (except Activate, Deactivate and Close,
+// which wait for actors and loops): they hand the request to the group's
 // actor, and reply is called once, on another goroutine or (for a group
-// that does not exist) before the method returns. reply must not block.
+// that does not exist, or a manager not serving) before the method
+// returns. reply must not block.
+//
+// A Manager is active (serving, with actors and the expiry loop) or on
+// standby (only its store, which the replicator keeps applying to).
 type Manager struct {
 	cfg    Config
 	root   *actor.RootContext
@@ -57,19 +70,38 @@ type Manager struct {
 	repl   cluster.Replicator
 	logger *slog.Logger
 
-	stop chan struct{}
+	// life serializes Activate, Deactivate and Close, and guards wg (the
+	// current activation's expiry loop). It is held while they wait for
+	// actors; actors never take it.
+	life sync.Mutex
 	wg   sync.WaitGroup
 
+	// mu guards the serving state; actors take it (publish, retire), so
+	// nothing waits for an actor while holding it.
 	mu struct {
 		sync.Mutex
+		// actors and summaries are the current activation's; both are
+		// empty on standby.
 		actors    map[string]*actor.PID
 		summaries map[string]Summary
-		closed    bool
+		// stop is closed when the current activation ends: its actors
+		// propose nothing after that, and its expiry loop returns.
+		stop   chan struct{}
+		active bool
+		closed bool
 	}
 }
 
-// NewManager loads persisted groups and offsets and starts an actor for
-// every group that exists.
+var (
+	// errClosed: the manager was closed.
+	errClosed = errors.New("group manager is closed")
+	// errDeactivated answers a write that an ending activation refused
+	// to propose.
+	errDeactivated = errors.New("group coordinator deactivated")
+)
+
+// NewManager opens the record log and, unless o.Standby, loads persisted
+// groups and offsets and starts an actor for every group that exists.
 func NewManager(o Options) (*Manager, error) {
 	if o.Root == nil {
 		return nil, errors.New("group manager: no actor root")
@@ -101,12 +133,51 @@ func NewManager(o Options) (*Manager, error) {
 		repl = cluster.NewLocal()
 	}
 	repl.Register(replKey, store)
-	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger, stop: make(chan struct{})}
+	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger}
 	m.mu.actors = map[string]*actor.PID{}
 	m.mu.summaries = map[string]Summary{}
+	if o.Standby {
+		logger.Info("group coordinator on standby", "groups", len(loaded))
+		return m, nil
+	}
+	m.life.Lock()
+	defer m.life.Unlock()
+	m.activateLocked(loaded, start)
+	return m, nil
+}
+
+// Activate starts serving: it loads every group from the store's current
+// contents (as NewManager does from the log), starts their actors and the
+// expiry loop. Call it once the store has applied every record committed
+// before this node became the leader (e.g. after a raft barrier), so that
+// nothing committed is missing from the loaded groups. Activating an
+// active manager does nothing; a closed one is an error.
+func (m *Manager) Activate() error {
+	m.life.Lock()
+	defer m.life.Unlock()
+	m.mu.Lock()
+	closed, active := m.mu.closed, m.mu.active
+	m.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("activate: %w", errClosed)
+	case active:
+		return nil
+	}
+	start := time.Now()
+	m.activateLocked(m.store.Groups(), start)
+	return nil
+}
+
+// activateLocked spawns an actor for every live group of loaded and
+// starts the expiry loop. Called with life held on an inactive manager.
+func (m *Manager) activateLocked(loaded map[string][]Record, start time.Time) {
 	now := time.Now()
 	offsets := 0
 	m.mu.Lock()
+	m.mu.active = true
+	m.mu.stop = make(chan struct{})
+	stop := m.mu.stop
 	for id, recs := range loaded {
 		g := NewGroup(id, &m.cfg)
 		g.Restore(recs, now)
@@ -118,14 +189,74 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	n := len(m.mu.actors)
 	m.mu.Unlock()
-	logger.Info("recovered groups", "groups", n, "offsets", offsets, "took", time.Since(start).Round(time.Millisecond))
+	m.logger.Info("recovered groups", "groups", n, "offsets", offsets, "took", time.Since(start).Round(time.Millisecond))
 	m.wg.Add(1)
-	go m.expireLoop()
-	return m, nil
+	go m.expireLoop(stop)
+}
+
+// Deactivate stops serving and returns to standby: every actor is stopped
+// (what waits is answered NOT_COORDINATOR), the expiry loop ends, and
+// requests answer NOT_COORDINATOR. The store stays open and registered,
+// so replicated records keep being applied. Deactivating a manager that
+// is not active does nothing. It waits for the actors, so it must not be
+// called from a reply callback (they run on actors' goroutines).
+func (m *Manager) Deactivate() {
+	m.life.Lock()
+	defer m.life.Unlock()
+	m.mu.Lock()
+	if !m.mu.active {
+		m.mu.Unlock()
+		return
+	}
+	pids := m.takeActorsLocked()
+	m.mu.Unlock()
+	if err := m.stopActivationLocked(pids); err != nil {
+		m.logger.Error("deactivate group coordinator", "err", err)
+	}
+	m.logger.Info("group coordinator on standby", "groups", len(pids))
+}
+
+// takeActorsLocked ends the activation (called with mu held): from here on
+// requests are refused, and the old actors' publish and retire are
+// ignored. It returns the actors, for stopActivationLocked.
+func (m *Manager) takeActorsLocked() []*actor.PID {
+	m.mu.active = false
+	close(m.mu.stop)
+	pids := make([]*actor.PID, 0, len(m.mu.actors))
+	for _, pid := range m.mu.actors {
+		pids = append(pids, pid)
+	}
+	m.mu.actors = map[string]*actor.PID{}
+	m.mu.summaries = map[string]Summary{}
+	return pids
+}
+
+// stopActivationLocked stops the expiry loop and the taken actors,
+// answering what waits with NOT_COORDINATOR. Called with life held.
+func (m *Manager) stopActivationLocked(pids []*actor.PID) error {
+	m.wg.Wait()
+	deadline := time.After(10 * time.Second)
+	var err error
+	dones := make([]chan struct{}, len(pids))
+	for i, pid := range pids {
+		dones[i] = make(chan struct{})
+		m.root.Send(pid, &closeMsg{done: dones[i]})
+	}
+	for i, pid := range pids {
+		if err == nil {
+			select {
+			case <-dones[i]:
+			case <-deadline:
+				err = errors.New("group actors did not stop within 10s")
+			}
+		}
+		m.root.Stop(pid)
+	}
+	return err
 }
 
 func (m *Manager) spawnLocked(id string, g *Group) *actor.PID {
-	a := &groupActor{m: m, g: g, refs: map[Ref]*opMsg{}, logger: m.logger.With("group", id)}
+	a := &groupActor{m: m, g: g, stop: m.mu.stop, refs: map[Ref]*opMsg{}, logger: m.logger.With("group", id)}
 	pid := m.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	m.mu.actors[id] = pid
 	if s, ok := g.Summary(); ok {
@@ -140,7 +271,7 @@ func (m *Manager) spawnLocked(id string, g *Group) *actor.PID {
 // ordered after every op sent to the actor.
 func (m *Manager) dispatch(id string, op *opMsg) {
 	m.mu.Lock()
-	if m.mu.closed {
+	if m.mu.closed || !m.mu.active {
 		m.mu.Unlock()
 		op.reply(op.fail(kerr.NotCoordinator.Code))
 		return
@@ -186,21 +317,27 @@ func (m *Manager) detached(id string, op *opMsg) {
 	op.reply(resp)
 }
 
-// retire forgets id's actor and sends it its last message.
+// retire forgets id's actor and sends it its last message. An actor that
+// is no longer current was taken by Deactivate or Close, which stop it
+// themselves: stopping it here could drop the closeMsg they wait for.
 func (m *Manager) retire(id string, pid *actor.PID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur := m.mu.actors[id]; cur != nil && cur.Equal(pid) {
 		delete(m.mu.actors, id)
 		delete(m.mu.summaries, id)
+		m.root.Send(pid, &retireMsg{})
 	}
-	m.root.Send(pid, &retireMsg{})
 }
 
-// publish records what ListGroups shows of a group.
-func (m *Manager) publish(id string, s Summary, live bool) {
+// publish records what ListGroups shows of a group, if pid is still the
+// group's actor (one from an ended activation must not show on standby).
+func (m *Manager) publish(id string, pid *actor.PID, s Summary, live bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if cur := m.mu.actors[id]; cur == nil || !cur.Equal(pid) {
+		return
+	}
 	if !live {
 		delete(m.mu.summaries, id)
 		return
@@ -210,13 +347,13 @@ func (m *Manager) publish(id string, s Summary, live bool) {
 	}
 }
 
-func (m *Manager) expireLoop() {
+func (m *Manager) expireLoop(stop <-chan struct{}) {
 	defer m.wg.Done()
 	t := time.NewTicker(m.cfg.RetentionCheck)
 	defer t.Stop()
 	for {
 		select {
-		case <-m.stop:
+		case <-stop:
 			return
 		case <-t.C:
 			m.ExpireOffsets()
@@ -225,7 +362,8 @@ func (m *Manager) expireLoop() {
 }
 
 // ExpireOffsets runs offset expiry on every group now (normally every
-// offsets.retention.check.interval.ms).
+// offsets.retention.check.interval.ms). On standby there is nothing to
+// expire: the active coordinator's expiry is replicated.
 func (m *Manager) ExpireOffsets() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -236,7 +374,8 @@ func (m *Manager) ExpireOffsets() {
 
 // TopicsDeleted drops every group's committed offsets for the named
 // topics (call it when topics are deleted). It returns at once; the
-// groups forget the offsets shortly after.
+// groups forget the offsets shortly after. On standby it does nothing:
+// the active coordinator's drops are replicated.
 func (m *Manager) TopicsDeleted(names ...string) {
 	set := make(map[string]bool, len(names))
 	for _, n := range names {
@@ -249,7 +388,7 @@ func (m *Manager) TopicsDeleted(names ...string) {
 	}
 }
 
-// ListGroups lists every existing group, sorted by id.
+// ListGroups lists every existing group, sorted by id; none on standby.
 func (m *Manager) ListGroups() []Summary {
 	m.mu.Lock()
 	out := make([]Summary, 0, len(m.mu.summaries))
@@ -265,37 +404,25 @@ func (m *Manager) ListGroups() []Summary {
 func (m *Manager) Sync() error { return m.store.Sync() }
 
 // Close stops every group actor (answering what waits with
-// NOT_COORDINATOR) and closes the log.
+// NOT_COORDINATOR), unregisters the store and closes the log.
 func (m *Manager) Close() error {
+	m.life.Lock()
+	defer m.life.Unlock()
 	m.mu.Lock()
 	if m.mu.closed {
 		m.mu.Unlock()
 		return nil
 	}
 	m.mu.closed = true
-	pids := make([]*actor.PID, 0, len(m.mu.actors))
-	for _, pid := range m.mu.actors {
-		pids = append(pids, pid)
+	wasActive := m.mu.active
+	var pids []*actor.PID
+	if wasActive {
+		pids = m.takeActorsLocked()
 	}
 	m.mu.Unlock()
-	close(m.stop)
-	m.wg.Wait()
-	deadline := time.After(10 * time.Second)
 	var err error
-	dones := make([]chan struct{}, len(pids))
-	for i, pid := range pids {
-		dones[i] = make(chan struct{})
-		m.root.Send(pid, &closeMsg{done: dones[i]})
-	}
-	for i, pid := range pids {
-		if err == nil {
-			select {
-			case <-dones[i]:
-			case <-deadline:
-				err = fmt.Errorf("group actors did not stop within 10s")
-			}
-		}
-		m.root.Stop(pid)
+	if wasActive {
+		err = m.stopActivationLocked(pids)
 	}
 	m.repl.Unregister(replKey)
 	return errors.Join(err, m.store.Close())

@@ -127,15 +127,29 @@ func (s *Store) replay(raw []byte) (int64, map[string][]Record) {
 		s.index(&r, bytes.Clone(raw[pos:next]))
 		pos = next
 	}
-	out := map[string][]Record{}
+	return pos, s.groupsLocked()
+}
+
+// Groups returns every group's live records, in the order that rebuilds
+// the group (what OpenStore returned, plus everything applied since). A
+// standby coordinator loads its groups from here when it activates.
+func (s *Store) Groups() map[string][]Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.groupsLocked()
+}
+
+func (s *Store) groupsLocked() map[string][]Record {
+	out := make(map[string][]Record, len(s.mu.live))
 	for group, keys := range s.mu.live {
 		for _, frame := range sortedFrames(keys) {
 			key, value, _ := splitBody(frame[frameHeader:])
-			r, _ := decodeRecord(key, value)
-			out[group] = append(out[group], r)
+			if r, err := decodeRecord(key, value); err == nil {
+				out[group] = append(out[group], r)
+			}
 		}
 	}
-	return pos, out
+	return out
 }
 
 // sortedFrames orders a group's frames: group state first, then offsets,
@@ -259,7 +273,19 @@ func (s *Store) Append(recs []Record) error {
 		buf = appendFrame(buf, &recs[i])
 	}
 	bounds = append(bounds, len(buf))
+	return s.write(recs, buf, bounds)
+}
 
+// write appends recs, already framed in buf (record i is
+// buf[bounds[i]:bounds[i+1]]). The store keeps slices of buf: the caller
+// must not reuse it.
+func (s *Store) write(recs []Record, buf []byte, bounds []int) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	if len(bounds) != len(recs)+1 || bounds[len(recs)] != len(buf) {
+		return fmt.Errorf("group log: %d records framed in %d bounds over %d bytes", len(recs), len(bounds), len(buf))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.broken != nil {
@@ -376,13 +402,22 @@ func (s *Store) GroupRecords(group string) []Record {
 }
 
 // Apply implements cluster.Applier: it persists a persistCmd's records and
-// returns the error, if any, as the result.
+// returns the error, if any, as the result. It is safe from any goroutine
+// (the raft FSM's, while others read the store) and deterministic: a
+// decoded command's frames are written as they came, so every node's log
+// holds the same bytes and indexes the same live records.
 func (s *Store) Apply(cmd cluster.Command) any {
 	c, ok := cmd.(*persistCmd)
 	if !ok {
 		return fmt.Errorf("group store: unknown command %T", cmd)
 	}
-	if err := s.Append(c.recs); err != nil {
+	var err error
+	if c.frames != nil {
+		err = s.write(c.recs, c.frames, c.bounds)
+	} else {
+		err = s.Append(c.recs)
+	}
+	if err != nil {
 		return err
 	}
 	return nil

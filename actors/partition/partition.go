@@ -39,8 +39,9 @@ type Partition struct {
 	pid  *actor.PID
 	log  *storage.Log
 
-	// highWatermark is the next offset consumers may read: in single-node
-	// mode everything appended is committed. Written by the actor.
+	// highWatermark is the next offset consumers may read: the log end,
+	// since only committed commands are applied (single node: at once;
+	// raft: once a quorum has them). Written by the actor.
 	highWatermark atomic.Int64
 	// lastStable is the last stable offset (read_committed's limit) and
 	// aborted the aborted-transaction list; both written by the actor.
@@ -98,13 +99,15 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 		repl = cluster.NewLocal()
 	}
 	a := &partitionActor{p: p, state: st, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger.With("topic", o.Topic, "partition", o.Index)}
-	repl.Register(a.key, a)
 	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("partition/%s/%d/%d", o.Topic, o.Index, time.Now().UnixNano()))
 	if err != nil {
 		_ = lg.Close()
 		return nil, fmt.Errorf("spawn partition actor %s-%d: %w", o.Topic, o.Index, err)
 	}
 	p.pid = pid
+	// Registered once the actor can take messages: raft may hand it
+	// commands (ApplyAsync) as soon as it is registered.
+	repl.Register(a.key, a)
 	return p, nil
 }
 
@@ -248,7 +251,9 @@ func (p *Partition) Close(remove bool) error {
 	done := make(chan error, 1)
 	p.root.Send(p.pid, &closeMsg{remove: remove, done: done})
 	err := <-done
-	p.root.Stop(p.pid)
+	// A poison pill, not Stop: messages already queued (commands raft
+	// handed over, answers to proposals) are still taken and answered.
+	p.root.Poison(p.pid)
 	p.wakeWaiters()
 	return err
 }
@@ -303,17 +308,29 @@ func (p *Partition) wakeWaiters() {
 	p.waiters.Unlock()
 }
 
+// The request messages also carry their proposal (command and answer
+// slot), so that proposing costs no allocation beyond done's closure. The
+// fields the actor sets are the actor goroutine's; the slot is shared with
+// the replicator's done as slot says.
+
 type produceMsg struct {
 	records []byte
 	acks    int16
 	reply   func(ProduceResult)
 	tr      Tracer    // nil: untraced
 	sent    time.Time // set only when traced
+	// Set by the actor.
+	wt  WorkTrace
+	cmd appendCmd
+	slot
 }
 
 type deleteRecordsMsg struct {
 	offset int64
 	reply  func(int64, error)
+	// Set by the actor.
+	cmd deleteRecordsCmd
+	slot
 }
 
 type markerMsg struct {
@@ -324,7 +341,19 @@ type markerMsg struct {
 	reply            func(error)
 	tr               Tracer    // nil: untraced
 	sent             time.Time // set only when traced
+	// Set by the actor.
+	wt  WorkTrace
+	cmd markerCmd
+	slot
 }
+
+// The late answers: a request message sent back to the actor once the
+// replicator answered its proposal (a distinct type, the same memory).
+type (
+	producedMsg       produceMsg
+	markedMsg         markerMsg
+	recordsDeletedMsg deleteRecordsMsg
+)
 
 type inspectMsg struct{ done chan inspectResult }
 type inspectResult struct {
@@ -340,8 +369,10 @@ type closeMsg struct {
 	done   chan error
 }
 
-// partitionActor serializes every change to one partition. All fields are
-// owned by the actor's goroutine.
+// partitionActor serializes every change to one partition. Its fields are
+// owned by the actor's goroutine, except gate (any goroutine, under its
+// lock) and the fields set in Open and never changed (p, sync, repl, key,
+// logger), which replicator goroutines read to send to the actor.
 type partitionActor struct {
 	p      *Partition
 	state  *State
@@ -350,6 +381,10 @@ type partitionActor struct {
 	key    string // the replicator key of this partition
 	closed bool
 	logger *slog.Logger
+	// inflight holds the requests whose proposal Propose has not answered
+	// yet (only a replicator that answers later has any).
+	inflight map[pending]struct{}
+	gate     gate
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -379,55 +414,59 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 				a.logger.Error("fsync failed", "err", err)
 			}
 		}
+	case *applyMsg:
+		a.applyCommitted(m)
+	case *producedMsg:
+		a.answered((*produceMsg)(m), &m.slot)
+	case *markedMsg:
+		a.answered((*markerMsg)(m), &m.slot)
+	case *recordsDeletedMsg:
+		a.answered((*deleteRecordsMsg)(m), &m.slot)
 	case *closeMsg:
 		m.done <- a.close(m.remove)
 	}
 }
 
 func (a *partitionActor) produce(m *produceMsg) {
-	var wt WorkTrace
 	if m.tr != nil {
-		wt = m.tr.Work(Work{Op: "produce", Topic: a.p.Topic, Partition: a.p.Index, Records: m.records, Sent: m.sent})
+		m.wt = m.tr.Work(Work{Op: "produce", Topic: a.p.Topic, Partition: a.p.Index, Records: m.records, Sent: m.sent})
 	}
 	if a.closed {
-		if wt != nil {
-			wt.Done(-1, kerr.NotLeaderForPartition)
+		if m.wt != nil {
+			m.wt.Done(-1, kerr.NotLeaderForPartition)
 		}
 		m.reply(ProduceResult{Err: kerr.NotLeaderForPartition, BaseOffset: -1, LogAppendTime: -1})
 		return
 	}
-	if wt != nil {
-		wt.StorageStart()
+	if m.wt != nil {
+		m.wt.StorageStart()
 	}
-	var res ProduceResult
-	func() {
-		// A panic here would lose the message; answer instead and keep
-		// the partition serving.
-		defer func() {
-			if r := recover(); r != nil {
-				a.logger.Error("produce panicked", "panic", r)
-				res = ProduceResult{Err: kerr.UnknownServerError, ErrMessage: fmt.Sprint(r), BaseOffset: -1, LogAppendTime: -1}
-			}
-		}()
-		a.repl.Propose(a.key, &appendCmd{records: m.records, now: time.Now()}, func(r any, err error) {
-			if err != nil {
-				res = ProduceResult{Err: kerr.NotLeaderForPartition, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
-				return
-			}
-			res = r.(ProduceResult)
-		})
-	}()
+	m.cmd = appendCmd{records: m.records, now: time.Now().UnixNano()}
+	done := func(r any, err error) {
+		if m.settle(r, err) {
+			a.send((*producedMsg)(m)) // refused once closed: close answered m
+		}
+	}
+	if a.propose(m, &m.slot, traced(&m.cmd, m.wt), done) {
+		r, err := m.outcome()
+		m.finish(a, r, err)
+	}
+}
+
+// finish implements pending: the produce's records are applied (or not).
+func (m *produceMsg) finish(a *partitionActor, r any, err error) {
+	res := produceOutcome(r, err)
 	if res.Err == nil && a.sync == SyncAlways && m.acks != 0 {
 		if err := a.p.log.Sync(); err != nil {
 			res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
 		}
 	}
-	if wt != nil {
-		wt.StorageDone()
+	if m.wt != nil {
+		m.wt.StorageDone()
 	}
 	a.publish()
-	if wt != nil {
-		wt.Done(res.BaseOffset, res.Err)
+	if m.wt != nil {
+		m.wt.Done(res.BaseOffset, res.Err)
 	}
 	m.reply(res)
 }
@@ -453,65 +492,45 @@ func (a *partitionActor) publish() {
 }
 
 func (a *partitionActor) writeMarker(m *markerMsg) {
-	var wt WorkTrace
 	if m.tr != nil {
-		wt = m.tr.Work(Work{Op: "txn_marker", Topic: a.p.Topic, Partition: a.p.Index, Sent: m.sent})
+		m.wt = m.tr.Work(Work{Op: "txn_marker", Topic: a.p.Topic, Partition: a.p.Index, Sent: m.sent})
 	}
 	if a.closed {
-		if wt != nil {
-			wt.Done(-1, kerr.NotLeaderForPartition)
+		if m.wt != nil {
+			m.wt.Done(-1, kerr.NotLeaderForPartition)
 		}
 		m.reply(kerr.NotLeaderForPartition)
 		return
 	}
-	if wt != nil {
-		wt.StorageStart()
+	if m.wt != nil {
+		m.wt.StorageStart()
 	}
-	var err error
-	a.repl.Propose(a.key, &markerCmd{pid: m.pid, epoch: m.epoch, commit: m.commit, coordinatorEpoch: m.coordinatorEpoch, now: time.Now()}, func(r any, perr error) {
-		if perr != nil {
-			err = perr
-			return
+	m.cmd = markerCmd{pid: m.pid, epoch: m.epoch, commit: m.commit, coordinatorEpoch: m.coordinatorEpoch, now: time.Now().UnixNano()}
+	done := func(r any, err error) {
+		if m.settle(r, err) {
+			a.send((*markedMsg)(m)) // refused once closed: close answered m
 		}
-		err = r.(MarkerResult).Err
-	})
-	if err == nil && a.sync == SyncAlways {
-		err = a.p.log.Sync()
 	}
-	if wt != nil {
-		wt.StorageDone()
-		wt.Done(-1, err)
+	if a.propose(m, &m.slot, traced(&m.cmd, m.wt), done) {
+		r, err := m.outcome()
+		m.finish(a, r, err)
+	}
+}
+
+// finish implements pending: the marker is written (or not).
+func (m *markerMsg) finish(a *partitionActor, r any, perr error) {
+	err := markerOutcome(r, perr)
+	if err == nil && a.sync == SyncAlways {
+		if serr := a.p.log.Sync(); serr != nil {
+			err = fmt.Errorf("fsync after marker: %w", serr)
+		}
+	}
+	if m.wt != nil {
+		m.wt.StorageDone()
+		m.wt.Done(-1, err)
 	}
 	a.publish()
 	m.reply(err)
-}
-
-// markerCmd is the replicated form of a transaction marker.
-type markerCmd struct {
-	pid              int64
-	epoch            int16
-	commit           bool
-	coordinatorEpoch int32
-	now              time.Time
-}
-
-// appendCmd is the replicated form of a produce: offsets and sequence
-// checks are decided when it is applied.
-type appendCmd struct {
-	records []byte
-	now     time.Time
-}
-
-// Apply implements cluster.Applier; it runs on the actor's goroutine.
-func (a *partitionActor) Apply(cmd cluster.Command) any {
-	switch c := cmd.(type) {
-	case *appendCmd:
-		return a.state.Produce(c.records, c.now)
-	case *markerCmd:
-		return a.state.WriteMarker(c.pid, c.epoch, c.commit, c.coordinatorEpoch, c.now)
-	default:
-		panic(fmt.Sprintf("partition %s: unknown command %T", a.key, cmd))
-	}
 }
 
 func (a *partitionActor) deleteRecords(m *deleteRecordsMsg) {
@@ -528,14 +547,21 @@ func (a *partitionActor) deleteRecords(m *deleteRecordsMsg) {
 		m.reply(-1, kerr.OffsetOutOfRange)
 		return
 	}
-	if off > a.p.log.StartOffset() {
-		if err := a.p.log.DeleteRecordsBefore(off); err != nil {
-			a.logger.Error("delete records failed", "offset", off, "err", err)
-			m.reply(-1, kerr.KafkaStorageError)
-			return
+	m.cmd = deleteRecordsCmd{offset: off}
+	done := func(r any, err error) {
+		if m.settle(r, err) {
+			a.send((*recordsDeletedMsg)(m)) // refused once closed: close answered m
 		}
 	}
-	m.reply(a.p.log.StartOffset(), nil)
+	if a.propose(m, &m.slot, &m.cmd, done) {
+		r, err := m.outcome()
+		m.finish(a, r, err)
+	}
+}
+
+// finish implements pending: the log start moved (or not).
+func (m *deleteRecordsMsg) finish(_ *partitionActor, r any, err error) {
+	m.reply(deleteOutcome(r, err))
 }
 
 func (a *partitionActor) maintain() {
@@ -570,6 +596,12 @@ func (a *partitionActor) close(remove bool) error {
 	}
 	a.closed = true
 	a.repl.Unregister(a.key)
+	a.gate.Lock()
+	a.gate.closed = true
+	a.gate.Unlock()
+	// Their answers may never come (or come to a closed actor): answer
+	// them now, while the log is open.
+	a.abortInFlight()
 	if remove {
 		return a.p.log.Delete()
 	}
@@ -579,4 +611,16 @@ func (a *partitionActor) close(remove bool) error {
 	}
 	a.snapshot()
 	return a.p.log.Close()
+}
+
+// traceParenter is a WorkTrace that can name its storage span, so the
+// replicator carries it and every node's apply joins the request's trace.
+type traceParenter interface{ TraceParent() string }
+
+// traced wraps cmd with wt's trace context, when there is one.
+func traced(cmd cluster.Command, wt WorkTrace) cluster.Command {
+	if tp, ok := wt.(traceParenter); ok {
+		return cluster.WithTrace(cmd, tp.TraceParent())
+	}
+	return cmd
 }

@@ -1,6 +1,8 @@
 // Package topics is the broker's topic registry: which topics exist, their
-// ids, configs and partitions. Readers take lock-free snapshots; changes are
-// serialized by one mutex and persisted before they are published.
+// ids, configs and partitions. Readers take lock-free snapshots. A change is
+// validated by the proposer, proposed to the replicator as a command and
+// applied by Apply on every node in commit order; Apply persists the result
+// before publishing it.
 package topics
 
 import (
@@ -15,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -40,6 +43,7 @@ type Registry struct {
 	root    *actor.RootContext
 	sync    partition.SyncPolicy
 	repl    cluster.Replicator
+	voters  func() int
 	logger  *slog.Logger
 
 	// snapshot holds the current map[string]*Topic; replaced, never mutated.
@@ -49,9 +53,14 @@ type Registry struct {
 	// reads it), replaced under mu.
 	broker atomic.Pointer[logconfig.Broker]
 
+	// mu serializes changes. Apply holds it for the whole mutation (on the
+	// proposer's goroutine with cluster.Local, on the raft FSM goroutine
+	// otherwise); proposers hold it only while validating and never across
+	// Propose, since Local applies inline and Apply would deadlock on it.
 	mu struct {
-		sync.Mutex // serializes changes (create, delete, alter)
-		broker     logconfig.Broker
+		sync.Mutex
+		broker logconfig.Broker
+		closed bool // Close ran: Apply refuses, partitions are gone
 	}
 }
 
@@ -65,9 +74,14 @@ type Options struct {
 	DataDir string
 	Root    *actor.RootContext
 	Sync    partition.SyncPolicy
-	Repl    cluster.Replicator // orders partition state changes; nil: a Local one
-	Broker  logconfig.Broker
-	Logger  *slog.Logger
+	// Repl orders topic and partition state changes; nil: a Local one.
+	Repl   cluster.Replicator
+	Broker logconfig.Broker
+	Logger *slog.Logger
+	// Voters is the number of voters in the cluster, which bounds the
+	// replication factor and min.insync.replicas; nil means one (a single
+	// node).
+	Voters func() int
 }
 
 // Error is a topic operation's Kafka error with a message.
@@ -97,9 +111,10 @@ type persistedTopic struct {
 	Configs    map[string]string `json:"configs,omitempty"`
 }
 
-// Open loads persisted topics and opens their partitions.
+// Open loads persisted topics, opens their partitions and registers the
+// registry as the replicator's applier for topic changes.
 func Open(o Options) (*Registry, error) {
-	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, logger: o.Logger}
+	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger}
 	if r.repl == nil {
 		r.repl = cluster.NewLocal()
 	}
@@ -155,6 +170,8 @@ func Open(o Options) (*Registry, error) {
 		}
 	}
 	r.snapshot.Store(snap)
+	// Registered last: a committed change must find the loaded state.
+	r.repl.Register(replKey, r)
 	return r, nil
 }
 
@@ -227,41 +244,81 @@ type CreateSpec struct {
 	ValidateOnly      bool
 }
 
-// MaxReplicationFactor is the number of voters; one in single-node mode.
-const MaxReplicationFactor = 1
+// maxPartitions bounds a topic's partition count.
+const maxPartitions = 100000
+
+// proposeTimeout bounds the wait for a change to be committed and applied
+// (a variable so tests can shorten it).
+var proposeTimeout = 30 * time.Second
+
+// MaxReplicationFactor is the number of voters (Options.Voters; one when
+// unset or when it reports fewer than one).
+func (r *Registry) MaxReplicationFactor() int {
+	if r.voters == nil {
+		return 1
+	}
+	if n := r.voters(); n > 0 {
+		return n
+	}
+	return 1
+}
 
 // Create creates a topic; with ValidateOnly it only checks.
 func (r *Registry) Create(spec CreateSpec) (*Topic, error) {
 	if err := ValidateName(spec.Name); err != nil {
 		return nil, err
 	}
+	t, parts, err := r.validateCreate(spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.ValidateOnly {
+		t.Partitions = make([]*partition.Partition, parts)
+		return t, nil
+	}
+	cmd := &createCmd{Name: spec.Name, Partitions: parts, Configs: t.Configs}
+	// The id is chosen here, not in Apply, so that every node agrees on it.
+	if _, err := rand.Read(cmd.ID[:]); err != nil {
+		return nil, fmt.Errorf("topic id: %w", err)
+	}
+	res, err := r.propose(cmd)
+	if err != nil {
+		return nil, err
+	}
+	created, ok := res.(*Topic)
+	if !ok {
+		return nil, fmt.Errorf("create topic %s: unexpected apply result %T", spec.Name, res)
+	}
+	return created, nil
+}
+
+// validateCreate checks spec against the current state and returns the
+// topic it would create (without partitions or id) and its partition count.
+func (r *Registry) validateCreate(spec CreateSpec) (*Topic, int32, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.Get(spec.Name) != nil {
-		return nil, errf(kerr.TopicAlreadyExists, "topic '%s' already exists", spec.Name)
+		return nil, 0, errf(kerr.TopicAlreadyExists, "topic '%s' already exists", spec.Name)
 	}
 	if collide := r.collision(spec.Name); collide != "" {
-		return nil, errf(kerr.InvalidTopicException, "topic '%s' collides with existing topic '%s' ('.' and '_' are interchangeable in metric names)", spec.Name, collide)
+		return nil, 0, collisionErr(spec.Name, collide)
 	}
 	parts := spec.Partitions
 	if parts == -1 {
 		parts = NumPartitions(r.mu.broker)
 	}
-	if parts <= 0 {
-		return nil, errf(kerr.InvalidPartitions, "number of partitions must be larger than 0")
-	}
-	if parts > 100000 {
-		return nil, errf(kerr.InvalidPartitions, "number of partitions %d is more than this broker allows (100000)", parts)
+	if err := checkPartitionCount(parts); err != nil {
+		return nil, 0, err
 	}
 	rf := spec.ReplicationFactor
 	if rf == -1 {
 		rf = 1
 	}
-	if rf <= 0 || rf > MaxReplicationFactor {
-		return nil, errf(kerr.InvalidReplicationFactor, "replication factor %d: must be between 1 and the number of voters (%d)", rf, MaxReplicationFactor)
+	if voters := r.MaxReplicationFactor(); rf <= 0 || int(rf) > voters {
+		return nil, 0, errf(kerr.InvalidReplicationFactor, "replication factor %d: must be between 1 and the number of voters (%d)", rf, voters)
 	}
 	if err := logconfig.Validate(spec.Configs); err != nil {
-		return nil, errf(kerr.InvalidConfig, "%s", err.Error())
+		return nil, 0, errf(kerr.InvalidConfig, "%s", err.Error())
 	}
 	configs := map[string]string{}
 	for k, v := range spec.Configs {
@@ -271,42 +328,34 @@ func (r *Registry) Create(spec CreateSpec) (*Topic, error) {
 	}
 	cfg, err := logconfig.Resolve(configs, r.mu.broker)
 	if err != nil {
-		return nil, errf(kerr.InvalidConfig, "%s", err.Error())
+		return nil, 0, errf(kerr.InvalidConfig, "%s", err.Error())
 	}
-	if err := checkMinISR(cfg); err != nil {
-		return nil, err
+	if err := r.checkMinISR(cfg); err != nil {
+		return nil, 0, err
 	}
-	t := &Topic{Name: spec.Name, Configs: configs, Config: cfg}
-	if spec.ValidateOnly {
-		t.Partitions = make([]*partition.Partition, parts)
-		return t, nil
-	}
-	if _, err := rand.Read(t.ID[:]); err != nil {
-		return nil, fmt.Errorf("topic id: %w", err)
-	}
-	for i := int32(0); i < parts; i++ {
-		p, err := r.openPartition(t, i)
-		if err != nil {
-			for _, q := range t.Partitions {
-				_ = q.Close(true)
-			}
-			return nil, errf(kerr.KafkaStorageError, "create partition %d: %v", i, err)
-		}
-		t.Partitions = append(t.Partitions, p)
-	}
-	if err := r.publish(func(s *snapshot) { s.byName[t.Name] = t; s.byID[t.ID] = t }); err != nil {
-		for _, q := range t.Partitions {
-			_ = q.Close(true)
-		}
-		return nil, err
-	}
-	r.logger.Info("topic created", "topic", t.Name, "partitions", parts, "configs", configs)
-	return t, nil
+	return &Topic{Name: spec.Name, Configs: configs, Config: cfg}, parts, nil
 }
 
-func checkMinISR(cfg logconfig.Config) error {
-	if cfg.MinInsyncReplicas > MaxReplicationFactor {
-		return errf(kerr.InvalidConfig, "min.insync.replicas=%d is more than the number of voters (%d)", cfg.MinInsyncReplicas, MaxReplicationFactor)
+func checkPartitionCount(parts int32) error {
+	if parts <= 0 {
+		return errf(kerr.InvalidPartitions, "number of partitions must be larger than 0")
+	}
+	if parts > maxPartitions {
+		return errf(kerr.InvalidPartitions, "number of partitions %d is more than this broker allows (%d)", parts, maxPartitions)
+	}
+	return nil
+}
+
+func collisionErr(name, collide string) error {
+	return errf(kerr.InvalidTopicException, "topic '%s' collides with existing topic '%s' ('.' and '_' are interchangeable in metric names)", name, collide)
+}
+
+// checkMinISR bounds min.insync.replicas by the voters. Only proposers call
+// it: the voter count is not part of the replicated state, so Apply must
+// not depend on it.
+func (r *Registry) checkMinISR(cfg logconfig.Config) error {
+	if voters := r.MaxReplicationFactor(); int(cfg.MinInsyncReplicas) > voters {
+		return errf(kerr.InvalidConfig, "min.insync.replicas=%d is more than the number of voters (%d)", cfg.MinInsyncReplicas, voters)
 	}
 	return nil
 }
@@ -322,50 +371,269 @@ func (r *Registry) collision(name string) string {
 	return ""
 }
 
+func notExist(name string) error {
+	return errf(kerr.UnknownTopicOrPartition, "topic '%s' does not exist", name)
+}
+
 // Delete removes a topic and its data.
 func (r *Registry) Delete(name string) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	t := r.Get(name)
+	r.mu.Unlock()
 	if t == nil {
-		return errf(kerr.UnknownTopicOrPartition, "topic '%s' does not exist", name)
+		return notExist(name)
 	}
-	if err := r.publish(func(s *snapshot) { delete(s.byName, name); delete(s.byID, t.ID) }); err != nil {
-		return err
-	}
-	for _, p := range t.Partitions {
-		if err := p.Close(true); err != nil {
-			r.logger.Error("remove partition data", "topic", name, "partition", p.Index, "err", err)
-		}
-	}
-	r.logger.Info("topic deleted", "topic", name)
-	return nil
+	_, err := r.propose(&deleteCmd{Name: name, ID: t.ID})
+	return err
 }
 
 // AddPartitions grows a topic to total partitions.
 func (r *Registry) AddPartitions(name string, total int32, validateOnly bool) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	t := r.Get(name)
+	var err error
 	if t == nil {
-		return errf(kerr.UnknownTopicOrPartition, "topic '%s' does not exist", name)
+		err = notExist(name)
+	} else {
+		err = checkGrow(int32(len(t.Partitions)), total)
 	}
-	have := int32(len(t.Partitions))
+	r.mu.Unlock()
+	if err != nil || validateOnly {
+		return err
+	}
+	_, err = r.propose(&addPartitionsCmd{Name: name, ID: t.ID, Total: total})
+	return err
+}
+
+func checkGrow(have, total int32) error {
 	if total < have {
 		return errf(kerr.InvalidPartitions, "topic currently has %d partitions, which is higher than the requested %d", have, total)
 	}
 	if total == have {
 		return errf(kerr.InvalidPartitions, "topic already has %d partitions", have)
 	}
-	if total > 100000 {
-		return errf(kerr.InvalidPartitions, "number of partitions %d is more than this broker allows (100000)", total)
+	if total > maxPartitions {
+		return errf(kerr.InvalidPartitions, "number of partitions %d is more than this broker allows (%d)", total, maxPartitions)
 	}
-	if validateOnly {
-		return nil
+	return nil
+}
+
+// SetConfigs replaces a topic's overrides with configs (already validated
+// by the caller with logconfig.Validate or logconfig.Incremental).
+func (r *Registry) SetConfigs(name string, configs map[string]string, validateOnly bool) error {
+	configs = nonNil(configs)
+	r.mu.Lock()
+	t := r.Get(name)
+	var err error
+	if t == nil {
+		err = notExist(name)
+	} else {
+		var cfg logconfig.Config
+		if cfg, err = logconfig.Resolve(configs, r.mu.broker); err != nil {
+			err = errf(kerr.InvalidConfig, "%s", err.Error())
+		} else {
+			err = r.checkMinISR(cfg)
+		}
+	}
+	r.mu.Unlock()
+	if err != nil || validateOnly {
+		return err
+	}
+	_, err = r.propose(&setConfigsCmd{Name: name, ID: t.ID, Configs: configs})
+	return err
+}
+
+// SetBroker replaces broker-level overrides and re-resolves every topic.
+func (r *Registry) SetBroker(b logconfig.Broker) error {
+	b.Overrides = nonNil(b.Overrides)
+	r.mu.Lock()
+	_, err := r.resolveAll(b)
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	_, err = r.propose(&setBrokerCmd{Overrides: b.Overrides})
+	return err
+}
+
+// resolveAll re-resolves every topic's config against b. Called with r.mu
+// held.
+func (r *Registry) resolveAll(b logconfig.Broker) ([]*Topic, error) {
+	var changed []*Topic
+	for _, t := range r.snapshot.Load().byName {
+		cfg, err := logconfig.Resolve(t.Configs, b)
+		if err != nil {
+			return nil, errf(kerr.InvalidConfig, "%s", err.Error())
+		}
+		nt := *t
+		nt.Config = cfg
+		changed = append(changed, &nt)
+	}
+	return changed, nil
+}
+
+// propose commits cmd and waits for its Apply result: the value Apply
+// returned, or Apply's error. r.mu must not be held (Local applies inline).
+func (r *Registry) propose(cmd cluster.Encodable) (any, error) {
+	type outcome struct {
+		res any
+		err error
+	}
+	// Buffered, and sent to without blocking: a done arriving after the
+	// timeout (or, against the contract, twice) must not block the
+	// replicator's goroutine.
+	ch := make(chan outcome, 1)
+	r.repl.Propose(replKey, cmd, func(res any, err error) {
+		select {
+		case ch <- outcome{res, err}:
+		default:
+		}
+	})
+	timer := time.NewTimer(proposeTimeout)
+	defer timer.Stop()
+	select {
+	case o := <-ch:
+		switch {
+		case errors.Is(o.err, cluster.ErrNotLeader):
+			return nil, errf(kerr.NotController, "%s: this broker is not the cluster leader (the controller); retry on the leader: %v", cmd.CommandKind(), o.err)
+		case o.err != nil:
+			// The replicator leaves the outcome unknown; REQUEST_TIMED_OUT
+			// tells the client just that, and that it may retry.
+			return nil, errf(kerr.RequestTimedOut, "%s: not committed, the change may or may not be applied: %v", cmd.CommandKind(), o.err)
+		}
+		if err, ok := o.res.(error); ok {
+			return nil, err
+		}
+		return o.res, nil
+	case <-timer.C:
+		return nil, errf(kerr.RequestTimedOut, "%s: not committed within %s, the change may or may not be applied", cmd.CommandKind(), proposeTimeout)
+	}
+}
+
+// Apply implements cluster.Applier: it applies a committed topic change
+// and returns the created *Topic, an error, or nil. It runs on every node
+// in commit order (on the proposer's goroutine with cluster.Local, on the
+// raft FSM goroutine otherwise) and depends only on the command and the
+// replicated state, so every node reaches the same topics. It re-checks
+// what may have changed since the proposer validated.
+func (r *Registry) Apply(cmd cluster.Command) any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.closed {
+		return errf(kerr.KafkaStorageError, "topic registry is closed")
+	}
+	var (
+		created *Topic
+		err     error
+	)
+	switch c := cmd.(type) {
+	case *createCmd:
+		created, err = r.applyCreate(c)
+	case *deleteCmd:
+		err = r.applyDelete(c)
+	case *addPartitionsCmd:
+		err = r.applyAddPartitions(c)
+	case *setConfigsCmd:
+		err = r.applySetConfigs(c)
+	case *setBrokerCmd:
+		err = r.applySetBroker(c)
+	default:
+		err = fmt.Errorf("topics: unexpected command %T", cmd)
+	}
+	switch {
+	case errors.Is(err, kerr.KafkaStorageError):
+		// Unlike a refusal, a local failure is not decided alike on every
+		// node: say so, for whoever finds this node's topics differ.
+		r.logger.Error("apply topic change", "kind", kindOf(cmd), "err", err)
+		return err
+	case err != nil:
+		return err
+	case created != nil:
+		return created
+	}
+	return nil // not a typed nil inside the any
+}
+
+func kindOf(cmd cluster.Command) string {
+	if e, ok := cmd.(cluster.Encodable); ok {
+		return e.CommandKind()
+	}
+	return fmt.Sprintf("%T", cmd)
+}
+
+// current returns the topic the command names: same name and same id.
+func (r *Registry) current(name string, id [16]byte) (*Topic, error) {
+	t := r.Get(name)
+	if t == nil || t.ID != id {
+		return nil, notExist(name)
+	}
+	return t, nil
+}
+
+func (r *Registry) applyCreate(c *createCmd) (*Topic, error) {
+	if r.Get(c.Name) != nil || r.GetByID(c.ID) != nil {
+		return nil, errf(kerr.TopicAlreadyExists, "topic '%s' already exists", c.Name)
+	}
+	if collide := r.collision(c.Name); collide != "" {
+		return nil, collisionErr(c.Name, collide)
+	}
+	if err := checkPartitionCount(c.Partitions); err != nil {
+		return nil, err
+	}
+	cfg, err := logconfig.Resolve(c.Configs, r.mu.broker)
+	if err != nil {
+		return nil, errf(kerr.InvalidConfig, "%s", err.Error())
+	}
+	t := &Topic{Name: c.Name, ID: c.ID, Configs: c.Configs, Config: cfg}
+	for i := int32(0); i < c.Partitions; i++ {
+		p, err := r.openPartition(t, i)
+		if err != nil {
+			for _, q := range t.Partitions {
+				_ = q.Close(true)
+			}
+			return nil, errf(kerr.KafkaStorageError, "create partition %d: %v", i, err)
+		}
+		t.Partitions = append(t.Partitions, p)
+	}
+	if err := r.publish(func(s *snapshot) { s.byName[t.Name] = t; s.byID[t.ID] = t }); err != nil {
+		for _, q := range t.Partitions {
+			_ = q.Close(true)
+		}
+		return nil, err
+	}
+	r.logger.Info("topic created", "topic", t.Name, "partitions", c.Partitions, "configs", c.Configs)
+	return t, nil
+}
+
+func (r *Registry) applyDelete(c *deleteCmd) error {
+	t, err := r.current(c.Name, c.ID)
+	if err != nil {
+		return err
+	}
+	if err := r.publish(func(s *snapshot) { delete(s.byName, t.Name); delete(s.byID, t.ID) }); err != nil {
+		return err
+	}
+	for _, p := range t.Partitions {
+		if err := p.Close(true); err != nil {
+			r.logger.Error("remove partition data", "topic", t.Name, "partition", p.Index, "err", err)
+		}
+	}
+	r.logger.Info("topic deleted", "topic", t.Name)
+	return nil
+}
+
+func (r *Registry) applyAddPartitions(c *addPartitionsCmd) error {
+	t, err := r.current(c.Name, c.ID)
+	if err != nil {
+		return err
+	}
+	have := int32(len(t.Partitions))
+	if err := checkGrow(have, c.Total); err != nil {
+		return err
 	}
 	nt := *t
 	nt.Partitions = append([]*partition.Partition(nil), t.Partitions...)
-	for i := have; i < total; i++ {
+	for i := have; i < c.Total; i++ {
 		p, err := r.openPartition(&nt, i)
 		if err != nil {
 			for _, q := range nt.Partitions[have:] {
@@ -375,31 +643,28 @@ func (r *Registry) AddPartitions(name string, total int32, validateOnly bool) er
 		}
 		nt.Partitions = append(nt.Partitions, p)
 	}
-	return r.publish(func(s *snapshot) { s.byName[name] = &nt; s.byID[nt.ID] = &nt })
+	if err := r.publish(func(s *snapshot) { s.byName[nt.Name] = &nt; s.byID[nt.ID] = &nt }); err != nil {
+		for _, q := range nt.Partitions[have:] {
+			_ = q.Close(true)
+		}
+		return err
+	}
+	r.logger.Info("partitions added", "topic", nt.Name, "partitions", c.Total)
+	return nil
 }
 
-// SetConfigs replaces a topic's overrides with configs (already validated
-// by the caller with logconfig.Validate or logconfig.Incremental).
-func (r *Registry) SetConfigs(name string, configs map[string]string, validateOnly bool) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t := r.Get(name)
-	if t == nil {
-		return errf(kerr.UnknownTopicOrPartition, "topic '%s' does not exist", name)
+func (r *Registry) applySetConfigs(c *setConfigsCmd) error {
+	t, err := r.current(c.Name, c.ID)
+	if err != nil {
+		return err
 	}
-	cfg, err := logconfig.Resolve(configs, r.mu.broker)
+	cfg, err := logconfig.Resolve(c.Configs, r.mu.broker)
 	if err != nil {
 		return errf(kerr.InvalidConfig, "%s", err.Error())
 	}
-	if err := checkMinISR(cfg); err != nil {
-		return err
-	}
-	if validateOnly {
-		return nil
-	}
 	nt := *t
-	nt.Configs, nt.Config = configs, cfg
-	if err := r.publish(func(s *snapshot) { s.byName[name] = &nt; s.byID[nt.ID] = &nt }); err != nil {
+	nt.Configs, nt.Config = c.Configs, cfg
+	if err := r.publish(func(s *snapshot) { s.byName[nt.Name] = &nt; s.byID[nt.ID] = &nt }); err != nil {
 		return err
 	}
 	for _, p := range nt.Partitions {
@@ -408,19 +673,11 @@ func (r *Registry) SetConfigs(name string, configs map[string]string, validateOn
 	return nil
 }
 
-// SetBroker replaces broker-level overrides and re-resolves every topic.
-func (r *Registry) SetBroker(b logconfig.Broker) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var changed []*Topic
-	for _, t := range r.snapshot.Load().byName {
-		cfg, err := logconfig.Resolve(t.Configs, b)
-		if err != nil {
-			return errf(kerr.InvalidConfig, "%s", err.Error())
-		}
-		nt := *t
-		nt.Config = cfg
-		changed = append(changed, &nt)
+func (r *Registry) applySetBroker(c *setBrokerCmd) error {
+	b := logconfig.Broker{Overrides: c.Overrides}
+	changed, err := r.resolveAll(b)
+	if err != nil {
+		return err
 	}
 	if err := r.publish(func(s *snapshot) {
 		for _, t := range changed {
@@ -482,10 +739,15 @@ func (r *Registry) persist(s *snapshot) error {
 // WriteFileAtomic writes data to path whole (see atomicfile.Write).
 func WriteFileAtomic(path string, data []byte) error { return atomicfile.Write(path, data) }
 
-// Close closes every partition.
+// Close stops applying topic changes and closes every partition.
 func (r *Registry) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.mu.closed {
+		return nil
+	}
+	r.mu.closed = true
+	r.repl.Unregister(replKey)
 	var errs []error
 	for _, t := range r.snapshot.Load().byName {
 		for _, p := range t.Partitions {

@@ -6,6 +6,7 @@ package txn
 // timer: the open transaction's deadline or the idle id's expiry.
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -14,6 +15,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/cluster"
 )
 
 // Result is the answer to a coordinator request.
@@ -94,9 +97,12 @@ func (t markerTarget) String() string {
 // txnActor owns one id's state. Every field is touched only on the actor's
 // goroutine (timer callbacks and marker replies only send messages).
 type txnActor struct {
-	c      *Coordinator
-	id     string
-	t      *Txn // nil: the id has no state
+	c  *Coordinator
+	id string
+	t  *Txn // nil: the id has no state
+	// stop is the activation's (Coordinator.mu.stop): closed, persists
+	// give up, as the actor is being stopped.
+	stop   <-chan struct{}
 	self   *actor.PID
 	logger *slog.Logger
 
@@ -264,14 +270,21 @@ func (a *txnActor) commitOffsets(m *offsetsMsg, now int64) {
 	sink.TxnCommitOffsets(req, func(resp *kmsg.TxnOffsetCommitResponse) { m.reply(resp, nil) })
 }
 
-// apply persists st.Next (if any) and adopts it. A write error is mapped
-// to NOT_COORDINATOR (retriable) and the state stays as it was.
+// apply persists st.Next (if any) and adopts it. A write error (a failed
+// write, a proposal that met a deposed raft leader, a deactivation) is
+// mapped to NOT_COORDINATOR, so the client goes to find the coordinator,
+// and the state stays as it was.
 func (a *txnActor) apply(st Step) error {
 	if st.Next == nil {
 		return nil
 	}
-	if err := a.c.persist(st.Next); err != nil {
-		a.logger.Error("persist transaction state", "state", st.Next.State, "err", err)
+	if err := a.c.persist(st.Next, a.stop); err != nil {
+		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, errDeactivated) {
+			// Expected while leadership moves.
+			a.logger.Warn("persist transaction state: leadership moved", "state", st.Next.State, "err", err)
+		} else {
+			a.logger.Error("persist transaction state", "state", st.Next.State, "err", err)
+		}
 		return fmt.Errorf("%w: %v", kerr.NotCoordinator, err)
 	}
 	prev := a.t
@@ -289,7 +302,7 @@ func (a *txnActor) adopt(next *Txn) {
 		a.logger.Debug("transaction state", "from", a.t.State, "to", next.State, "producer_id", next.ProducerID, "epoch", next.ProducerEpoch)
 	}
 	a.t = next
-	a.c.publish(a.id, next)
+	a.c.publish(a.id, a.self, next)
 	if next.State == StateDead {
 		a.stopTimers()
 		a.answerWaiters(errResult(kerr.InvalidProducerIDMapping))
@@ -306,7 +319,7 @@ func (a *txnActor) resume() {
 	if a.t == nil {
 		return
 	}
-	a.c.publish(a.id, a.t)
+	a.c.publish(a.id, a.self, a.t)
 	a.armTimer()
 	if a.t.State.preparing() {
 		a.logger.Info("completing a transaction found preparing", "state", a.t.State, "producer_id", a.t.ProducerID, "epoch", a.t.ProducerEpoch, "partitions", len(a.t.Partitions))

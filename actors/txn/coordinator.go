@@ -4,10 +4,17 @@
 // the connection that opened it until it ends or times out. State changes
 // are written to an append-only record log under DataDir/txn/ before they
 // are answered, and replayed when the Coordinator opens.
+//
+// In cluster mode the coordinator runs only on the raft leader: a
+// Coordinator opened in standby applies the replicated records to its
+// store and answers NOT_COORDINATOR until Activate, which resumes what the
+// store holds (timeouts, markers of preparing transactions); Deactivate
+// returns it to standby.
 package txn
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sync"
@@ -86,6 +93,11 @@ type Options struct {
 	CoordinatorEpoch int32
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
+	// Standby opens the store and registers it with Repl, so that
+	// replicated records are applied, but runs nothing (no actors, no
+	// timeouts; every request answers NOT_COORDINATOR) until Activate: a
+	// raft follower.
+	Standby bool
 }
 
 const (
@@ -133,27 +145,52 @@ func (o *Options) validate() error {
 const replKey = "txn"
 
 // Coordinator maps transactional ids to their actors. Its methods are safe
-// from any goroutine and never block on IO: they hand the request to the
-// id's actor, and reply is called once, on another goroutine or (for an id
-// that does not exist, or a closed coordinator) before the method returns.
+// from any goroutine and never block on IO (except Activate, Deactivate and
+// Close, which wait for actors): they hand the request to the id's actor,
+// and reply is called once, on another goroutine or (for an id that does
+// not exist, or a coordinator not serving) before the method returns.
 // reply must not block.
+//
+// A Coordinator is active (serving, with an actor per id) or on standby
+// (only its store, which the replicator keeps applying to).
 type Coordinator struct {
 	o      Options
 	cfg    Config
 	store  *Store
 	logger *slog.Logger
 
+	// life serializes Activate, Deactivate and Close; it is held while
+	// they wait for actors, which never take it.
+	life sync.Mutex
+
+	// mu guards the serving state; actors take it (publish, retire), so
+	// nothing waits for an actor while holding it.
 	mu struct {
 		sync.Mutex
+		// actors and summaries are the current activation's; both are
+		// empty on standby.
 		actors    map[string]*actor.PID
 		summaries map[string]Summary
-		closed    bool
+		// stop is closed when the current activation ends: its actors
+		// stop waiting for persist answers and propose nothing more.
+		stop   chan struct{}
+		active bool
+		closed bool
 	}
 }
 
-// NewCoordinator opens (replaying) the transaction log and starts an actor
-// for every transactional id it holds; transactions found preparing are
-// completed (markers re-sent) and open ones keep their deadline.
+var (
+	// errClosed: the coordinator was closed.
+	errClosed = errors.New("transaction coordinator is closed")
+	// errDeactivated answers a persist that an ending activation gave up
+	// on (or refused to propose).
+	errDeactivated = errors.New("transaction coordinator deactivated")
+)
+
+// NewCoordinator opens (replaying) the transaction log and, unless
+// o.Standby, starts an actor for every transactional id it holds;
+// transactions found preparing are completed (markers re-sent) and open
+// ones keep their deadline.
 func NewCoordinator(o Options) (*Coordinator, error) {
 	opts := o.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -174,23 +211,125 @@ func NewCoordinator(o Options) (*Coordinator, error) {
 	c.mu.actors = map[string]*actor.PID{}
 	c.mu.summaries = map[string]Summary{}
 	opts.Repl.Register(replKey, store)
+	if opts.Standby {
+		logger.Info("transaction coordinator on standby", "ids", len(loaded))
+		return c, nil
+	}
+	c.life.Lock()
+	defer c.life.Unlock()
+	c.activateLocked(loaded, start)
+	return c, nil
+}
+
+// Activate starts serving: it loads every transactional id from the
+// store's current contents (as NewCoordinator does from the log) and
+// starts their actors, which rearm timeouts and expiries and complete
+// transactions found preparing (markers re-sent). Call it once the store
+// has applied every record committed before this node became the leader
+// (e.g. after a raft barrier). Activating an active coordinator does
+// nothing; a closed one is an error.
+func (c *Coordinator) Activate() error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	c.mu.Lock()
+	closed, active := c.mu.closed, c.mu.active
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return fmt.Errorf("activate: %w", errClosed)
+	case active:
+		return nil
+	}
+	start := time.Now()
+	c.activateLocked(c.store.Txns(), start)
+	return nil
+}
+
+// activateLocked spawns an actor for every id of loaded. Called with life
+// held on an inactive coordinator.
+func (c *Coordinator) activateLocked(loaded map[string]*Txn, start time.Time) {
 	counts := map[State]int{}
 	c.mu.Lock()
+	c.mu.active = true
+	c.mu.stop = make(chan struct{})
 	for id, t := range loaded {
 		counts[t.State]++
 		c.spawnLocked(id, t)
 	}
 	c.mu.Unlock()
-	logger.Info("recovered transactions", "ids", len(loaded), "ongoing", counts[StateOngoing],
+	c.logger.Info("recovered transactions", "ids", len(loaded), "ongoing", counts[StateOngoing],
 		"preparing", counts[StatePrepareCommit]+counts[StatePrepareAbort], "took", time.Since(start).Round(time.Millisecond))
-	return c, nil
+}
+
+// Deactivate stops serving and returns to standby: every actor and its
+// timers are stopped (what waits, including an actor blocked on a persist
+// answer, is answered NOT_COORDINATOR) and requests answer
+// NOT_COORDINATOR. Preparing transactions stay preparing in the store; the
+// next active coordinator completes them. The store stays open and
+// registered, so replicated records keep being applied. Deactivating a
+// coordinator that is not active does nothing. It waits for the actors, so
+// it must not be called from a reply callback (they run on actors'
+// goroutines).
+func (c *Coordinator) Deactivate() {
+	c.life.Lock()
+	defer c.life.Unlock()
+	c.mu.Lock()
+	if !c.mu.active {
+		c.mu.Unlock()
+		return
+	}
+	pids := c.takeActorsLocked()
+	c.mu.Unlock()
+	if err := c.stopActors(pids); err != nil {
+		c.logger.Error("deactivate transaction coordinator", "err", err)
+	}
+	c.logger.Info("transaction coordinator on standby", "ids", len(pids))
+}
+
+// takeActorsLocked ends the activation (called with mu held): from here on
+// requests are refused, actors blocked on a persist give up, and the old
+// actors' publish and retire are ignored. It returns the actors, for
+// stopActors.
+func (c *Coordinator) takeActorsLocked() []*actor.PID {
+	c.mu.active = false
+	close(c.mu.stop)
+	pids := make([]*actor.PID, 0, len(c.mu.actors))
+	for _, pid := range c.mu.actors {
+		pids = append(pids, pid)
+	}
+	c.mu.actors = map[string]*actor.PID{}
+	c.mu.summaries = map[string]Summary{}
+	return pids
+}
+
+// stopActors stops taken actors, answering what waits with
+// NOT_COORDINATOR. Called with life held.
+func (c *Coordinator) stopActors(pids []*actor.PID) error {
+	dones := make([]chan struct{}, len(pids))
+	for i, pid := range pids {
+		dones[i] = make(chan struct{})
+		c.o.Root.Send(pid, &closeMsg{done: dones[i]})
+	}
+	deadline := time.After(10 * time.Second)
+	var err error
+	for i, pid := range pids {
+		if err == nil {
+			select {
+			case <-dones[i]:
+			case <-deadline:
+				err = errors.New("transaction actors did not stop within 10s")
+			}
+		}
+		c.o.Root.Stop(pid)
+	}
+	return err
 }
 
 func (c *Coordinator) spawnLocked(id string, t *Txn) *actor.PID {
 	if t != nil {
 		c.mu.summaries[id] = summarize(t)
 	}
-	a := &txnActor{c: c, id: id, t: t, logger: c.logger.With("transactional_id", id)}
+	a := &txnActor{c: c, id: id, t: t, stop: c.mu.stop, logger: c.logger.With("transactional_id", id)}
 	pid := c.o.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	c.mu.actors[id] = pid
 	return pid
@@ -202,7 +341,7 @@ func (c *Coordinator) spawnLocked(id string, t *Txn) *actor.PID {
 // ordered after every request sent to the actor.
 func (c *Coordinator) dispatch(id string, m request) {
 	c.mu.Lock()
-	if c.mu.closed {
+	if c.mu.closed || !c.mu.active {
 		c.mu.Unlock()
 		m.failWith(kerr.NotCoordinator)
 		return
@@ -237,21 +376,27 @@ func (c *Coordinator) detached(m request) {
 }
 
 // retire forgets id's actor (its id expired) and sends it its last
-// message.
+// message. An actor that is no longer current was taken by Deactivate or
+// Close, which stop it themselves: stopping it here could drop the
+// closeMsg they wait for.
 func (c *Coordinator) retire(id string, pid *actor.PID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cur := c.mu.actors[id]; cur != nil && cur.Equal(pid) {
 		delete(c.mu.actors, id)
 		delete(c.mu.summaries, id)
+		c.o.Root.Send(pid, &retireMsg{})
 	}
-	c.o.Root.Send(pid, &retireMsg{})
 }
 
-// publish records what ListTransactions shows of an id.
-func (c *Coordinator) publish(id string, t *Txn) {
+// publish records what ListTransactions shows of an id, if pid is still
+// the id's actor (one from an ended activation must not show on standby).
+func (c *Coordinator) publish(id string, pid *actor.PID, t *Txn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if cur := c.mu.actors[id]; cur == nil || !cur.Equal(pid) {
+		return
+	}
 	if !t.live() {
 		delete(c.mu.summaries, id)
 		return
@@ -260,11 +405,22 @@ func (c *Coordinator) publish(id string, t *Txn) {
 }
 
 // persist makes t durable through the replicator. The local replicator
-// answers before Propose returns; one that answers later blocks the
-// calling actor (only that transactional id) until it does.
-func (c *Coordinator) persist(t *Txn) error {
+// answers before Propose returns; one that answers later (raft) blocks the
+// calling actor (only that transactional id) until it does, or until stop
+// (the actor's activation) closes: then the outcome is unknown, and the
+// next activation loads whatever was committed.
+func (c *Coordinator) persist(t *Txn, stop <-chan struct{}) error {
+	select {
+	case <-stop:
+		return errDeactivated
+	default:
+	}
+	cmd, err := newPutCmd(t)
+	if err != nil {
+		return err
+	}
 	done := make(chan error, 1)
-	c.o.Repl.Propose(replKey, &putCmd{txn: t}, func(res any, err error) {
+	c.o.Repl.Propose(replKey, cmd, func(res any, err error) {
 		if err == nil {
 			if e, ok := res.(error); ok {
 				err = e
@@ -272,44 +428,41 @@ func (c *Coordinator) persist(t *Txn) error {
 		}
 		done <- err
 	})
-	return <-done
+	// An answer already in (the local replicator) wins over stop.
+	select {
+	case err := <-done:
+		return err
+	default:
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-stop:
+		return errDeactivated
+	}
 }
 
 // Sync fsyncs the transaction log (the broker's flush interval).
 func (c *Coordinator) Sync() error { return c.store.Sync() }
 
 // Close stops every transaction actor (answering what waits with
-// NOT_COORDINATOR) and closes the log. Transactions stay as persisted; the
-// next start resumes them.
+// NOT_COORDINATOR), unregisters the store and closes the log.
+// Transactions stay as persisted; the next start resumes them.
 func (c *Coordinator) Close() error {
+	c.life.Lock()
+	defer c.life.Unlock()
 	c.mu.Lock()
 	if c.mu.closed {
 		c.mu.Unlock()
 		return nil
 	}
 	c.mu.closed = true
-	pids := make([]*actor.PID, 0, len(c.mu.actors))
-	for _, pid := range c.mu.actors {
-		pids = append(pids, pid)
+	var pids []*actor.PID
+	if c.mu.active {
+		pids = c.takeActorsLocked()
 	}
 	c.mu.Unlock()
-	dones := make([]chan struct{}, len(pids))
-	for i, pid := range pids {
-		dones[i] = make(chan struct{})
-		c.o.Root.Send(pid, &closeMsg{done: dones[i]})
-	}
-	deadline := time.After(10 * time.Second)
-	var err error
-	for i, pid := range pids {
-		if err == nil {
-			select {
-			case <-dones[i]:
-			case <-deadline:
-				err = errors.New("transaction actors did not stop within 10s")
-			}
-		}
-		c.o.Root.Stop(pid)
-	}
+	err := c.stopActors(pids)
 	c.o.Repl.Unregister(replKey)
 	return errors.Join(err, c.store.Close())
 }

@@ -110,6 +110,19 @@ func (s *Store) replay(raw []byte) (int64, map[string]*Txn) {
 		s.index(id, slices.Clone(raw[pos:next]), len(value) == 0)
 		pos = next
 	}
+	return pos, s.txnsLocked()
+}
+
+// Txns returns every live transactional id's state: what OpenStore
+// returned, plus everything applied since. A standby coordinator loads
+// its transactions from here when it activates.
+func (s *Store) Txns() map[string]*Txn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.txnsLocked()
+}
+
+func (s *Store) txnsLocked() map[string]*Txn {
 	out := make(map[string]*Txn, len(s.mu.live))
 	for id, frame := range s.mu.live {
 		_, value, _, _ := readStoreFrame(frame, 0)
@@ -122,7 +135,7 @@ func (s *Store) replay(raw []byte) (int64, map[string]*Txn) {
 		}
 		out[id] = t
 	}
-	return pos, out
+	return out
 }
 
 func readStoreFrame(raw []byte, pos int64) (id string, value []byte, next int64, ok bool) {
@@ -172,14 +185,17 @@ func (s *Store) index(id string, frame []byte, tombstone bool) {
 // the record is in the OS (on disk with fsync). On error nothing may be
 // assumed about what was written, and the store refuses further writes.
 func (s *Store) Put(t *Txn) error {
-	if len(t.ID) > 1<<15 {
-		return fmt.Errorf("transactional id of %d bytes", len(t.ID))
-	}
-	value, err := encodeTxn(t)
+	c, err := newPutCmd(t)
 	if err != nil {
 		return err
 	}
-	frame := appendStoreFrame(nil, t.ID, value)
+	return s.write(c)
+}
+
+// write appends c's frame and makes it id's live frame (or forgets id).
+// The store keeps c.frame: nobody may modify it.
+func (s *Store) write(c *putCmd) error {
+	frame := c.frame
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.broken != nil {
@@ -199,7 +215,7 @@ func (s *Store) Put(t *Txn) error {
 		}
 	}
 	s.mu.size += int64(len(frame))
-	s.index(t.ID, frame, value == nil)
+	s.index(c.id, frame, c.dead)
 	if s.mu.size > s.rewriteFloor && s.mu.size > 2*s.mu.liveBytes {
 		if err := s.rewriteLocked(); err != nil {
 			// The old log is intact; a later write tries again.
@@ -262,17 +278,16 @@ func writeSynced(path string, data []byte) error {
 	return f.Close()
 }
 
-// putCmd is the replicated command: one transactional id's new state.
-type putCmd struct{ txn *Txn }
-
 // Apply implements cluster.Applier: it writes a putCmd and returns the
-// error, if any, as the result.
+// error, if any, as the result. It is safe from any goroutine (the raft
+// FSM's, while others read the store) and deterministic: the command's
+// frame is written as it came, so every node's log holds the same bytes.
 func (s *Store) Apply(cmd cluster.Command) any {
 	c, ok := cmd.(*putCmd)
 	if !ok {
 		return fmt.Errorf("txn store: unknown command %T", cmd)
 	}
-	if err := s.Put(c.txn); err != nil {
+	if err := s.write(c); err != nil {
 		return err
 	}
 	return nil

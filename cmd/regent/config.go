@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/telemetry"
 )
 
@@ -34,6 +35,53 @@ type Config struct {
 	OtelEndpoint    string  // collector host:port or URL
 	OtelSampleRatio float64 // 0..1, parent-based
 	MetricsListen   string  // host:port serving Prometheus /metrics; empty: off
+
+	// Cluster mode (raft), on when RaftListen is set.
+	NodeID      int32
+	RaftListen  string // raft transport host:port
+	Peers       string // initial voters: "1=KAFKA/RAFT/ADMIN,2=..."
+	Join        bool   // wait to be added instead of bootstrapping
+	AdminListen string // HTTP admin host:port (cluster status, voters)
+}
+
+// Clustered reports whether the node runs in cluster mode.
+func (c Config) Clustered() bool { return c.RaftListen != "" }
+
+// parsePeers reads --peers: comma-separated id=kafka/raft/admin entries
+// (admin may be left out).
+func parsePeers(s string) ([]cluster.Peer, error) {
+	var out []cluster.Peer
+	seen := map[int32]bool{}
+	for _, ent := range strings.Split(s, ",") {
+		ent = strings.TrimSpace(ent)
+		if ent == "" {
+			continue
+		}
+		idStr, addrs, ok := strings.Cut(ent, "=")
+		id, err := strconv.ParseInt(idStr, 10, 32)
+		if !ok || err != nil || id <= 0 {
+			return nil, fmt.Errorf("--peers entry %q: want id=kafka-host:port/raft-host:port[/admin-host:port] with a positive id", ent)
+		}
+		parts := strings.Split(addrs, "/")
+		if len(parts) < 2 || len(parts) > 3 {
+			return nil, fmt.Errorf("--peers entry %q: want id=kafka-host:port/raft-host:port[/admin-host:port]", ent)
+		}
+		for _, a := range parts {
+			if _, _, err := splitHostPort(a); err != nil {
+				return nil, fmt.Errorf("--peers entry %q: address %q: %w", ent, a, err)
+			}
+		}
+		p := cluster.Peer{ID: int32(id), Kafka: parts[0], Raft: parts[1]}
+		if len(parts) == 3 {
+			p.Admin = parts[2]
+		}
+		if seen[p.ID] {
+			return nil, fmt.Errorf("--peers names node %d twice", p.ID)
+		}
+		seen[p.ID] = true
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // DefaultConfig returns the defaults.
@@ -51,6 +99,7 @@ func DefaultConfig() Config {
 		TxnMaxTimeout:   time.Hour,
 		OtelExporter:    "none",
 		OtelSampleRatio: 1,
+		NodeID:          1,
 	}
 }
 
@@ -85,6 +134,34 @@ func (c Config) Validate() error {
 	if c.MetricsListen != "" {
 		if _, _, err := splitHostPort(c.MetricsListen); err != nil {
 			return fmt.Errorf("--metrics-listen %q: %w", c.MetricsListen, err)
+		}
+	}
+	if c.NodeID <= 0 {
+		return fmt.Errorf("--node-id %d: want a positive id", c.NodeID)
+	}
+	if c.Clustered() {
+		if _, _, err := splitHostPort(c.RaftListen); err != nil {
+			return fmt.Errorf("--raft-listen %q: %w", c.RaftListen, err)
+		}
+		peers, err := parsePeers(c.Peers)
+		if err != nil {
+			return err
+		}
+		if !c.Join {
+			found := false
+			for _, p := range peers {
+				found = found || p.ID == c.NodeID
+			}
+			if len(peers) > 0 && !found {
+				return fmt.Errorf("--peers does not name this node (--node-id %d); a new node joins with --join", c.NodeID)
+			}
+		}
+	} else if c.Peers != "" || c.Join {
+		return fmt.Errorf("--peers and --join need --raft-listen (cluster mode)")
+	}
+	if c.AdminListen != "" {
+		if _, _, err := splitHostPort(c.AdminListen); err != nil {
+			return fmt.Errorf("--admin-listen %q: %w", c.AdminListen, err)
 		}
 	}
 	return nil

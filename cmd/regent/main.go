@@ -21,6 +21,9 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "cluster" {
+		os.Exit(clusterCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	cfg, err := parseConfig(os.Args[1:], os.Getenv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "regent:", err)
@@ -104,6 +107,19 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&c.OtelEndpoint, "otel-endpoint", env("REGENT_OTEL_ENDPOINT", ""), "OTLP collector: host:port (plaintext) or URL (https:// for TLS); default: the exporter's, or OTEL_EXPORTER_OTLP_ENDPOINT (REGENT_OTEL_ENDPOINT)")
 	fs.Float64Var(&c.OtelSampleRatio, "otel-sample-ratio", envFloat("REGENT_OTEL_SAMPLE_RATIO", c.OtelSampleRatio), "share of requests traced, 0..1, parent-based (REGENT_OTEL_SAMPLE_RATIO)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", env("REGENT_METRICS_LISTEN", ""), "host:port serving Prometheus metrics at /metrics; empty: off (REGENT_METRICS_LISTEN)")
+	nodeID := int64(c.NodeID)
+	if v := getenv("REGENT_NODE_ID"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return c, fmt.Errorf("%w: REGENT_NODE_ID=%q: want a positive integer", errUsage, v)
+		}
+		nodeID = n
+	}
+	fs.Int64Var(&nodeID, "node-id", nodeID, "this node's id, unique in the cluster (REGENT_NODE_ID)")
+	fs.StringVar(&c.RaftListen, "raft-listen", env("REGENT_RAFT_LISTEN", ""), "host:port of the raft transport; setting it runs the node in cluster mode (REGENT_RAFT_LISTEN)")
+	fs.StringVar(&c.Peers, "peers", env("REGENT_PEERS", ""), "initial voters, id=kafka-host:port/raft-host:port/admin-host:port, comma-separated; the same on every initial node (REGENT_PEERS)")
+	fs.BoolVar(&c.Join, "join", getenv("REGENT_JOIN") == "true", "a new node: wait to be added with 'regent cluster add-voter' instead of bootstrapping (REGENT_JOIN=true)")
+	fs.StringVar(&c.AdminListen, "admin-listen", env("REGENT_ADMIN_LISTEN", ""), "host:port of the HTTP admin endpoint (cluster status and membership) (REGENT_ADMIN_LISTEN)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -111,5 +127,6 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("%w: --txn-max-timeout-ms must be positive", errUsage)
 	}
 	c.TxnMaxTimeout = time.Duration(txnMaxMs) * time.Millisecond
+	c.NodeID = int32(nodeID)
 	return c, c.Validate()
 }

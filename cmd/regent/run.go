@@ -11,6 +11,7 @@ import (
 	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -29,7 +30,8 @@ import (
 	"github.com/regent-broker/regent/telemetry"
 )
 
-// run starts a single node and serves until ctx ends.
+// run starts a node (single, or a cluster member) and serves until ctx
+// ends.
 func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, "meta"), 0o755); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
@@ -39,14 +41,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer unlock()
-	clusterID, err := loadClusterID(cfg.DataDir)
-	if err != nil {
-		return err
-	}
 	overrides, _ := cfg.brokerOverrides()
 
 	tcfg := cfg.telemetry()
-	tcfg.Logger, tcfg.InstanceID = logger, "1"
+	tcfg.Logger, tcfg.InstanceID = logger, strconv.Itoa(int(cfg.NodeID))
 	tel, err := telemetry.New(ctx, tcfg)
 	if err != nil {
 		return err
@@ -77,27 +75,73 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if cfg.Fsync == "always" {
 		sync = partition.SyncAlways
 	}
-	start := time.Now()
-	reg, err := topics.Open(topics.Options{DataDir: cfg.DataDir, Root: system.Root, Sync: sync, Repl: cluster.NewLocal(), Broker: broker, Logger: logger})
-	if err != nil {
-		return fmt.Errorf("open topics: %w", err)
-	}
-	logger.Info("recovered topics", "topics", len(reg.List()), "took", time.Since(start).Round(time.Millisecond))
-	pids, err := protocol.OpenProducerIDs(cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	groups, err := group.NewManager(group.Options{DataDir: cfg.DataDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: cfg.Fsync == "always"})
-	if err != nil {
-		return fmt.Errorf("open groups: %w", err)
-	}
 	adv := cfg.Advertise
 	if adv == "" {
 		adv = cfg.Listen
 	}
 	host, port, _ := splitHostPort(adv)
+
+	// The replicator: a Local one, or raft. In cluster mode the broker
+	// state lives in data/state and is rebuilt from raft at every start.
+	var (
+		repl      cluster.Replicator
+		raftRepl  *cluster.Raft
+		nodes     *cluster.Nodes
+		stateDir  = cfg.DataDir
+		clusterID string
+		err2      error
+	)
+	if cfg.Clustered() {
+		stateDir = filepath.Join(cfg.DataDir, "state")
+		peers, _ := parsePeers(cfg.Peers)
+		self := cluster.Peer{ID: cfg.NodeID, Kafka: adv, Raft: cfg.RaftListen, Admin: cfg.AdminListen}
+		raftRepl, err2 = cluster.NewRaft(cluster.RaftOptions{
+			Self: self, Dir: filepath.Join(cfg.DataDir, "raft"), StateDir: stateDir,
+			Peers: peers, Join: cfg.Join, Logger: logger, OnRuntimeRestore: reexec,
+			Observer: tel.RaftObserver(),
+		})
+		if err2 != nil {
+			return err2
+		}
+		nodes, err2 = cluster.OpenNodes(stateDir)
+		if err2 != nil {
+			_ = raftRepl.Shutdown()
+			return err2
+		}
+		raftRepl.Register(cluster.NodesKey, nodes)
+		repl = raftRepl
+		tel.SetReplicator("raft")
+		if err2 = tel.ObserveRaft(func() cluster.Status { return raftRepl.Status(nodes.Get) }); err2 != nil {
+			_ = raftRepl.Shutdown()
+			return err2
+		}
+	} else {
+		repl = cluster.NewLocal()
+		if clusterID, err2 = loadClusterID(cfg.DataDir); err2 != nil {
+			return err2
+		}
+	}
+	voters := func() int { return 1 }
+	if raftRepl != nil {
+		voters = func() int { return len(raftRepl.Voters()) }
+	}
+
+	start := time.Now()
+	reg, err := topics.Open(topics.Options{DataDir: stateDir, Root: system.Root, Sync: sync, Repl: repl, Broker: broker, Logger: logger, Voters: voters})
+	if err != nil {
+		return fmt.Errorf("open topics: %w", err)
+	}
+	logger.Info("recovered topics", "topics", len(reg.List()), "took", time.Since(start).Round(time.Millisecond))
+	pids, err := protocol.NewProducerIDs(stateDir, repl)
+	if err != nil {
+		return err
+	}
+	groups, err := group.NewManager(group.Options{DataDir: stateDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: cfg.Fsync == "always", Repl: repl, Standby: cfg.Clustered()})
+	if err != nil {
+		return fmt.Errorf("open groups: %w", err)
+	}
 	txns, err := txn.NewCoordinator(txn.Options{
-		DataDir: cfg.DataDir, Root: system.Root, Logger: logger,
+		DataDir: stateDir, Root: system.Root, Logger: logger, Repl: repl, Standby: cfg.Clustered(),
 		NextProducerID: pids.Next, Offsets: groups, Fsync: cfg.Fsync == "always",
 		MaxTimeout: cfg.TxnMaxTimeout,
 		Partitions: func(t string, p int32) txn.TxnPartition {
@@ -110,7 +154,29 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open transactions: %w", err)
 	}
-	srv := protocol.NewServer(protocol.Config{NodeID: 1, Host: host, Port: port, ClusterID: clusterID, DataDir: cfg.DataDir, Logger: logger}, reg, pids, groups, txns)
+	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
+	var admin *adminServer
+	if raftRepl != nil {
+		peers, _ := parsePeers(cfg.Peers)
+		self := cluster.Peer{ID: cfg.NodeID, Kafka: adv, Raft: cfg.RaftListen, Admin: cfg.AdminListen}
+		pcfg.Cluster = newRaftView(raftRepl, nodes, append(peers, self))
+		raftRepl.OnLeadership(func(leader bool) {
+			if !leader {
+				txns.Deactivate()
+				groups.Deactivate()
+				return
+			}
+			onLeader(raftRepl, nodes, self, peers, pids, groups, txns, logger)
+		})
+		raftRepl.Start()
+		if cfg.AdminListen != "" {
+			if admin, err = startAdmin(cfg.AdminListen, raftRepl, nodes, logger); err != nil {
+				return err
+			}
+			defer admin.close()
+		}
+	}
+	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
 	nsrv := netio.New(netio.Config{
 		Addr: cfg.Listen, Multicore: true, Logger: logger,
 		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
@@ -156,7 +222,9 @@ loop:
 			errc = nil
 			break loop
 		case <-flush.C:
-			if sync == partition.SyncInterval {
+			// In cluster mode the raft log is the durable copy; the
+			// state directory is rebuilt from it.
+			if sync == partition.SyncInterval && raftRepl == nil {
 				reg.ForEachPartition((*partition.Partition).Sync)
 				if err := groups.Sync(); err != nil {
 					logger.Error("fsync group store", "err", err)
@@ -183,6 +251,12 @@ loop:
 	}
 	// Requests are over: flush their spans, stop serving metrics.
 	stopTelemetry()
+	if raftRepl != nil {
+		// Stop applying before the appliers close.
+		if err := raftRepl.Shutdown(); err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("stop raft: %w", err))
+		}
+	}
 	if err := txns.Close(); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("close transactions: %w", err))
 	}

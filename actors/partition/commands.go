@@ -1,0 +1,158 @@
+package partition
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/regent-broker/regent/cluster"
+)
+
+// The partition's replicated commands. In raft mode they travel in the
+// raft log and every node applies them, so a command carries everything
+// Apply needs (the proposer's clock reading included): the same command
+// applied to the same state gives the same result on every node.
+
+// Command kinds name the decoders; they are part of the raft log's format,
+// so they are never renamed.
+const (
+	kindAppend        = "partition.append"
+	kindMarker        = "partition.marker"
+	kindDeleteRecords = "partition.delete_records"
+)
+
+// commandVersion opens every encoding, so that a later format can be told
+// apart from this one.
+const commandVersion = 1
+
+func init() {
+	cluster.RegisterDecoder(kindAppend, decodeAppend)
+	cluster.RegisterDecoder(kindMarker, decodeMarker)
+	cluster.RegisterDecoder(kindDeleteRecords, decodeDeleteRecords)
+}
+
+// appendCmd is the replicated form of a produce: offsets and sequence
+// checks are decided when it is applied.
+type appendCmd struct {
+	records []byte
+	now     int64 // the proposer's clock, unix nanoseconds
+}
+
+// markerCmd is the replicated form of a transaction marker.
+type markerCmd struct {
+	pid              int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+	now              int64 // the proposer's clock, unix nanoseconds
+}
+
+// deleteRecordsCmd moves the log start offset to offset (already resolved
+// and checked against the high watermark by the proposer).
+type deleteRecordsCmd struct {
+	offset int64
+}
+
+// Encoded sizes after the version byte.
+const (
+	appendHeaderLen = 8                 // now, then the records to the end
+	markerLen       = 8 + 2 + 1 + 4 + 8 // pid, epoch, commit, coordinator epoch, now
+	deleteLen       = 8                 // offset
+)
+
+// CommandKind implements cluster.Encodable.
+func (c *appendCmd) CommandKind() string { return kindAppend }
+
+// AppendCommand implements cluster.Encodable.
+func (c *appendCmd) AppendCommand(b []byte) []byte {
+	b = slices.Grow(b, 1+appendHeaderLen+len(c.records))
+	b = append(b, commandVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.now))
+	return append(b, c.records...)
+}
+
+func decodeAppend(p []byte) (cluster.Command, error) {
+	body, err := commandBody(p, appendHeaderLen, true)
+	if err != nil {
+		return nil, err
+	}
+	// Copied: p aliases the raft entry and Produce patches batches in place.
+	recs := make([]byte, len(body)-appendHeaderLen)
+	copy(recs, body[appendHeaderLen:])
+	return &appendCmd{now: int64(binary.BigEndian.Uint64(body)), records: recs}, nil
+}
+
+// CommandKind implements cluster.Encodable.
+func (c *markerCmd) CommandKind() string { return kindMarker }
+
+// AppendCommand implements cluster.Encodable.
+func (c *markerCmd) AppendCommand(b []byte) []byte {
+	b = slices.Grow(b, 1+markerLen)
+	b = append(b, commandVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.pid))
+	b = binary.BigEndian.AppendUint16(b, uint16(c.epoch))
+	commit := byte(0)
+	if c.commit {
+		commit = 1
+	}
+	b = append(b, commit)
+	b = binary.BigEndian.AppendUint32(b, uint32(c.coordinatorEpoch))
+	return binary.BigEndian.AppendUint64(b, uint64(c.now))
+}
+
+func decodeMarker(p []byte) (cluster.Command, error) {
+	body, err := commandBody(p, markerLen, false)
+	if err != nil {
+		return nil, err
+	}
+	if body[10] > 1 {
+		return nil, fmt.Errorf("marker commit flag %d", body[10])
+	}
+	return &markerCmd{
+		pid:              int64(binary.BigEndian.Uint64(body)),
+		epoch:            int16(binary.BigEndian.Uint16(body[8:])),
+		commit:           body[10] == 1,
+		coordinatorEpoch: int32(binary.BigEndian.Uint32(body[11:])),
+		now:              int64(binary.BigEndian.Uint64(body[15:])),
+	}, nil
+}
+
+// CommandKind implements cluster.Encodable.
+func (c *deleteRecordsCmd) CommandKind() string { return kindDeleteRecords }
+
+// AppendCommand implements cluster.Encodable.
+func (c *deleteRecordsCmd) AppendCommand(b []byte) []byte {
+	b = slices.Grow(b, 1+deleteLen)
+	b = append(b, commandVersion)
+	return binary.BigEndian.AppendUint64(b, uint64(c.offset))
+}
+
+func decodeDeleteRecords(p []byte) (cluster.Command, error) {
+	body, err := commandBody(p, deleteLen, false)
+	if err != nil {
+		return nil, err
+	}
+	return &deleteRecordsCmd{offset: int64(binary.BigEndian.Uint64(body))}, nil
+}
+
+var errShortCommand = errors.New("command truncated")
+
+// commandBody checks the version byte and the length (exactly n bytes
+// after it, or at least n with more) and returns what follows the version.
+func commandBody(p []byte, n int, more bool) ([]byte, error) {
+	if len(p) == 0 {
+		return nil, errShortCommand
+	}
+	if p[0] != commandVersion {
+		return nil, fmt.Errorf("command version %d, this node reads %d", p[0], commandVersion)
+	}
+	body := p[1:]
+	switch {
+	case len(body) < n:
+		return nil, fmt.Errorf("%w: %d bytes, want %d", errShortCommand, len(body), n)
+	case !more && len(body) > n:
+		return nil, fmt.Errorf("command has %d trailing bytes", len(body)-n)
+	}
+	return body, nil
+}

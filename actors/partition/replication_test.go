@@ -1,0 +1,704 @@
+package partition
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/cluster"
+)
+
+// fakeCluster is a scripted stand-in for raft: a leader's proposals are
+// encoded into a log; a "FSM" goroutine decodes each entry and hands it to
+// every node's applier with ApplyAsync, waits for all of them, and passes
+// the proposing node's result to a "completer" goroutine, which calls the
+// proposal's done. So done always runs after Propose returned, on another
+// goroutine, as with raft.
+type fakeCluster struct {
+	t     *testing.T
+	nodes []*fakeNode
+
+	mu   sync.Mutex
+	cond *sync.Cond
+	log  []fakeEntry
+	// held: committed entries wait (proposals stay in flight).
+	held bool
+	// failWith: entries are not applied; their proposals fail with it.
+	failWith error
+	stopped  bool
+	// results[i][n] is node n's result for entry i.
+	results [][]any
+
+	completions chan func()
+	wg          sync.WaitGroup
+}
+
+type fakeEntry struct {
+	key, kind string
+	payload   []byte
+	from      int
+	done      func(any, error)
+}
+
+// fakeNode is one node's replicator.
+type fakeNode struct {
+	c      *fakeCluster
+	id     int
+	leader bool
+
+	mu       sync.Mutex
+	appliers map[string]cluster.Applier
+	// ever keeps every applier registered, for tests that outlive
+	// Unregister.
+	ever map[string]cluster.Applier
+}
+
+func newFakeCluster(t *testing.T, nodes int) *fakeCluster {
+	c := &fakeCluster{t: t, completions: make(chan func(), 4096)}
+	c.cond = sync.NewCond(&c.mu)
+	for i := range nodes {
+		c.nodes = append(c.nodes, &fakeNode{c: c, id: i, leader: i == 0, appliers: map[string]cluster.Applier{}, ever: map[string]cluster.Applier{}})
+	}
+	c.wg.Add(2)
+	go c.fsm()
+	go c.completer()
+	t.Cleanup(c.stop)
+	return c
+}
+
+func (c *fakeCluster) stop() {
+	c.mu.Lock()
+	c.stopped = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	c.wg.Wait()
+}
+
+func (c *fakeCluster) hold(h bool) {
+	c.mu.Lock()
+	c.held = h
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}
+
+// applied is how many entries the FSM finished.
+func (c *fakeCluster) applied() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.results)
+}
+
+func (c *fakeCluster) fsm() {
+	defer c.wg.Done()
+	defer close(c.completions)
+	for {
+		c.mu.Lock()
+		for !c.stopped && (c.held || len(c.log) == 0) {
+			c.cond.Wait()
+		}
+		if c.stopped {
+			c.mu.Unlock()
+			return
+		}
+		e := c.log[0]
+		c.log = c.log[1:]
+		failWith := c.failWith
+		c.mu.Unlock()
+		if failWith != nil {
+			c.completions <- func() { e.done(nil, failWith) }
+			continue
+		}
+		res := make([]any, len(c.nodes))
+		var wg sync.WaitGroup
+		for i, n := range c.nodes {
+			// Each node decodes its own copy, as each reads its own log.
+			cmd, err := cluster.DecodeCommand(e.kind, bytes.Clone(e.payload))
+			if err != nil {
+				res[i] = err
+				continue
+			}
+			aa, ok := n.applier(e.key).(cluster.AsyncApplier)
+			if !ok {
+				res[i] = fmt.Errorf("no async applier for %q on node %d", e.key, n.id)
+				continue
+			}
+			wg.Add(1)
+			aa.ApplyAsync(cmd, func(v any) {
+				res[i] = v
+				wg.Done()
+			})
+		}
+		wg.Wait()
+		c.mu.Lock()
+		c.results = append(c.results, res)
+		c.mu.Unlock()
+		c.completions <- func() { e.done(res[e.from], nil) }
+	}
+}
+
+func (c *fakeCluster) completer() {
+	defer c.wg.Done()
+	for f := range c.completions {
+		f()
+	}
+}
+
+func (n *fakeNode) Register(key string, a cluster.Applier) {
+	n.mu.Lock()
+	n.appliers[key], n.ever[key] = a, a
+	n.mu.Unlock()
+}
+
+func (n *fakeNode) Unregister(key string) {
+	n.mu.Lock()
+	delete(n.appliers, key)
+	n.mu.Unlock()
+}
+
+func (n *fakeNode) applier(key string) cluster.Applier {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.appliers[key]
+}
+
+func (n *fakeNode) registered(key string) cluster.AsyncApplier {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ever[key].(cluster.AsyncApplier)
+}
+
+func (n *fakeNode) Propose(key string, cmd cluster.Command, done func(any, error)) {
+	if !n.leader {
+		done(nil, fmt.Errorf("%w: node %d follows", cluster.ErrNotLeader, n.id))
+		return
+	}
+	kind, payload, err := cluster.EncodeCommand(cmd)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	n.c.mu.Lock()
+	n.c.log = append(n.c.log, fakeEntry{key: key, kind: kind, payload: payload, from: n.id, done: done})
+	n.c.cond.Broadcast()
+	n.c.mu.Unlock()
+}
+
+// Harness.
+
+func quietSystem(t *testing.T) *actor.ActorSystem {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	return sys
+}
+
+// openWith opens partition orders-0 on repl and closes it at cleanup.
+func openWith(t *testing.T, sys *actor.ActorSystem, repl cluster.Replicator) *Partition {
+	t.Helper()
+	p, err := Open(sys.Root, Options{Dir: t.TempDir(), Topic: "orders", Config: defaultConfig(t), Repl: repl, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(false) })
+	return p
+}
+
+const testKey = "partition/orders/0"
+
+func await[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer within 10s")
+		panic("unreachable")
+	}
+}
+
+func produceSync(t *testing.T, p *Partition, records []byte) ProduceResult {
+	t.Helper()
+	ch := make(chan ProduceResult, 1)
+	p.Produce(records, -1, func(r ProduceResult) { ch <- r })
+	return await(t, ch)
+}
+
+func markerSync(t *testing.T, p *Partition, pid int64, epoch int16, commit bool) error {
+	t.Helper()
+	ch := make(chan error, 1)
+	p.WriteTxnMarker(pid, epoch, commit, 3, func(err error) { ch <- err })
+	return await(t, ch)
+}
+
+type lowErr struct {
+	low int64
+	err error
+}
+
+func deleteSync(t *testing.T, p *Partition, off int64) (int64, error) {
+	t.Helper()
+	ch := make(chan lowErr, 1)
+	p.DeleteRecords(off, func(low int64, err error) { ch <- lowErr{low, err} })
+	r := await(t, ch)
+	return r.low, r.err
+}
+
+// produceAll sends every record set without waiting and returns the
+// replies in the order they came.
+func produceAll(t *testing.T, p *Partition, sets [][]byte) []ProduceResult {
+	t.Helper()
+	type reply struct {
+		i   int
+		res ProduceResult
+	}
+	ch := make(chan reply, len(sets))
+	for i, recs := range sets {
+		p.Produce(recs, -1, func(r ProduceResult) { ch <- reply{i, r} })
+	}
+	out := make([]ProduceResult, len(sets))
+	for n := range sets {
+		r := await(t, ch)
+		if r.i != n {
+			t.Fatalf("reply %d is for produce %d: replies out of order", n, r.i)
+		}
+		out[r.i] = r.res
+	}
+	return out
+}
+
+// TestAsyncProducesInFlight: many produces in flight at once complete in
+// order with consecutive offsets; nothing is visible before it is applied;
+// the follower applies the same commands to the same results.
+func TestAsyncProducesInFlight(t *testing.T) {
+	c := newFakeCluster(t, 2)
+	sys := quietSystem(t)
+	leader, follower := openWith(t, sys, c.nodes[0]), openWith(t, sys, c.nodes[1])
+
+	c.hold(true)
+	const n = 200
+	sets := make([][]byte, n)
+	for i := range sets {
+		sets[i] = batch(t, -1, -1, -1, 2, false)
+	}
+	type reply struct {
+		i   int
+		res ProduceResult
+	}
+	ch := make(chan reply, n)
+	for i, recs := range sets {
+		leader.Produce(recs, -1, func(r ProduceResult) { ch <- reply{i, r} })
+	}
+	leader.Producers() // the actor took every produce
+	if hw := leader.HighWatermark(); hw != 0 {
+		t.Fatalf("high watermark %d before anything committed", hw)
+	}
+	select {
+	case r := <-ch:
+		t.Fatalf("reply before commit: %+v", r)
+	default:
+	}
+	c.hold(false)
+	for k := range n {
+		r := await(t, ch)
+		if r.i != k {
+			t.Fatalf("reply %d is for produce %d", k, r.i)
+		}
+		if r.res.Err != nil || r.res.BaseOffset != int64(2*k) || r.res.LogStartOffset != 0 || r.res.LogAppendTime != -1 {
+			t.Fatalf("produce %d: %+v", k, r.res)
+		}
+	}
+	if hw := leader.HighWatermark(); hw != 2*n {
+		t.Fatalf("leader high watermark %d, want %d", hw, 2*n)
+	}
+	if hw := follower.HighWatermark(); hw != 2*n {
+		t.Fatalf("follower high watermark %d, want %d", hw, 2*n)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, res := range c.results {
+		if !reflect.DeepEqual(res[0], res[1]) {
+			t.Fatalf("entry %d: leader %+v, follower %+v", i, res[0], res[1])
+		}
+	}
+	lb, err := leader.Read(0, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fb, err := follower.Read(0, 1<<20, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(lb, fb) {
+		t.Fatal("leader and follower logs differ")
+	}
+}
+
+// idempotenceScript is one producer's life: appends, duplicates, gaps,
+// an unknown producer, an epoch bump and a fenced epoch.
+func idempotenceScript(t *testing.T) [][]byte {
+	return [][]byte{
+		batch(t, 7, 0, 0, 2, false),    // 0-1
+		batch(t, 7, 0, 2, 3, false),    // 2-4
+		batch(t, 7, 0, 0, 2, false),    // duplicate: 0
+		batch(t, 7, 0, 2, 3, false),    // duplicate: 2
+		batch(t, 7, 0, 9, 1, false),    // gap: out of order
+		batch(t, 7, 0, 5, 1, false),    // 5
+		batch(t, 8, 0, 3, 1, false),    // unknown producer mid-sequence
+		batch(t, 7, 1, 0, 1, false),    // bumped epoch: 6
+		batch(t, 7, 0, 6, 1, false),    // fenced epoch
+		batch(t, -1, -1, -1, 4, false), // 7-10
+		batch(t, 7, 1, 0, 1, false),    // duplicate on the new epoch: 6
+	}
+}
+
+// TestAsyncIdempotenceMatchesLocal: the same script, all in flight, gets
+// the same answers through the asynchronous replicator as through Local.
+func TestAsyncIdempotenceMatchesLocal(t *testing.T) {
+	sys := quietSystem(t)
+	local := produceAll(t, openWith(t, sys, cluster.NewLocal()), idempotenceScript(t))
+	c := newFakeCluster(t, 2)
+	leader := openWith(t, sys, c.nodes[0])
+	openWith(t, sys, c.nodes[1])
+	c.hold(true)
+	done := make(chan []ProduceResult, 1)
+	go func() { done <- produceAll(t, leader, idempotenceScript(t)) }()
+	leader.Producers()
+	c.hold(false)
+	async := await(t, done)
+
+	wantBase := []int64{0, 2, 0, 2, -1, 5, -1, 6, -1, 7, 6}
+	wantErr := []error{nil, nil, nil, nil, kerr.OutOfOrderSequenceNumber, nil, kerr.OutOfOrderSequenceNumber, nil, kerr.InvalidProducerEpoch, nil, nil}
+	for i := range local {
+		if !reflect.DeepEqual(local[i], async[i]) {
+			t.Errorf("produce %d: local %+v, async %+v", i, local[i], async[i])
+		}
+		if local[i].BaseOffset != wantBase[i] || local[i].Err != wantErr[i] {
+			t.Errorf("produce %d: %+v, want base %d err %v", i, local[i], wantBase[i], wantErr[i])
+		}
+	}
+}
+
+// txnScenario writes transactions and markers; it returns what it saw.
+func txnScenario(t *testing.T, p *Partition) []string {
+	var out []string
+	note := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	r := produceSync(t, p, txnBatch(t, 10, 0, 0, 3)) // 0-2, open
+	note("txn 10: %d %v lso %d", r.BaseOffset, r.Err, p.LastStableOffset())
+	r = produceSync(t, p, batch(t, -1, -1, -1, 2, false)) // 3-4
+	note("plain: %d %v lso %d", r.BaseOffset, r.Err, p.LastStableOffset())
+	note("commit 10: %v hw %d lso %d", markerSync(t, p, 10, 0, true), p.HighWatermark(), p.LastStableOffset()) // marker 5
+	r = produceSync(t, p, txnBatch(t, 11, 0, 0, 2))                                                            // 6-7
+	note("txn 11: %d %v lso %d", r.BaseOffset, r.Err, p.LastStableOffset())
+	note("abort 11: %v hw %d lso %d aborted %v", markerSync(t, p, 11, 0, false), p.HighWatermark(), p.LastStableOffset(), p.AbortedTransactions(0, p.HighWatermark())) // marker 8
+	note("nothing open 12: %v hw %d", markerSync(t, p, 12, 0, true), p.HighWatermark())
+	r = produceSync(t, p, txnBatch(t, 10, 1, 0, 1)) // 9, bumped epoch
+	note("txn 10 epoch 1: %d %v", r.BaseOffset, r.Err)
+	err := markerSync(t, p, 10, 0, true)
+	note("fenced marker: %v", errors.Is(err, kerr.InvalidProducerEpoch))
+	note("commit 10 epoch 1: %v hw %d lso %d", markerSync(t, p, 10, 1, true), p.HighWatermark(), p.LastStableOffset()) // marker 10
+	return out
+}
+
+// TestAsyncMarkersMatchLocal: transaction markers through the asynchronous
+// replicator answer as through Local, and the follower ends in the same
+// transactional state.
+func TestAsyncMarkersMatchLocal(t *testing.T) {
+	sys := quietSystem(t)
+	local := txnScenario(t, openWith(t, sys, cluster.NewLocal()))
+	c := newFakeCluster(t, 2)
+	leader, follower := openWith(t, sys, c.nodes[0]), openWith(t, sys, c.nodes[1])
+	async := txnScenario(t, leader)
+	want := []string{
+		"txn 10: 0 <nil> lso 0",
+		"plain: 3 <nil> lso 0",
+		"commit 10: <nil> hw 6 lso 6",
+		"txn 11: 6 <nil> lso 6",
+		"abort 11: <nil> hw 9 lso 9 aborted [{11 6 8}]",
+		"nothing open 12: <nil> hw 9",
+		"txn 10 epoch 1: 9 <nil>",
+		"fenced marker: true",
+		"commit 10 epoch 1: <nil> hw 11 lso 11",
+	}
+	if !reflect.DeepEqual(local, want) {
+		t.Errorf("local:\n%q\nwant\n%q", local, want)
+	}
+	if !reflect.DeepEqual(async, want) {
+		t.Errorf("async:\n%q\nwant\n%q", async, want)
+	}
+	if follower.HighWatermark() != leader.HighWatermark() || follower.LastStableOffset() != leader.LastStableOffset() ||
+		!reflect.DeepEqual(follower.AbortedTransactions(0, 100), leader.AbortedTransactions(0, 100)) ||
+		!reflect.DeepEqual(follower.Producers(), leader.Producers()) {
+		t.Fatalf("follower differs: hw %d lso %d aborted %v producers %+v; leader hw %d lso %d aborted %v producers %+v",
+			follower.HighWatermark(), follower.LastStableOffset(), follower.AbortedTransactions(0, 100), follower.Producers(),
+			leader.HighWatermark(), leader.LastStableOffset(), leader.AbortedTransactions(0, 100), leader.Producers())
+	}
+}
+
+// deleteScenario moves the log start around; it returns what it saw.
+func deleteScenario(t *testing.T, p *Partition) []string {
+	var out []string
+	note := func(off int64) {
+		low, err := deleteSync(t, p, off)
+		out = append(out, fmt.Sprintf("delete %d: %d %v start %d", off, low, err, p.LogStartOffset()))
+	}
+	if r := produceSync(t, p, batch(t, -1, -1, -1, 10, false)); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	note(4)
+	note(11) // past the high watermark
+	note(2)  // behind the log start: nothing moves
+	note(-1) // the high watermark
+	return out
+}
+
+// TestAsyncDeleteRecordsMatchesLocal: DeleteRecords is replicated; the
+// follower's log start moves too, and Apply re-checks the offset.
+func TestAsyncDeleteRecordsMatchesLocal(t *testing.T) {
+	sys := quietSystem(t)
+	local := deleteScenario(t, openWith(t, sys, cluster.NewLocal()))
+	c := newFakeCluster(t, 2)
+	leader, follower := openWith(t, sys, c.nodes[0]), openWith(t, sys, c.nodes[1])
+	async := deleteScenario(t, leader)
+	want := []string{
+		"delete 4: 4 <nil> start 4",
+		"delete 11: -1 OFFSET_OUT_OF_RANGE: The requested offset is not within the range of offsets maintained by the server. start 4",
+		"delete 2: 4 <nil> start 4",
+		"delete -1: 10 <nil> start 10",
+	}
+	if !reflect.DeepEqual(local, want) {
+		t.Errorf("local:\n%q\nwant\n%q", local, want)
+	}
+	if !reflect.DeepEqual(async, want) {
+		t.Errorf("async:\n%q\nwant\n%q", async, want)
+	}
+	if s := follower.LogStartOffset(); s != 10 {
+		t.Fatalf("follower log start %d, want 10", s)
+	}
+
+	// A command past the log end (a proposer that was wrong about its
+	// high watermark) is refused when applied, on every node alike.
+	ch := make(chan any, 1)
+	c.nodes[1].registered(testKey).ApplyAsync(&deleteRecordsCmd{offset: 50}, func(v any) { ch <- v })
+	if r := await(t, ch); !reflect.DeepEqual(r, deleteRecordsResult{lowWatermark: -1, err: kerr.OffsetOutOfRange}) {
+		t.Fatalf("delete past the log end: %+v", r)
+	}
+}
+
+// TestProposeErrors: a follower refuses proposals at once; a leader that
+// loses leadership fails them later; both answer NOT_LEADER_OR_FOLLOWER.
+func TestProposeErrors(t *testing.T) {
+	c := newFakeCluster(t, 2)
+	sys := quietSystem(t)
+	leader, follower := openWith(t, sys, c.nodes[0]), openWith(t, sys, c.nodes[1])
+
+	check := func(name string, p *Partition, wantNotLeader bool) {
+		t.Helper()
+		r := produceSync(t, p, batch(t, -1, -1, -1, 1, false))
+		if r.Err != kerr.NotLeaderForPartition || r.BaseOffset != -1 {
+			t.Fatalf("%s: produce %+v", name, r)
+		}
+		merr := markerSync(t, p, 1, 0, true)
+		_, derr := deleteSync(t, p, -1)
+		for _, err := range []error{merr, derr} {
+			if !errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, cluster.ErrNotLeader) != wantNotLeader {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+	}
+	check("follower", follower, true)
+
+	c.mu.Lock()
+	c.failWith = fmt.Errorf("%w: leadership lost", cluster.ErrNotLeader)
+	c.mu.Unlock()
+	check("lost leadership", leader, true)
+
+	c.mu.Lock()
+	c.failWith = errors.New("raft is shutting down")
+	c.mu.Unlock()
+	check("unknown outcome", leader, false)
+	r := produceSync(t, leader, batch(t, -1, -1, -1, 1, false))
+	if r.ErrMessage != "raft is shutting down" {
+		t.Fatalf("message %q", r.ErrMessage)
+	}
+}
+
+// TestApplyAsyncClosed: a closed partition still answers ApplyAsync, so
+// the FSM never hangs; proposals in flight at close are answered once.
+func TestApplyAsyncClosed(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	sys := quietSystem(t)
+	p, err := Open(sys.Root, Options{Dir: t.TempDir(), Topic: "orders", Config: defaultConfig(t), Repl: c.nodes[0], Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aa := c.nodes[0].registered(testKey)
+
+	c.hold(true)
+	var mu sync.Mutex
+	replies := map[int]int{}
+	got := make(chan ProduceResult, 10)
+	for i := range 3 {
+		p.Produce(batch(t, -1, -1, -1, 1, false), -1, func(r ProduceResult) {
+			mu.Lock()
+			replies[i]++
+			mu.Unlock()
+			got <- r
+		})
+	}
+	markerErr := make(chan error, 1)
+	p.WriteTxnMarker(1, 0, true, 0, func(err error) { markerErr <- err })
+	p.Producers()
+	// Handed over before Close: still applied.
+	queued := make(chan any, 1)
+	aa.ApplyAsync(&appendCmd{records: batch(t, -1, -1, -1, 1, false), now: time.Now().UnixNano()}, func(v any) { queued <- v })
+	if err := p.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if r := await(t, got); r.Err != kerr.NotLeaderForPartition {
+			t.Fatalf("in flight at close: %+v", r)
+		}
+	}
+	if err := await(t, markerErr); !errors.Is(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("marker in flight at close: %v", err)
+	}
+	if r, ok := await(t, queued).(ProduceResult); !ok || r.Err != nil || r.BaseOffset != 0 {
+		t.Fatalf("apply queued before close: %+v", r)
+	}
+
+	after := make(chan any, 1)
+	aa.ApplyAsync(&appendCmd{records: batch(t, -1, -1, -1, 1, false)}, func(v any) { after <- v })
+	if v := await(t, after); v != kerr.NotLeaderForPartition {
+		t.Fatalf("apply after close: %+v", v)
+	}
+
+	// The held entries now reach the FSM (the applier is gone) and their
+	// late answers are dropped: no second reply.
+	c.hold(false)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.applied() < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("FSM applied %d of 4 entries", c.applied())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range 3 {
+		if replies[i] != 1 {
+			t.Fatalf("produce %d answered %d times", i, replies[i])
+		}
+	}
+}
+
+// TestApplyPanicAnswers: a command Apply cannot handle is answered with an
+// error instead of leaving the FSM waiting.
+func TestApplyPanicAnswers(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	openWith(t, quietSystem(t), c.nodes[0])
+	ch := make(chan any, 1)
+	c.nodes[0].registered(testKey).ApplyAsync(struct{}{}, func(v any) { ch <- v })
+	if err, ok := await(t, ch).(error); !ok || !errors.Is(err, kerr.UnknownServerError) {
+		t.Fatalf("unknown command: %v", err)
+	}
+}
+
+// TestCommandRoundTrip: every command kind decodes to what was encoded,
+// and the decoded records do not alias the payload.
+func TestCommandRoundTrip(t *testing.T) {
+	cmds := []cluster.Command{
+		&appendCmd{records: batch(t, 7, 2, 40, 3, true), now: time.Now().UnixNano()},
+		&appendCmd{records: []byte{}, now: -1},
+		&markerCmd{pid: 1 << 40, epoch: -3, commit: true, coordinatorEpoch: 1<<31 - 1, now: 1_700_000_000_123_456_789},
+		&markerCmd{pid: -1, epoch: 32767, commit: false, coordinatorEpoch: -5, now: 0},
+		&deleteRecordsCmd{offset: 1<<62 + 5},
+		&deleteRecordsCmd{offset: 0},
+	}
+	kinds := []string{kindAppend, kindAppend, kindMarker, kindMarker, kindDeleteRecords, kindDeleteRecords}
+	for i, cmd := range cmds {
+		kind, payload, err := cluster.EncodeCommand(cmd)
+		if err != nil || kind != kinds[i] {
+			t.Fatalf("encode %T: %q %v", cmd, kind, err)
+		}
+		got, err := cluster.DecodeCommand(kind, payload)
+		if err != nil {
+			t.Fatalf("decode %T: %v", cmd, err)
+		}
+		if !reflect.DeepEqual(got, cmd) {
+			t.Fatalf("round trip: %+v, want %+v", got, cmd)
+		}
+		_, again, _ := cluster.EncodeCommand(got)
+		if !bytes.Equal(again, payload) {
+			t.Fatalf("re-encoding %T differs", cmd)
+		}
+		if a, ok := got.(*appendCmd); ok && len(a.records) > 0 {
+			for j := range payload {
+				payload[j] = 0xee
+			}
+			if !reflect.DeepEqual(got, cmd) {
+				t.Fatal("decoded records alias the payload")
+			}
+		}
+	}
+
+	bad := []struct {
+		kind, name string
+		payload    []byte
+	}{
+		{kindAppend, "empty", nil},
+		{kindAppend, "short", []byte{commandVersion, 1, 2}},
+		{kindAppend, "version", append([]byte{commandVersion + 1}, make([]byte, 8)...)},
+		{kindMarker, "short", (&markerCmd{}).AppendCommand(nil)[:10]},
+		{kindMarker, "trailing", append((&markerCmd{}).AppendCommand(nil), 0)},
+		{kindMarker, "commit flag", func() []byte { b := (&markerCmd{}).AppendCommand(nil); b[11] = 2; return b }()},
+		{kindDeleteRecords, "trailing", append((&deleteRecordsCmd{}).AppendCommand(nil), 0)},
+	}
+	for _, b := range bad {
+		if _, err := cluster.DecodeCommand(b.kind, b.payload); err == nil {
+			t.Errorf("%s %s: decoded", b.kind, b.name)
+		}
+	}
+}
+
+// TestApplyAsyncDuringClose: a command handed over while Close is queued
+// behind other work is still answered (the actor drains its mailbox).
+func TestApplyAsyncDuringClose(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	sys := quietSystem(t)
+	p, err := Open(sys.Root, Options{Dir: t.TempDir(), Topic: "orders", Config: defaultConfig(t), Repl: c.nodes[0], Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aa := c.nodes[0].registered(testKey)
+	// The reply runs on the actor goroutine: blocking it holds the actor
+	// while Close and then ApplyAsync queue up behind it.
+	unblock, replied := make(chan struct{}), make(chan struct{})
+	p.Produce(batch(t, -1, -1, -1, 1, false), -1, func(ProduceResult) { close(replied); <-unblock })
+	await(t, replied)
+	closed := make(chan error, 1)
+	go func() { closed <- p.Close(false) }()
+	time.Sleep(20 * time.Millisecond) // let closeMsg reach the mailbox first
+	answer := make(chan any, 1)
+	aa.ApplyAsync(&appendCmd{records: batch(t, -1, -1, -1, 1, false)}, func(v any) { answer <- v })
+	close(unblock)
+	if err := await(t, closed); err != nil {
+		t.Fatal(err)
+	}
+	switch v := await(t, answer).(type) {
+	case error:
+		if v != kerr.NotLeaderForPartition {
+			t.Fatalf("apply during close: %v", v)
+		}
+	case ProduceResult: // it overtook Close: applied, also an answer
+	default:
+		t.Fatalf("apply during close: %+v", v)
+	}
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/regent-broker/regent/cluster"
+)
+
+// adminServer is the node's HTTP admin endpoint in cluster mode:
+//
+//	GET    /cluster/status        this node's view (regent cluster status)
+//	POST   /cluster/voters        add a voter: a cluster.Peer as JSON
+//	DELETE /cluster/voters/{id}   remove a voter
+//
+// Membership changes run on the leader; other nodes forward them there.
+type adminServer struct {
+	repl   *cluster.Raft
+	nodes  *cluster.Nodes
+	logger *slog.Logger
+	srv    *http.Server
+}
+
+func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, logger *slog.Logger) (*adminServer, error) {
+	a := &adminServer{repl: repl, nodes: nodes, logger: logger.With("component", "admin")}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /cluster/status", a.status)
+	mux.HandleFunc("POST /cluster/voters", a.addVoter)
+	mux.HandleFunc("DELETE /cluster/voters/{id}", a.removeVoter)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
+	}
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := a.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.logger.Warn("admin endpoint stopped", "err", err)
+		}
+	}()
+	a.logger.Info("admin endpoint listening", "addr", addr)
+	return a, nil
+}
+
+func (a *adminServer) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = a.srv.Shutdown(ctx)
+}
+
+func (a *adminServer) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, a.repl.Status(a.nodes.Get))
+}
+
+// forward sends a membership change to the leader's admin endpoint;
+// it reports false when this node should handle it itself.
+func (a *adminServer) forward(w http.ResponseWriter, r *http.Request, body []byte) bool {
+	if a.repl.Ready() {
+		return false
+	}
+	if r.Header.Get("X-Regent-Forwarded") != "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "forwarded to a node that is not the leader; retry"})
+		return true
+	}
+	leader, ok := a.nodes.Get(a.repl.Leader())
+	if !ok || leader.Admin == "" {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": fmt.Sprintf("no leader with an admin endpoint is known (leader %d)", a.repl.Leader())})
+		return true
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+leader.Admin+r.URL.Path, bytes.NewReader(body))
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
+		return true
+	}
+	req.Header.Set("X-Regent-Forwarded", "1")
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		writeJSON(w, http.StatusBadGateway, map[string]string{"error": fmt.Sprintf("forward to leader %d: %v", leader.ID, err)})
+		return true
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+	return true
+}
+
+func (a *adminServer) addVoter(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	if err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		return
+	}
+	var p cluster.Peer
+	if err := json.Unmarshal(body, &p); err != nil || p.ID <= 0 || p.Raft == "" || p.Kafka == "" {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want {\"id\":N,\"kafka\":\"host:port\",\"raft\":\"host:port\",\"admin\":\"host:port\"} with a positive id"})
+		return
+	}
+	if a.forward(w, r, body) {
+		return
+	}
+	// The directory entry first, so Metadata can name the node as soon as
+	// it is a voter.
+	if err := proposeWait(a.repl, cluster.NodesKey, cluster.UpsertNode(p)); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	if err := a.repl.AddVoter(p); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	a.logger.Info("voter added", "node", p.ID, "raft", p.Raft, "kafka", p.Kafka)
+	writeJSON(w, http.StatusOK, a.repl.Status(a.nodes.Get))
+}
+
+func (a *adminServer) removeVoter(w http.ResponseWriter, r *http.Request) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 32)
+	if err != nil || id <= 0 {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "voter id must be a positive integer"})
+		return
+	}
+	if a.forward(w, r, nil) {
+		return
+	}
+	if err := a.repl.RemoveVoter(int32(id)); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	// Removing the leader itself makes it step down; the entry then stays
+	// in the directory, harmless, as Metadata lists voters only.
+	if err := proposeWait(a.repl, cluster.NodesKey, cluster.RemoveNode(int32(id))); err != nil {
+		a.logger.Info("voter removed; directory entry kept", "node", id, "err", err)
+	}
+	a.logger.Info("voter removed", "node", id)
+	writeJSON(w, http.StatusOK, a.repl.Status(a.nodes.Get))
+}
+
+// proposeWait proposes cmd and waits for it to be applied.
+func proposeWait(r cluster.Replicator, key string, cmd cluster.Command) error {
+	done := make(chan error, 1)
+	r.Propose(key, cmd, func(res any, err error) {
+		if err == nil {
+			if e, ok := res.(error); ok {
+				err = e
+			}
+		}
+		done <- err
+	})
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		return errors.New("proposal not applied within 30s")
+	}
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

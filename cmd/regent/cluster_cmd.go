@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/regent-broker/regent/cluster"
+)
+
+// clusterCommand runs `regent cluster status|add-voter|remove-voter`
+// against a node's admin endpoint and returns the exit status.
+func clusterCommand(args []string, stdout, stderr io.Writer) int {
+	usage := func() int {
+		fmt.Fprintln(stderr, `usage:
+  regent cluster status       --admin host:port
+  regent cluster add-voter    --admin host:port --id N --kafka host:port --raft host:port [--node-admin host:port]
+  regent cluster remove-voter --admin host:port --id N`)
+		return 2
+	}
+	if len(args) == 0 {
+		return usage()
+	}
+	fs := flag.NewFlagSet("regent cluster "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	admin := fs.String("admin", "127.0.0.1:9300", "admin endpoint of any node")
+	id := fs.Int("id", 0, "the voter's node id")
+	kafka := fs.String("kafka", "", "the new voter's advertised Kafka host:port")
+	raftAddr := fs.String("raft", "", "the new voter's raft host:port")
+	nodeAdmin := fs.String("node-admin", "", "the new voter's admin host:port")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	client := &http.Client{Timeout: 60 * time.Second}
+	var req *http.Request
+	var err error
+	switch args[0] {
+	case "status":
+		req, err = http.NewRequest(http.MethodGet, "http://"+*admin+"/cluster/status", nil)
+	case "add-voter":
+		if *id <= 0 || *kafka == "" || *raftAddr == "" {
+			return usage()
+		}
+		body, _ := json.Marshal(cluster.Peer{ID: int32(*id), Kafka: *kafka, Raft: *raftAddr, Admin: *nodeAdmin})
+		req, err = http.NewRequest(http.MethodPost, "http://"+*admin+"/cluster/voters", bytes.NewReader(body))
+	case "remove-voter":
+		if *id <= 0 {
+			return usage()
+		}
+		req, err = http.NewRequest(http.MethodDelete, fmt.Sprintf("http://%s/cluster/voters/%d", *admin, *id), nil)
+	default:
+		return usage()
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "regent cluster:", err)
+		return 1
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		fmt.Fprintln(stderr, "regent cluster:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintf(stderr, "regent cluster %s: %s: %s", args[0], resp.Status, out)
+		return 1
+	}
+	_, _ = stdout.Write(out)
+	return 0
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/txn"
+	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/protocol"
+)
+
+// onLeader runs when this node becomes the caught-up raft leader: it
+// records its addresses (and the initial peers') in the node directory,
+// fixes the cluster id on first election, and starts the coordinators.
+func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []cluster.Peer, pids *protocol.ProducerIDs, groups *group.Manager, txns *txn.Coordinator, logger *slog.Logger) {
+	if cur, ok := nodes.Get(self.ID); !ok || cur != self {
+		if err := proposeWait(r, cluster.NodesKey, cluster.UpsertNode(self)); err != nil {
+			logger.Warn("record this node in the directory", "err", err)
+		}
+	}
+	for _, p := range peers {
+		if _, ok := nodes.Get(p.ID); !ok {
+			if err := proposeWait(r, cluster.NodesKey, cluster.UpsertNode(p)); err != nil {
+				logger.Warn("record a peer in the directory", "node", p.ID, "err", err)
+			}
+		}
+	}
+	if nodes.ClusterID() == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		if err := proposeWait(r, cluster.NodesKey, cluster.SetClusterID(base64.RawURLEncoding.EncodeToString(b[:]))); err != nil {
+			logger.Warn("choose the cluster id", "err", err)
+		}
+	}
+	pids.Resume()
+	if err := groups.Activate(); err != nil {
+		logger.Error("start the group coordinator", "err", err)
+	}
+	if err := txns.Activate(); err != nil {
+		logger.Error("start the transaction coordinator", "err", err)
+	}
+}
+
+// reexec restarts the process in place (same pid, arguments and
+// environment), to load a snapshot the leader installed.
+func reexec() {
+	exe, err := os.Executable()
+	if err != nil {
+		slog.Error("cannot restart to load the installed snapshot", "err", err)
+		return
+	}
+	err = syscall.Exec(exe, os.Args, os.Environ())
+	slog.Error("cannot restart to load the installed snapshot", "err", err)
+}
+
+// raftView is the protocol's view of a raft cluster. Voters are cached
+// briefly: asking raft for its configuration is a round trip to its
+// goroutine, and Metadata is frequent.
+type raftView struct {
+	r      *cluster.Raft
+	nodes  *cluster.Nodes
+	static map[int32]cluster.Peer // --peers and self, until the directory has them
+
+	cache struct {
+		sync.Mutex
+		at     time.Time
+		voters []int32
+	}
+	leaderCache atomic.Int32
+}
+
+func newRaftView(r *cluster.Raft, nodes *cluster.Nodes, static []cluster.Peer) *raftView {
+	v := &raftView{r: r, nodes: nodes, static: map[int32]cluster.Peer{}}
+	for _, p := range static {
+		v.static[p.ID] = p
+	}
+	return v
+}
+
+func (v *raftView) peer(id int32) (cluster.Peer, bool) {
+	if p, ok := v.nodes.Get(id); ok {
+		return p, true
+	}
+	p, ok := v.static[id]
+	return p, ok
+}
+
+func (v *raftView) Brokers() []protocol.BrokerAddr {
+	var out []protocol.BrokerAddr
+	for _, id := range v.Voters() {
+		if p, ok := v.peer(id); ok {
+			out = append(out, protocol.ParseBrokerAddr(id, p.Kafka))
+		}
+	}
+	return out
+}
+
+func (v *raftView) Leader() int32 { return v.r.Leader() }
+func (v *raftView) Serving() bool { return v.r.Ready() }
+
+func (v *raftView) Voters() []int32 {
+	v.cache.Lock()
+	defer v.cache.Unlock()
+	if time.Since(v.cache.at) > 200*time.Millisecond || v.cache.voters == nil {
+		if vs := v.r.Voters(); vs != nil {
+			v.cache.voters, v.cache.at = vs, time.Now()
+		}
+	}
+	return v.cache.voters
+}
+
+func (v *raftView) InSync() []int32 { return v.r.InSync() }
+
+func (v *raftView) ClusterID() string { return v.nodes.ClusterID() }

@@ -1,0 +1,77 @@
+package protocol
+
+import (
+	"net"
+	"strconv"
+)
+
+// ClusterView is what handlers know of the cluster: which nodes exist at
+// which Kafka address, who leads, and whether this node serves. In
+// cluster mode one raft group leads everything: the raft leader is the
+// leader of every partition and the group and transaction coordinator.
+type ClusterView interface {
+	// Brokers lists the voters with their Kafka addresses, by id.
+	Brokers() []BrokerAddr
+	// Leader is the leading node's id, -1 while none is known.
+	Leader() int32
+	// Serving reports whether this node is the caught-up leader.
+	Serving() bool
+	// Voters lists every voter; InSync those the leader hears from.
+	Voters() []int32
+	InSync() []int32
+	// ClusterID is the id every node reports.
+	ClusterID() string
+}
+
+// BrokerAddr is one node's advertised Kafka address.
+type BrokerAddr struct {
+	ID   int32
+	Host string
+	Port int32
+}
+
+// ParseBrokerAddr splits host:port ("" host and port -1 when malformed).
+func ParseBrokerAddr(id int32, hostport string) BrokerAddr {
+	host, port, err := net.SplitHostPort(hostport)
+	if err != nil {
+		return BrokerAddr{ID: id, Port: -1}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return BrokerAddr{ID: id, Host: host, Port: -1}
+	}
+	return BrokerAddr{ID: id, Host: host, Port: int32(p)}
+}
+
+// singleNode is the view of a one-node broker: it is everything.
+type singleNode struct {
+	self BrokerAddr
+	id   string
+}
+
+func (s singleNode) ClusterID() string     { return s.id }
+func (s singleNode) Brokers() []BrokerAddr { return []BrokerAddr{s.self} }
+func (s singleNode) Leader() int32         { return s.self.ID }
+func (s singleNode) Serving() bool         { return true }
+func (s singleNode) Voters() []int32       { return []int32{s.self.ID} }
+func (s singleNode) InSync() []int32       { return []int32{s.self.ID} }
+
+// broker returns the address of node id, if it is a known voter.
+func (s *Server) broker(id int32) (BrokerAddr, bool) {
+	for _, b := range s.cluster.Brokers() {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return BrokerAddr{}, false
+}
+
+// isVoter reports whether id is a voter.
+func (s *Server) isVoter(id int32) bool {
+	for _, v := range s.cluster.Voters() {
+		if v == id {
+			return true
+		}
+	}
+	return false
+}
