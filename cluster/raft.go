@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -665,7 +667,25 @@ func (r *Raft) Shutdown() error {
 type slogWriter struct{ log *slog.Logger }
 
 func (w *slogWriter) Write(p []byte) (int, error) {
-	w.log.Info("raft", "line", string(trimNewline(p)))
+	var line struct {
+		Level   string `json:"@level"`
+		Message string `json:"@message"`
+	}
+	raw := trimNewline(p)
+	if err := json.Unmarshal(raw, &line); err != nil || line.Message == "" {
+		w.log.Info("raft", "line", string(raw))
+		return len(p), nil
+	}
+	lv := slog.LevelInfo
+	switch line.Level {
+	case "trace", "debug":
+		lv = slog.LevelDebug
+	case "warn":
+		lv = slog.LevelWarn
+	case "error":
+		lv = slog.LevelError
+	}
+	w.log.Log(context.Background(), lv, "raft: "+line.Message, "detail", string(raw))
 	return len(p), nil
 }
 

@@ -43,7 +43,8 @@ func (s *Server) createTopics(r *Request) {
 			}
 			ot.TopicID = t.ID
 			ot.NumPartitions = int32(len(t.Partitions))
-			ot.ReplicationFactor = 1
+			// Every voter holds every partition.
+			ot.ReplicationFactor = int16(len(s.cluster.Voters()))
 			for _, e := range logconfig.DescribeTopic(t.Configs, s.topics.Broker()) {
 				c := kmsg.NewCreateTopicsResponseTopicConfig()
 				c.Name = e.Name

@@ -72,7 +72,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return logger.With("component", "actors")
 	}))
 	sync := partition.SyncInterval
-	if cfg.Fsync == "always" {
+	// In cluster mode the raft log, fsynced on a majority before an
+	// answer, is the durable copy; the state directory is rebuilt from it.
+	if cfg.Fsync == "always" && !cfg.Clustered() {
 		sync = partition.SyncAlways
 	}
 	adv := cfg.Advertise
@@ -136,13 +138,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	groups, err := group.NewManager(group.Options{DataDir: stateDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: cfg.Fsync == "always", Repl: repl, Standby: cfg.Clustered()})
+	groups, err := group.NewManager(group.Options{DataDir: stateDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: sync == partition.SyncAlways, Repl: repl, Standby: cfg.Clustered()})
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
 	}
 	txns, err := txn.NewCoordinator(txn.Options{
 		DataDir: stateDir, Root: system.Root, Logger: logger, Repl: repl, Standby: cfg.Clustered(),
-		NextProducerID: pids.Next, Offsets: groups, Fsync: cfg.Fsync == "always",
+		NextProducerID: pids.Next, Offsets: groups, Fsync: sync == partition.SyncAlways,
 		MaxTimeout: cfg.TxnMaxTimeout,
 		Partitions: func(t string, p int32) txn.TxnPartition {
 			if pp := reg.Partition(t, p); pp != nil {
