@@ -1,0 +1,715 @@
+package brokertest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Voter is one member of the raft configuration as `regent cluster status`
+// prints it.
+type Voter struct {
+	ID    int32  `json:"id"`
+	Kafka string `json:"kafka"`
+	Raft  string `json:"raft"`
+	Admin string `json:"admin"`
+}
+
+// Status is the JSON object `regent cluster status` prints.
+type Status struct {
+	NodeID       int32   `json:"node_id"`
+	LeaderID     int32   `json:"leader_id"`
+	State        string  `json:"state"`
+	Term         uint64  `json:"term"`
+	CommitIndex  uint64  `json:"commit_index"`
+	AppliedIndex uint64  `json:"applied_index"`
+	Voters       []Voter `json:"voters"`
+}
+
+// IsLeader reports whether the node says it is the leader.
+func (s Status) IsLeader() bool {
+	return strings.EqualFold(s.State, "leader") && s.LeaderID == s.NodeID
+}
+
+// HasVoter reports whether id is in the node's view of the voters.
+func (s Status) HasVoter(id int32) bool {
+	return slices.ContainsFunc(s.Voters, func(v Voter) bool { return v.ID == id })
+}
+
+// VoterIDs returns the voters' ids, sorted.
+func (s Status) VoterIDs() []int32 {
+	ids := make([]int32, 0, len(s.Voters))
+	for _, v := range s.Voters {
+		ids = append(ids, v.ID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Node is one regent process of a Cluster. Its Broker's Addr is the
+// node's Kafka address and Dir its data directory; Raft and Admin are its
+// raft and HTTP admin addresses. A node keeps its addresses and data over
+// Kill and Restart, and its log over restarts (use Cluster.Restart, not
+// the Broker's, which waits only for Kafka and starts a fresh log).
+type Node struct {
+	*Broker
+	ID    int32
+	Raft  string
+	Admin string
+	Join  bool // started with --join (added by AddNode)
+}
+
+// Alive reports whether the node's process is running.
+func (n *Node) Alive() bool {
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (n *Node) peerSpec() string {
+	return fmt.Sprintf("%d=%s/%s/%s", n.ID, n.Addr, n.Raft, n.Admin)
+}
+
+// Cluster is a set of regent nodes in raft cluster mode on loopback ports.
+// Every process is killed when the test ends; if the test failed, each
+// node's log tail is logged. Its methods are meant for the test's own
+// goroutine, except Seeds, Node and Status, which any goroutine may call.
+type Cluster struct {
+	t     testing.TB
+	extra []string
+
+	mu    sync.Mutex
+	nodes map[int32]*Node // the members: started and not removed
+	all   []*Node         // every node ever started, for the log tails
+}
+
+// Deadlines of the harness's own waits.
+const (
+	listenTimeout = 60 * time.Second
+	leaderTimeout = 90 * time.Second
+	cliTimeout    = 10 * time.Second
+)
+
+// StartCluster starts n nodes (ids 1..n) that bootstrap together from the
+// same --peers, each on fresh data and free loopback ports, with extra
+// args appended to every node's command line (and to any AddNode later).
+// It returns once every node listens on its admin and Kafka ports and a
+// majority agrees on a leader.
+func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
+	t.Helper()
+	if n < 1 {
+		t.Fatalf("StartCluster(%d)", n)
+	}
+	Binary(t) // build before any clock starts
+	c := &Cluster{t: t, extra: extra, nodes: map[int32]*Node{}}
+	t.Cleanup(c.shutdown)
+	ports := freePorts(t, 3*n)
+	var nodes []*Node
+	for i := range n {
+		nodes = append(nodes, c.newNode(int32(i+1), ports[3*i:3*i+3], false))
+	}
+	var specs []string
+	for _, nd := range nodes {
+		specs = append(specs, nd.peerSpec())
+	}
+	peers := strings.Join(specs, ",")
+	for _, nd := range nodes {
+		nd.Args = c.nodeArgs(nd, peers)
+		c.addMember(nd)
+	}
+	// Every process first, then the waits: a node may not listen before
+	// it can reach its peers.
+	for _, nd := range nodes {
+		nd.spawn()
+	}
+	deadline := time.Now().Add(listenTimeout)
+	for _, nd := range nodes {
+		c.waitListening(nd, nd.Admin, deadline)
+		c.waitListening(nd, nd.Addr, deadline)
+	}
+	c.WaitLeader(t, leaderTimeout)
+	return c
+}
+
+func (c *Cluster) newNode(id int32, ports []int, join bool) *Node {
+	return &Node{
+		Broker: &Broker{
+			Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
+			Dir:  c.t.TempDir(),
+			t:    c.t,
+		},
+		ID:    id,
+		Raft:  fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		Admin: fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		Join:  join,
+	}
+}
+
+// nodeArgs is everything after --listen and --data.
+func (c *Cluster) nodeArgs(n *Node, peers string) []string {
+	args := []string{
+		"--node-id", fmt.Sprint(n.ID),
+		"--raft-listen", n.Raft,
+		"--admin-listen", n.Admin,
+		"--peers", peers,
+	}
+	if n.Join {
+		args = append(args, "--join")
+	}
+	return append(args, c.extra...)
+}
+
+func (c *Cluster) addMember(n *Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.nodes[n.ID] = n
+	c.all = append(c.all, n)
+}
+
+func (c *Cluster) shutdown() {
+	c.mu.Lock()
+	all := slices.Clone(c.all)
+	c.mu.Unlock()
+	for _, n := range all {
+		n.Kill()
+	}
+	if !c.t.Failed() {
+		return
+	}
+	// The whole logs outlive the test's temporary directories.
+	dir, err := os.MkdirTemp("", "regent-cluster-logs-"+strings.NewReplacer("/", "_", " ", "_").Replace(c.t.Name())+"-")
+	for _, n := range all {
+		where := ""
+		if err == nil {
+			path := filepath.Join(dir, fmt.Sprintf("node-%d.log", n.ID))
+			if werr := os.WriteFile(path, []byte(n.LogTail(math.MaxInt)), 0o644); werr == nil {
+				where = " (whole log: " + path + ")"
+			}
+		}
+		c.t.Logf("node %d (kafka %s, raft %s, admin %s) log tail%s:\n%s", n.ID, n.Addr, n.Raft, n.Admin, where, n.LogTail(8000))
+	}
+}
+
+// freePorts returns k distinct loopback ports that were free a moment ago.
+func freePorts(t testing.TB, k int) []int {
+	t.Helper()
+	seen := map[int]bool{}
+	var out []int
+	for tries := 0; len(out) < k; tries++ {
+		if tries > 50*k {
+			t.Fatalf("could not find %d distinct free ports", k)
+		}
+		p := FreePort(t)
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// spawn starts the process without waiting for it to listen, appending to
+// the node's log rather than replacing it.
+func (b *Broker) spawn() {
+	b.t.Helper()
+	bin := Binary(b.t)
+	args := append([]string{"--listen", b.Addr, "--data", b.Dir}, b.Args...)
+	cmd := exec.Command(bin, args...)
+	b.mu.Lock()
+	if b.log == nil {
+		b.log = new(bytes.Buffer)
+	} else {
+		fmt.Fprintf(b.log, "\n===== brokertest: restarted at %s =====\n", time.Now().Format(time.RFC3339Nano))
+	}
+	w := &lockedWriter{w: b.log, mu: &b.mu}
+	b.mu.Unlock()
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		b.t.Fatalf("start regent: %v", err)
+	}
+	b.cmd = cmd
+	exited := make(chan struct{})
+	b.exited = exited
+	go func() { _ = cmd.Wait(); close(exited) }()
+}
+
+// waitListening waits until addr accepts connections, failing the test if
+// the node exits or the deadline passes.
+func (c *Cluster) waitListening(n *Node, addr string, deadline time.Time) {
+	c.t.Helper()
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		select {
+		case <-n.exited:
+			c.t.Fatalf("node %d exited before listening on %s:\n%s", n.ID, addr, n.LogTail(4000))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("node %d did not listen on %s in time:\n%s", n.ID, addr, n.LogTail(4000))
+		}
+	}
+}
+
+// Node returns the member with that id, or nil.
+func (c *Cluster) Node(id int32) *Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nodes[id]
+}
+
+// Nodes returns the members in id order.
+func (c *Cluster) Nodes() []*Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*Node, 0, len(c.nodes))
+	for _, n := range c.nodes {
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b *Node) int { return int(a.ID - b.ID) })
+	return out
+}
+
+// IDs returns the members' ids in order.
+func (c *Cluster) IDs() []int32 {
+	var ids []int32
+	for _, n := range c.Nodes() {
+		ids = append(ids, n.ID)
+	}
+	return ids
+}
+
+// LiveIDs returns the ids of the members whose process runs.
+func (c *Cluster) LiveIDs() []int32 {
+	var ids []int32
+	for _, n := range c.Nodes() {
+		if n.Alive() {
+			ids = append(ids, n.ID)
+		}
+	}
+	return ids
+}
+
+// Seeds returns every member's Kafka address, running or not.
+func (c *Cluster) Seeds() []string {
+	var s []string
+	for _, n := range c.Nodes() {
+		s = append(s, n.Addr)
+	}
+	return s
+}
+
+// LiveSeeds returns the Kafka addresses of the members that run.
+func (c *Cluster) LiveSeeds() []string {
+	var s []string
+	for _, n := range c.Nodes() {
+		if n.Alive() {
+			s = append(s, n.Addr)
+		}
+	}
+	return s
+}
+
+func (c *Cluster) mustNode(t testing.TB, id int32) *Node {
+	t.Helper()
+	n := c.Node(id)
+	if n == nil {
+		t.Fatalf("no node %d in the cluster (members %v)", id, c.IDs())
+	}
+	return n
+}
+
+// Kill sends SIGKILL to node id and waits for it to go.
+func (c *Cluster) Kill(id int32) {
+	c.t.Helper()
+	n := c.mustNode(c.t, id)
+	n.Kill()
+	c.t.Logf("cluster: killed node %d", id)
+}
+
+// Restart starts node id again on the same addresses and data and waits
+// until it listens on its admin and Kafka ports (not until it caught up:
+// see WaitCaughtUp).
+func (c *Cluster) Restart(id int32) {
+	c.t.Helper()
+	n := c.mustNode(c.t, id)
+	if n.Alive() {
+		c.t.Fatalf("restart node %d: it is running", id)
+	}
+	n.spawn()
+	deadline := time.Now().Add(listenTimeout)
+	c.waitListening(n, n.Admin, deadline)
+	c.waitListening(n, n.Addr, deadline)
+	c.t.Logf("cluster: restarted node %d", id)
+}
+
+// CLI runs `regent cluster <args...>` and returns its stdout; err carries
+// the exit status and stderr.
+func (c *Cluster) CLI(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, Binary(c.t), append([]string{"cluster"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("regent cluster %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// StatusAt runs `regent cluster status --admin addr`.
+func (c *Cluster) StatusAt(ctx context.Context, admin string) (Status, error) {
+	ctx, cancel := context.WithTimeout(ctx, cliTimeout)
+	defer cancel()
+	out, err := c.CLI(ctx, "status", "--admin", admin)
+	if err != nil {
+		return Status{}, err
+	}
+	var st Status
+	i := strings.IndexByte(out, '{')
+	if i < 0 {
+		return Status{}, fmt.Errorf("cluster status --admin %s: no JSON object in %q", admin, out)
+	}
+	if err := json.NewDecoder(strings.NewReader(out[i:])).Decode(&st); err != nil {
+		return Status{}, fmt.Errorf("cluster status --admin %s: %v in %q", admin, err, out)
+	}
+	return st, nil
+}
+
+// Status is node id's `cluster status`.
+func (c *Cluster) Status(id int32) (Status, error) {
+	n := c.Node(id)
+	if n == nil {
+		return Status{}, fmt.Errorf("no node %d", id)
+	}
+	return c.StatusAt(context.Background(), n.Admin)
+}
+
+// statuses asks every running member for its status, concurrently.
+func (c *Cluster) statuses() (map[int32]Status, map[int32]error) {
+	type res struct {
+		id  int32
+		st  Status
+		err error
+	}
+	var live []*Node
+	for _, n := range c.Nodes() {
+		if n.Alive() {
+			live = append(live, n)
+		}
+	}
+	ch := make(chan res, len(live))
+	for _, n := range live {
+		go func() {
+			st, err := c.StatusAt(context.Background(), n.Admin)
+			ch <- res{n.ID, st, err}
+		}()
+	}
+	sts, errs := map[int32]Status{}, map[int32]error{}
+	for range live {
+		r := <-ch
+		if r.err != nil {
+			errs[r.id] = r.err
+		} else {
+			sts[r.id] = r.st
+		}
+	}
+	return sts, errs
+}
+
+// leaderNow returns the leader a majority of the voters agrees on right
+// now: a running node that says it leads, whom running nodes that are a
+// majority of its voters name as leader. 0 if there is none.
+func leaderNow(sts map[int32]Status) int32 {
+	votes := map[int32]int{}
+	for _, st := range sts {
+		if st.LeaderID > 0 {
+			votes[st.LeaderID]++
+		}
+	}
+	for id, n := range votes {
+		ls, ok := sts[id]
+		if !ok || !ls.IsLeader() {
+			continue
+		}
+		if len(ls.Voters) == 0 || 2*n > len(ls.Voters) {
+			return id
+		}
+	}
+	return 0
+}
+
+// WaitLeader polls `cluster status` on the running members until a
+// majority agrees on a running leader, and returns its id.
+func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) int32 {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		sts, errs := c.statuses()
+		if id := leaderNow(sts); id > 0 {
+			return id
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no leader within %s: statuses %+v, errors %v", timeout, sts, errs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// LeaderID returns the current leader's id, waiting up to 30s for one.
+func (c *Cluster) LeaderID(t testing.TB) int32 {
+	t.Helper()
+	return c.WaitLeader(t, 30*time.Second)
+}
+
+// WaitCaughtUp waits until node id has applied at least the leader's
+// commit index as of the call, and knows the leader.
+func (c *Cluster) WaitCaughtUp(t testing.TB, id int32, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	leader := c.WaitLeader(t, timeout)
+	var target uint64
+	for {
+		ls, err := c.Status(leader)
+		if err == nil {
+			target = ls.CommitIndex
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leader %d status: %v", leader, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var last Status
+	var lastErr error
+	for {
+		st, err := c.Status(id)
+		if err == nil && st.AppliedIndex >= target && st.LeaderID > 0 {
+			t.Logf("cluster: node %d caught up (applied %d, leader %d's commit index was %d)", id, st.AppliedIndex, leader, target)
+			return
+		}
+		last, lastErr = st, err
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d did not catch up to index %d within %s: %+v %v", id, target, timeout, last, lastErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitVoter waits until the leader's configuration has (present) or lacks
+// id, running try (if not nil) between polls while it does not.
+func (c *Cluster) waitVoter(t testing.TB, id int32, present bool, deadline time.Time, try func() error) {
+	t.Helper()
+	var lastErr error
+	for {
+		sts, _ := c.statuses()
+		switch l := leaderNow(sts); {
+		case l == 0:
+			lastErr = errors.New("no leader")
+		case l == id && present:
+			return // it leads, so it is a voter
+		case l == id:
+			lastErr = fmt.Errorf("node %d leads", id)
+		case sts[l].HasVoter(id) == present:
+			return
+		}
+		if try != nil {
+			if err := try(); err != nil {
+				lastErr = err
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("voter %d present=%v not reached: %v; statuses %+v", id, present, lastErr, sts)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// AddNode starts a node with the next free id and --join, adds it with
+// `regent cluster add-voter` (sent to a running member's admin, the first
+// in id order) and waits until it is a voter, listens on Kafka and has
+// caught up.
+func (c *Cluster) AddNode(t testing.TB) *Node {
+	t.Helper()
+	var id int32
+	members := c.Nodes()
+	for _, n := range members {
+		id = max(id, n.ID)
+	}
+	id++
+	ports := freePorts(t, 3)
+	n := c.newNode(id, ports, true)
+	// --peers names the current members and the new node: the join does
+	// not bootstrap from it, but it tells the node where the cluster is.
+	var specs []string
+	for _, m := range members {
+		specs = append(specs, m.peerSpec())
+	}
+	specs = append(specs, n.peerSpec())
+	n.Args = c.nodeArgs(n, strings.Join(specs, ","))
+	c.addMember(n)
+	n.spawn()
+	deadline := time.Now().Add(leaderTimeout)
+	c.waitListening(n, n.Admin, deadline)
+	attempt := 0
+	c.waitVoter(t, id, true, deadline, func() error {
+		if !n.Alive() {
+			t.Fatalf("joining node %d exited:\n%s", id, n.LogTail(4000))
+		}
+		live := c.otherLive(id)
+		if len(live) == 0 {
+			return errors.New("no running member")
+		}
+		via := live[attempt%len(live)]
+		attempt++
+		ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+		defer cancel()
+		_, err := c.CLI(ctx, "add-voter", "--admin", via.Admin, "--id", fmt.Sprint(id),
+			"--kafka", n.Addr, "--raft", n.Raft, "--node-admin", n.Admin)
+		return err
+	})
+	c.waitListening(n, n.Addr, deadline)
+	c.WaitCaughtUp(t, id, time.Until(deadline))
+	t.Logf("cluster: node %d joined (kafka %s)", id, n.Addr)
+	return n
+}
+
+func (c *Cluster) otherLive(id int32) []*Node {
+	var out []*Node
+	for _, n := range c.Nodes() {
+		if n.ID != id && n.Alive() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// RemoveNode runs `regent cluster remove-voter` for id (via another
+// running member's admin) until the leader's configuration lacks it, then
+// kills the node and drops it from the members.
+func (c *Cluster) RemoveNode(t testing.TB, id int32) {
+	t.Helper()
+	n := c.mustNode(t, id)
+	deadline := time.Now().Add(leaderTimeout)
+	attempt := 0
+	c.waitVoter(t, id, false, deadline, func() error {
+		live := c.otherLive(id)
+		if len(live) == 0 {
+			return errors.New("no other running member")
+		}
+		via := live[attempt%len(live)]
+		attempt++
+		ctx, cancel := context.WithTimeout(context.Background(), cliTimeout)
+		defer cancel()
+		_, err := c.CLI(ctx, "remove-voter", "--admin", via.Admin, "--id", fmt.Sprint(id))
+		return err
+	})
+	n.Kill()
+	c.mu.Lock()
+	delete(c.nodes, id)
+	c.mu.Unlock()
+	t.Logf("cluster: node %d removed", id)
+}
+
+// Client returns a kgo client seeded with the running members, closed when
+// the test ends.
+func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.LiveSeeds()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// WaitMetadata polls Metadata (for topics; for none, brokers only) from
+// the running members until ok accepts it, and returns it.
+func (c *Cluster) WaitMetadata(t testing.TB, timeout time.Duration, topics []string, ok func(kadm.Metadata) error) kadm.Metadata {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.LiveSeeds()...), kgo.MetadataMinAge(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(timeout)
+	var lastErr error
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var md kadm.Metadata
+		if len(topics) == 0 {
+			md, err = adm.BrokerMetadata(ctx)
+		} else {
+			md, err = adm.Metadata(ctx, topics...)
+		}
+		cancel()
+		if err == nil {
+			if err = ok(md); err == nil {
+				return md
+			}
+		}
+		lastErr = err
+		if time.Now().After(deadline) {
+			t.Fatalf("metadata for %v not as wanted within %s: %v", topics, timeout, lastErr)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// WaitTopic waits until Metadata shows topic with the given number of
+// partitions, each led by the raft leader with at least minISR replicas in
+// sync, and returns the topic's detail.
+func (c *Cluster) WaitTopic(t testing.TB, topic string, partitions, minISR int, timeout time.Duration) kadm.TopicDetail {
+	t.Helper()
+	md := c.WaitMetadata(t, timeout, []string{topic}, func(md kadm.Metadata) error {
+		sts, _ := c.statuses()
+		leader := leaderNow(sts)
+		if leader == 0 {
+			return errors.New("no raft leader")
+		}
+		td, ok := md.Topics[topic]
+		switch {
+		case !ok:
+			return fmt.Errorf("topic %s missing", topic)
+		case td.Err != nil:
+			return fmt.Errorf("topic %s: %w", topic, td.Err)
+		case len(td.Partitions) != partitions:
+			return fmt.Errorf("topic %s: %d partitions, want %d", topic, len(td.Partitions), partitions)
+		}
+		for _, p := range td.Partitions.Sorted() {
+			switch {
+			case p.Err != nil:
+				return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Err)
+			case p.Leader != leader:
+				return fmt.Errorf("%s/%d: leader %d, raft leader %d", topic, p.Partition, p.Leader, leader)
+			case len(p.ISR) < minISR:
+				return fmt.Errorf("%s/%d: ISR %v, want at least %d", topic, p.Partition, p.ISR, minISR)
+			}
+		}
+		return nil
+	})
+	return md.Topics[topic]
+}
