@@ -4,9 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"log/slog"
+	"net"
 	"os"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -73,15 +73,64 @@ type raftView struct {
 		at     time.Time
 		voters []int32
 	}
-	leaderCache atomic.Int32
+	// down holds the voters whose Kafka port did not answer the last
+	// probe; written by the prober goroutine.
+	down struct {
+		sync.RWMutex
+		m map[int32]bool
+	}
+	self int32
 }
 
-func newRaftView(r *cluster.Raft, nodes *cluster.Nodes, static []cluster.Peer) *raftView {
-	v := &raftView{r: r, nodes: nodes, static: map[int32]cluster.Peer{}}
+func newRaftView(r *cluster.Raft, nodes *cluster.Nodes, static []cluster.Peer, self int32) *raftView {
+	v := &raftView{r: r, nodes: nodes, static: map[int32]cluster.Peer{}, self: self}
+	v.down.m = map[int32]bool{}
 	for _, p := range static {
 		v.static[p.ID] = p
 	}
 	return v
+}
+
+// probe checks every voter's Kafka port four times a second until stop
+// closes.
+// Metadata lists only nodes that answer, as Kafka lists only live
+// brokers: clients drop a coordinator that leaves the broker list, and
+// they would keep dialing a dead one that stays in it.
+func (v *raftView) probe(stop <-chan struct{}) {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		down := map[int32]bool{}
+		for _, id := range v.Voters() {
+			if id == v.self {
+				continue
+			}
+			p, ok := v.peer(id)
+			if !ok {
+				continue
+			}
+			c, err := net.DialTimeout("tcp", p.Kafka, 200*time.Millisecond)
+			if err != nil {
+				down[id] = true
+				continue
+			}
+			_ = c.Close()
+		}
+		v.down.Lock()
+		v.down.m = down
+		v.down.Unlock()
+		select {
+		case <-tick.C:
+		case <-stop:
+			return
+		}
+	}
+}
+
+func (v *raftView) isDown(id int32) bool {
+	v.down.RLock()
+	defer v.down.RUnlock()
+	return v.down.m[id]
 }
 
 func (v *raftView) peer(id int32) (cluster.Peer, bool) {
@@ -95,6 +144,9 @@ func (v *raftView) peer(id int32) (cluster.Peer, bool) {
 func (v *raftView) Brokers() []protocol.BrokerAddr {
 	var out []protocol.BrokerAddr
 	for _, id := range v.Voters() {
+		if v.isDown(id) && id != v.r.Leader() {
+			continue
+		}
 		if p, ok := v.peer(id); ok {
 			out = append(out, protocol.ParseBrokerAddr(id, p.Kafka))
 		}
@@ -116,6 +168,14 @@ func (v *raftView) Voters() []int32 {
 	return v.cache.voters
 }
 
-func (v *raftView) InSync() []int32 { return v.r.InSync() }
+func (v *raftView) InSync() []int32 {
+	var out []int32
+	for _, id := range v.r.InSync() {
+		if !v.isDown(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
 
 func (v *raftView) ClusterID() string { return v.nodes.ClusterID() }

@@ -161,7 +161,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if raftRepl != nil {
 		peers, _ := parsePeers(cfg.Peers)
 		self := cluster.Peer{ID: cfg.NodeID, Kafka: adv, Raft: cfg.RaftListen, Admin: cfg.AdminListen}
-		pcfg.Cluster = newRaftView(raftRepl, nodes, append(peers, self))
+		view := newRaftView(raftRepl, nodes, append(peers, self), cfg.NodeID)
+		stopProbe := make(chan struct{})
+		defer close(stopProbe)
+		go view.probe(stopProbe)
+		pcfg.Cluster = view
 		raftRepl.OnLeadership(func(leader bool) {
 			if !leader {
 				txns.Deactivate()
