@@ -573,6 +573,14 @@ func (r *Raft) InSync() []int32 {
 	return out
 }
 
+// HeartbeatFailing reports whether the leader's heartbeats to voter id
+// are failing (always false on a follower).
+func (r *Raft) HeartbeatFailing(id int32) bool {
+	r.health.Lock()
+	defer r.health.Unlock()
+	return r.health.failed[id]
+}
+
 // Status is a node's view of the cluster (regent cluster status).
 type Status struct {
 	NodeID       int32  `json:"node_id"`

@@ -75,6 +75,12 @@ func (s *Server) produce(r *Request) {
 				po.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
+			// acks=all promises min.insync.replicas copies, as Kafka does;
+			// raft's majority is the floor beneath it.
+			if req.Acks == -1 && t.Config.MinInsyncReplicas > 1 && len(s.cluster.InSync()) < int(t.Config.MinInsyncReplicas) {
+				po.ErrorCode = kerr.NotEnoughReplicas.Code
+				continue
+			}
 			mu.Lock()
 			pending++
 			mu.Unlock()

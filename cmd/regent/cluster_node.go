@@ -170,8 +170,8 @@ func (v *raftView) Voters() []int32 {
 
 func (v *raftView) InSync() []int32 {
 	var out []int32
-	for _, id := range v.r.InSync() {
-		if !v.isDown(id) {
+	for _, id := range v.Voters() {
+		if !v.isDown(id) && !v.r.HeartbeatFailing(id) {
 			out = append(out, id)
 		}
 	}
