@@ -100,6 +100,7 @@ type Raft struct {
 		sync.Mutex
 		pending []*proposal
 		bytes   int
+		closed  bool // set at shutdown: later proposals fail at once
 	}
 	wake     chan struct{}
 	slots    chan struct{}
@@ -321,6 +322,11 @@ func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 	}
 	p := &proposal{ec: entryCommand{key: key, kind: kind, trace: tp, payload: payload}, done: done}
 	r.queue.Lock()
+	if r.queue.closed {
+		r.queue.Unlock()
+		done(nil, fmt.Errorf("%w: node shutting down", ErrNotLeader))
+		return
+	}
 	r.queue.pending = append(r.queue.pending, p)
 	r.queue.bytes += len(payload) + len(key) + len(kind) + len(tp) + 16
 	r.queue.Unlock()
@@ -400,6 +406,9 @@ func (r *Raft) batcher() {
 }
 
 func (r *Raft) failQueued(err error) {
+	r.queue.Lock()
+	r.queue.closed = true
+	r.queue.Unlock()
 	for {
 		props := r.take()
 		if len(props) == 0 {
@@ -654,13 +663,14 @@ func (r *Raft) Shutdown() error {
 	var err error
 	r.stopped.Do(func() {
 		close(r.stop)
-		if r.started.Load() {
-			r.wg.Wait()
-		} else {
+		if !r.started.Load() {
 			close(r.fsm.readyCh)
 		}
+		// Raft first: it fails the futures still waiting for a commit,
+		// which the completer is blocked on.
 		r.raft.DeregisterObserver(r.obs)
 		err = r.raft.Shutdown().Error()
+		r.wg.Wait()
 		if cerr := r.trans.Close(); err == nil {
 			err = cerr
 		}

@@ -28,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -233,6 +234,27 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// medianCI is the median of xs with a 90% bootstrap confidence interval
+// for it (fixed seed: the same rounds give the same interval). It says
+// whether a bound holds beyond round-to-round noise.
+func medianCI(xs []float64) (med, lo, hi float64) {
+	med = median(xs)
+	if len(xs) < 3 {
+		return med, med, med
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	meds := make([]float64, 2000)
+	sample := make([]float64, len(xs))
+	for i := range meds {
+		for j := range sample {
+			sample[j] = xs[rng.IntN(len(xs))]
+		}
+		meds[i] = median(sample)
+	}
+	sort.Float64s(meds)
+	return med, meds[len(meds)*5/100], meds[len(meds)*95/100]
+}
+
 func TestProduceOverhead(t *testing.T) {
 	if os.Getenv("REGENT_OTEL_BENCH") == "" {
 		t.Skip("benchmark: set REGENT_OTEL_BENCH=1 (or run bench/otel/run.sh)")
@@ -297,7 +319,7 @@ func TestProduceOverhead(t *testing.T) {
 		}
 		// Overheads are medians of per-round ratios: a round's modes
 		// run back to back, so slow drift of the machine cancels out.
-		ratio := func(name, ref string, vals map[string][]float64, lowerIsBetter bool) float64 {
+		ratios := func(name, ref string, vals map[string][]float64, lowerIsBetter bool) []float64 {
 			var rs []float64
 			for i := range vals[name] {
 				if lowerIsBetter {
@@ -306,7 +328,10 @@ func TestProduceOverhead(t *testing.T) {
 					rs = append(rs, (vals[ref][i]-vals[name][i])/vals[ref][i]*100)
 				}
 			}
-			return median(rs)
+			return rs
+		}
+		ratio := func(name, ref string, vals map[string][]float64, lowerIsBetter bool) float64 {
+			return median(ratios(name, ref, vals, lowerIsBetter))
 		}
 		fmt.Fprintf(&out, "%s\n", w.name)
 		for _, b := range brokers {
@@ -314,12 +339,16 @@ func TestProduceOverhead(t *testing.T) {
 			for _, x := range cpus[b.name] {
 				rs = append(rs, fmt.Sprintf("%.0f", x))
 			}
-			fmt.Fprintf(&out, "  %-12s %9.0f rec/s (overhead %+6.2f%%)  %7.0f ns CPU/rec (overhead %+6.2f%%)  CPU/rec by round [%s]\n",
-				b.name, median(rates[b.name]), ratio(b.name, "off", rates, false), median(cpus[b.name]), ratio(b.name, "off", cpus, true), strings.Join(rs, " "))
+			_, tlo, thi := medianCI(ratios(b.name, "off", rates, false))
+			_, clo, chi := medianCI(ratios(b.name, "off", cpus, true))
+			fmt.Fprintf(&out, "  %-12s %9.0f rec/s (overhead %+6.2f%%, 90%% CI [%+.2f, %+.2f])  %7.0f ns CPU/rec (overhead %+6.2f%%, 90%% CI [%+.2f, %+.2f])  CPU/rec by round [%s]\n",
+				b.name, median(rates[b.name]), ratio(b.name, "off", rates, false), tlo, thi, median(cpus[b.name]), ratio(b.name, "off", cpus, true), clo, chi, strings.Join(rs, " "))
 		}
 		if _, ok := rates["baseline"]; ok {
-			fmt.Fprintf(&out, "  off vs baseline (no hooks): throughput overhead %+.2f%%, CPU/rec overhead %+.2f%%\n",
-				ratio("off", "baseline", rates, false), ratio("off", "baseline", cpus, true))
+			_, tlo, thi := medianCI(ratios("off", "baseline", rates, false))
+			_, clo, chi := medianCI(ratios("off", "baseline", cpus, true))
+			fmt.Fprintf(&out, "  off vs baseline (no hooks): throughput overhead %+.2f%% (90%% CI [%+.2f, %+.2f]), CPU/rec overhead %+.2f%% (90%% CI [%+.2f, %+.2f])\n",
+				ratio("off", "baseline", rates, false), tlo, thi, ratio("off", "baseline", cpus, true), clo, chi)
 		}
 	}
 	fmt.Fprintf(&out, "OTLP receiver: %d exports, %d bytes\n", sink.exports.Load(), sink.bytes.Load())
