@@ -70,7 +70,7 @@ type ApplyObserver interface {
 // proposals queue and leave together in the next entry.
 const (
 	maxEntryBytes      = 1 << 20
-	maxInflightEntries = 8
+	maxInflightEntries = 64
 )
 
 // Raft is the cluster replicator: proposals on the leader are coalesced
@@ -222,7 +222,15 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("inspect raft state: %w", err)
 	}
-	ra, err := raft.NewRaft(cfg, r.fsm, store, store, snaps, trans)
+	// The cache serves replication from memory: without it the leader
+	// reads (and decodes) every entry back from bolt to send it.
+	logs, err := raft.NewLogCache(4096, store)
+	if err != nil {
+		_ = trans.Close()
+		_ = store.Close()
+		return nil, fmt.Errorf("raft log cache: %w", err)
+	}
+	ra, err := raft.NewRaft(cfg, r.fsm, logs, store, snaps, trans)
 	if err != nil {
 		_ = trans.Close()
 		_ = store.Close()

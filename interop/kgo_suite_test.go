@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"regexp"
@@ -29,11 +30,27 @@ func TestKgoConformanceSuite(t *testing.T) {
 		t.Skip("kgo suite: not in -short")
 	}
 	b := brokertest.Start(t, "--broker-config", "group.initial.rebalance.delay.ms=0")
+	runKgoSuite(t, "Regent", b.Addr, 1)
+}
+
+// TestKgoConformanceSuiteCluster runs the same suite against a 3-node
+// raft cluster, with every topic replicated to the three voters.
+func TestKgoConformanceSuiteCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kgo suite: not in -short")
+	}
+	c := brokertest.StartCluster(t, 3, "--broker-config", "group.initial.rebalance.delay.ms=0")
+	c.WaitLeader(t, time.Minute)
+	runKgoSuite(t, "a 3-node Regent cluster", strings.Join(c.Seeds(), ","), 3)
+}
+
+// runKgoSuite runs franz-go's kgo integration tests against seeds.
+func runKgoSuite(t *testing.T, what, seeds string, rf int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "go", "test", "-json", "-count=1", "-timeout=14m",
 		"-skip", kgoSkip, "github.com/twmb/franz-go/pkg/kgo")
-	cmd.Env = append(os.Environ(), "KGO_SEEDS="+b.Addr, "KGO_TEST_RF=1", "KGO_TEST_RECORDS=50000")
+	cmd.Env = append(os.Environ(), "KGO_SEEDS="+seeds, fmt.Sprintf("KGO_TEST_RF=%d", rf), "KGO_TEST_RECORDS=50000")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -70,8 +87,8 @@ func TestKgoConformanceSuite(t *testing.T) {
 		sort.Strings(s)
 		return s
 	}
-	t.Logf("kgo integration suite against Regent: %d passed, %d failed, %d skipped by the suite; families not run yet: %s",
-		len(passed), len(failed), len(skipped), regexp.MustCompile(`\|`).ReplaceAllString(kgoSkip, ", "))
+	t.Logf("kgo integration suite against %s: %d passed, %d failed, %d skipped by the suite; families not run yet: %s",
+		what, len(passed), len(failed), len(skipped), regexp.MustCompile(`\|`).ReplaceAllString(kgoSkip, ", "))
 	t.Logf("passed: %s", strings.Join(names(passed), " "))
 	for _, n := range names(failed) {
 		t.Errorf("kgo %s failed:\n%s", n, outputs[n])
