@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -16,6 +17,10 @@ type fsm struct {
 	// readyCh is closed by Raft.Start, once the node has opened its state
 	// and registered its appliers; applying waits for it.
 	readyCh chan struct{}
+	// restarting is set when a snapshot was installed on the running node:
+	// its state is stale until the restart, so nothing is applied to it or
+	// snapshotted from it.
+	restarting atomic.Bool
 }
 
 // Apply implements raft.FSM.
@@ -29,6 +34,9 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	<-f.readyCh
 	out := make([]any, len(logs))
+	if f.restarting.Load() {
+		return out
+	}
 	var wg sync.WaitGroup
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
@@ -99,6 +107,9 @@ func (f *fsm) wait(wg *sync.WaitGroup) {
 // applied entry is in it) by hard-linking its files and noting their
 // sizes; Persist streams them while applying goes on.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	if f.restarting.Load() {
+		return nil, fmt.Errorf("node restarting to load an installed snapshot")
+	}
 	return captureState(f.r.o.StateDir, f.r.o.Dir)
 }
 
@@ -109,11 +120,24 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	select {
 	case <-f.readyCh:
-		f.r.log.Warn("installing a snapshot from the leader: restarting the node to load it")
-		if f.r.o.OnRuntimeRestore != nil {
-			f.r.o.OnRuntimeRestore()
+		if f.r.o.OnRuntimeRestore == nil {
+			return fmt.Errorf("snapshot install on a running node needs a restart")
 		}
-		return fmt.Errorf("snapshot install on a running node needs a restart")
+		// Accept the install, so that raft records it and answers the
+		// leader (which would otherwise send it again), then restart:
+		// the start restores this snapshot into a fresh state directory.
+		f.restarting.Store(true)
+		before := f.r.raft.Stats()["last_snapshot_index"]
+		f.r.log.Warn("installing a snapshot from the leader: restarting the node to load it")
+		go func() {
+			deadline := time.Now().Add(10 * time.Second)
+			for f.r.raft.Stats()["last_snapshot_index"] == before && time.Now().Before(deadline) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			f.r.o.OnRuntimeRestore()
+		}()
+		_, _ = io.Copy(io.Discard, rc)
+		return nil
 	default:
 	}
 	return restoreState(rc, f.r.o.StateDir)

@@ -42,6 +42,10 @@ type Config struct {
 	Peers       string // initial voters: "1=KAFKA/RAFT/ADMIN,2=..."
 	Join        bool   // wait to be added instead of bootstrapping
 	AdminListen string // HTTP admin host:port (cluster status, voters)
+	// Raft snapshot tuning (0: the defaults).
+	RaftSnapshotThreshold uint64
+	RaftSnapshotInterval  time.Duration
+	RaftTrailingLogs      uint64
 }
 
 // Clustered reports whether the node runs in cluster mode.

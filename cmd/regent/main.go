@@ -119,6 +119,9 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	fs.StringVar(&c.RaftListen, "raft-listen", env("REGENT_RAFT_LISTEN", ""), "host:port of the raft transport; setting it runs the node in cluster mode (REGENT_RAFT_LISTEN)")
 	fs.StringVar(&c.Peers, "peers", env("REGENT_PEERS", ""), "initial voters, id=kafka-host:port/raft-host:port/admin-host:port, comma-separated; the same on every initial node (REGENT_PEERS)")
 	fs.BoolVar(&c.Join, "join", getenv("REGENT_JOIN") == "true", "a new node: wait to be added with 'regent cluster add-voter' instead of bootstrapping (REGENT_JOIN=true)")
+	fs.Uint64Var(&c.RaftSnapshotThreshold, "raft-snapshot-threshold", 0, "raft entries between snapshots; 0: 8192")
+	fs.DurationVar(&c.RaftSnapshotInterval, "raft-snapshot-interval", 0, "how often raft checks whether to snapshot; 0: 2m")
+	fs.Uint64Var(&c.RaftTrailingLogs, "raft-trailing-logs", 0, "raft entries kept after a snapshot, for followers that fall behind; 0: 10240")
 	fs.StringVar(&c.AdminListen, "admin-listen", env("REGENT_ADMIN_LISTEN", ""), "host:port of the HTTP admin endpoint (cluster status and membership) (REGENT_ADMIN_LISTEN)")
 	if err := fs.Parse(args); err != nil {
 		return c, fmt.Errorf("%w: %v", errUsage, err)

@@ -100,7 +100,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		raftRepl, err2 = cluster.NewRaft(cluster.RaftOptions{
 			Self: self, Dir: filepath.Join(cfg.DataDir, "raft"), StateDir: stateDir,
 			Peers: peers, Join: cfg.Join, Logger: logger, OnRuntimeRestore: reexec,
-			Observer: tel.RaftObserver(),
+			Observer:          tel.RaftObserver(),
+			SnapshotThreshold: cfg.RaftSnapshotThreshold,
+			SnapshotInterval:  cfg.RaftSnapshotInterval,
+			TrailingLogs:      cfg.RaftTrailingLogs,
 		})
 		if err2 != nil {
 			return err2
