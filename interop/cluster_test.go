@@ -901,8 +901,20 @@ func (g *groupCursor) allAt(partitions int, end int64) bool {
 // committed exactly the cursor's positions.
 func (g *groupCursor) commit(t *testing.T, ctx context.Context, cl *kgo.Client) {
 	t.Helper()
-	if err := cl.CommitUncommittedOffsets(ctx); err != nil {
-		t.Fatalf("commit: %v", err)
+	// Right after a failover the client may still dial the dead
+	// coordinator until its metadata refreshes (as with any Kafka
+	// cluster); an application retries a retriable commit error.
+	for attempt := 1; ; attempt++ {
+		err := cl.CommitUncommittedOffsets(ctx)
+		if err == nil {
+			break
+		}
+		if !retriable(err) || attempt == 20 || ctx.Err() != nil {
+			t.Fatalf("commit (attempt %d): %v", attempt, err)
+		}
+		t.Logf("commit attempt %d: %v; retrying", attempt, err)
+		cl.ForceMetadataRefresh()
+		time.Sleep(250 * time.Millisecond)
 	}
 	for p, o := range cl.CommittedOffsets()[g.topic] {
 		if o.Offset != g.next[p] {
