@@ -3,6 +3,7 @@ package group
 import (
 	"bytes"
 	"errors"
+	"github.com/regent-broker/regent/cluster/clustertest"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -120,9 +121,9 @@ func checkNotCoordinator(t *testing.T, m *Manager) {
 // forth.
 func TestManagerFailover(t *testing.T) {
 	sys := quietSystem(t)
-	r := newFakeRaft(t, 2)
-	a := openReplManager(t, sys, r.node(0), false)
-	b := openReplManager(t, sys, r.node(1), true)
+	r := clustertest.New(t, 2)
+	a := openReplManager(t, sys, r.Node(0), false)
+	b := openReplManager(t, sys, r.Node(1), true)
 	checkNotCoordinator(t, b)
 
 	id := joinAndSync(t, a)
@@ -133,7 +134,7 @@ func TestManagerFailover(t *testing.T) {
 	}
 
 	// Node 1 leads; until a is told, its writes fail as NOT_COORDINATOR.
-	r.setLeader(1)
+	r.SetLeader(1)
 	wantCode(t, "commit on a deposed leader", commit(t, a, commitReq("g", id, 1, 1300)), kerr.NotCoordinator)
 	a.Deactivate()
 	a.Deactivate()
@@ -158,7 +159,7 @@ func TestManagerFailover(t *testing.T) {
 	// b commits; leadership comes back to a, which sees what b wrote
 	// while a was on standby.
 	wantCode(t, "commit on b", commit(t, b, commitReq("g", id, 1, 5678)), nil)
-	r.setLeader(0)
+	r.SetLeader(0)
 	b.Deactivate()
 	must(t, a.Activate())
 	checkNotCoordinator(t, b)
@@ -183,9 +184,9 @@ func TestManagerFailover(t *testing.T) {
 // for the replicator.
 func TestManagerDeactivateAnswersWaiters(t *testing.T) {
 	sys := quietSystem(t)
-	r := newFakeRaft(t, 2)
-	a := openReplManager(t, sys, r.node(0), false)
-	b := openReplManager(t, sys, r.node(1), true)
+	r := clustertest.New(t, 2)
+	a := openReplManager(t, sys, r.Node(0), false)
+	b := openReplManager(t, sys, r.Node(1), true)
 	id := joinAndSync(t, a)
 
 	// A second member's join waits for the first to rejoin.
@@ -196,10 +197,10 @@ func TestManagerDeactivateAnswersWaiters(t *testing.T) {
 	a.JoinGroup(joinReq(j.MemberID), c, func(resp *kmsg.JoinGroupResponse) { joined <- resp })
 
 	// A commit whose write never comes back.
-	r.setStall(true)
+	r.SetStall(true)
 	committed := make(chan *kmsg.OffsetCommitResponse, 1)
 	a.CommitOffsets(commitReq("flink", "", -1, 1), func(resp *kmsg.OffsetCommitResponse) { committed <- resp })
-	waitFor(t, func() bool { return r.heldCount() == 1 })
+	waitFor(t, func() bool { return r.HeldCount() == 1 })
 	select {
 	case resp := <-joined:
 		t.Fatalf("join answered early: %+v", resp)
@@ -228,9 +229,9 @@ func TestManagerDeactivateAnswersWaiters(t *testing.T) {
 
 	// The write lands after all (its outcome was unknown); b, activated
 	// once everything committed is applied, serves it.
-	r.setStall(false)
-	r.setLeader(1)
-	r.release()
+	r.SetStall(false)
+	r.SetLeader(1)
+	r.Release()
 	waitFor(t, func() bool { return len(b.store.Groups()["flink"]) > 0 })
 	must(t, b.Activate())
 	if f := fetch(t, b, "flink"); f.ErrorCode != 0 || f.Topics[0].Partitions[0].Offset != 1 {

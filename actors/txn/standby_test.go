@@ -3,6 +3,7 @@ package txn
 import (
 	"bytes"
 	"errors"
+	"github.com/regent-broker/regent/cluster/clustertest"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -60,10 +61,10 @@ func (h *harness) heldMarkers(tp TopicPartition) int {
 // open one; leadership then moves back. Every persist answers late, from
 // the fake FSM goroutine.
 func TestCoordinatorFailover(t *testing.T) {
-	r := newFakeRaft(t, 2)
-	r.setDelay(5 * time.Millisecond)
-	ha := newHarness(t, func(o *Options) { o.Repl = r.node(0) })
-	hb := newHarness(t, func(o *Options) { o.Repl, o.Standby = r.node(1), true })
+	r := clustertest.New(t, 2)
+	r.SetDelay(5 * time.Millisecond)
+	ha := newHarness(t, func(o *Options) { o.Repl = r.Node(0) })
+	hb := newHarness(t, func(o *Options) { o.Repl, o.Standby = r.Node(1), true })
 	checkNotCoordinator(t, hb.c)
 
 	// a: partitions and a group's offsets, then EndTxn commit with t0's
@@ -83,7 +84,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	mustOK(t, "add b", ha.add("b", 102, 0, t1))
 	bStart := time.Now()
 
-	r.setLeader(1)
+	r.SetLeader(1)
 	if res := ha.add("b", 102, 0, t0); !errors.Is(res.Err, kerr.NotCoordinator) {
 		t.Fatalf("add on a deposed leader: %v", res.Err)
 	}
@@ -127,7 +128,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	}
 
 	// Back to a, which applied b's records while on standby.
-	r.setLeader(0)
+	r.SetLeader(0)
 	hb.c.Deactivate()
 	must(t, ha.c.Activate())
 	checkNotCoordinator(t, hb.c)
@@ -155,16 +156,16 @@ func TestCoordinatorFailover(t *testing.T) {
 // written (no leader) is retried, and the transaction aborts once writes
 // go through again.
 func TestCoordinatorTimeoutPersistFails(t *testing.T) {
-	r := newFakeRaft(t, 1)
-	h := newHarness(t, func(o *Options) { o.Repl = r.node(0) })
+	r := clustertest.New(t, 1)
+	h := newHarness(t, func(o *Options) { o.Repl = r.Node(0) })
 	mustOK(t, "init", h.init("b", 200))
 	mustOK(t, "add", h.add("b", 101, 0, t1))
-	r.setLeader(-1)
+	r.SetLeader(-1)
 	time.Sleep(400 * time.Millisecond)
 	if s := h.state("b"); s != StateOngoing {
 		t.Fatalf("b is %s though nothing could be written", s)
 	}
-	r.setLeader(0)
+	r.SetLeader(0)
 	eventually(t, "b timed out", func() bool { return h.state("b") == StateCompleteAbort })
 	if got := h.parts[t1].got(); len(got) != 1 || got[0] != "abort 101/1" {
 		t.Fatalf("markers: %v", got)
@@ -175,14 +176,14 @@ func TestCoordinatorTimeoutPersistFails(t *testing.T) {
 // answer that never comes does not hold up Deactivate, and its request is
 // answered NOT_COORDINATOR.
 func TestCoordinatorDeactivateUnblocksPersist(t *testing.T) {
-	r := newFakeRaft(t, 2)
-	ha := newHarness(t, func(o *Options) { o.Repl = r.node(0) })
-	hb := newHarness(t, func(o *Options) { o.Repl, o.Standby = r.node(1), true })
+	r := clustertest.New(t, 2)
+	ha := newHarness(t, func(o *Options) { o.Repl = r.Node(0) })
+	hb := newHarness(t, func(o *Options) { o.Repl, o.Standby = r.Node(1), true })
 	mustOK(t, "init", ha.init("a", 60000))
-	r.setStall(true)
+	r.SetStall(true)
 	added := make(chan Result, 1)
 	ha.c.AddPartitions("a", 101, 0, []TopicPartition{t0}, false, func(res Result) { added <- res })
-	eventually(t, "proposal held", func() bool { return r.heldCount() == 1 })
+	eventually(t, "proposal held", func() bool { return r.HeldCount() == 1 })
 	start := time.Now()
 	ha.c.Deactivate()
 	if d := time.Since(start); d > 5*time.Second {
@@ -197,9 +198,9 @@ func TestCoordinatorDeactivateUnblocksPersist(t *testing.T) {
 		t.Fatal("blocked add not answered")
 	}
 	// The write lands after all; the next coordinator has it.
-	r.setStall(false)
-	r.setLeader(1)
-	r.release()
+	r.SetStall(false)
+	r.SetLeader(1)
+	r.Release()
 	eventually(t, "applied on b", func() bool {
 		st, ok := hb.c.store.Txns()["a"]
 		return ok && st.State == StateOngoing

@@ -1,4 +1,7 @@
-package group
+// Package clustertest has a fake asynchronous replicator for the scripted
+// tests of appliers (coordinators, stores): it behaves as the raft
+// replicator does where an applier can tell, without a network.
+package clustertest
 
 import (
 	"bytes"
@@ -11,7 +14,7 @@ import (
 	"github.com/regent-broker/regent/cluster"
 )
 
-// fakeRaft stands in for the raft replicator where it matters to a
+// FakeRaft stands in for the raft replicator where it matters to a
 // coordinator: Propose on the leader encodes the command and returns at
 // once; one goroutine (the "FSM") later decodes it on every node and
 // applies it to that node's registered applier, in proposal order, and
@@ -19,9 +22,9 @@ import (
 // fails with cluster.ErrNotLeader. While stalled, proposals are held
 // (neither applied nor answered) until release; a delay makes every commit
 // wait that long first.
-type fakeRaft struct {
+type FakeRaft struct {
 	t     *testing.T
-	nodes []*fakeNode
+	nodes []*FakeNode
 	wg    sync.WaitGroup
 
 	mu     sync.Mutex
@@ -37,62 +40,67 @@ type fakeRaft struct {
 type fakeEntry struct {
 	key, kind string
 	payload   []byte
-	from      *fakeNode
+	from      *FakeNode
 	done      func(any, error)
 }
 
-// fakeNode is one node's view: a cluster.Replicator with its own appliers.
-type fakeNode struct {
-	r  *fakeRaft
+// FakeNode is one node's view: a cluster.Replicator with its own appliers.
+type FakeNode struct {
+	r  *FakeRaft
 	id int
 
 	mu       sync.Mutex
 	appliers map[string]cluster.Applier
 }
 
-func newFakeRaft(t *testing.T, n int) *fakeRaft {
-	r := &fakeRaft{t: t}
+// New starts a fake cluster of n nodes led by node 0, stopped when the
+// test ends.
+func New(t *testing.T, n int) *FakeRaft {
+	r := &FakeRaft{t: t}
 	r.cond = sync.NewCond(&r.mu)
 	for i := range n {
-		r.nodes = append(r.nodes, &fakeNode{r: r, id: i, appliers: map[string]cluster.Applier{}})
+		r.nodes = append(r.nodes, &FakeNode{r: r, id: i, appliers: map[string]cluster.Applier{}})
 	}
 	r.wg.Add(1)
 	go r.run()
-	t.Cleanup(r.close)
+	t.Cleanup(r.Close)
 	return r
 }
 
-func (r *fakeRaft) node(i int) *fakeNode { return r.nodes[i] }
+// Node is node i's replicator.
+func (r *FakeRaft) Node(i int) *FakeNode { return r.nodes[i] }
 
-// setLeader moves leadership; entries already proposed still commit (as
+// SetLeader moves leadership; entries already proposed still commit (as
 // raft may commit a deposed leader's entries).
-func (r *fakeRaft) setLeader(i int) {
+func (r *FakeRaft) SetLeader(i int) {
 	r.mu.Lock()
 	r.leader = i
 	r.mu.Unlock()
 }
 
-func (r *fakeRaft) setDelay(d time.Duration) {
+// SetDelay makes every commit wait d first.
+func (r *FakeRaft) SetDelay(d time.Duration) {
 	r.mu.Lock()
 	r.delay = d
 	r.mu.Unlock()
 }
 
-func (r *fakeRaft) setStall(on bool) {
+// SetStall holds (on) or stops holding proposals until Release.
+func (r *FakeRaft) SetStall(on bool) {
 	r.mu.Lock()
 	r.stall = on
 	r.mu.Unlock()
 }
 
-// heldCount is how many proposals wait for release.
-func (r *fakeRaft) heldCount() int {
+// HeldCount is how many proposals wait for release.
+func (r *FakeRaft) HeldCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.held)
 }
 
-// release commits the held proposals.
-func (r *fakeRaft) release() {
+// Release commits the held proposals.
+func (r *FakeRaft) Release() {
 	r.mu.Lock()
 	r.queue = append(r.queue, r.held...)
 	r.held = nil
@@ -100,8 +108,8 @@ func (r *fakeRaft) release() {
 	r.mu.Unlock()
 }
 
-// close commits what is queued, fails what is held and stops the FSM.
-func (r *fakeRaft) close() {
+// Close commits what is queued, fails what is held and stops the FSM.
+func (r *FakeRaft) Close() {
 	r.mu.Lock()
 	r.closed = true
 	held := r.held
@@ -114,7 +122,7 @@ func (r *fakeRaft) close() {
 	}
 }
 
-func (r *fakeRaft) run() {
+func (r *FakeRaft) run() {
 	defer r.wg.Done()
 	for {
 		r.mu.Lock()
@@ -134,7 +142,7 @@ func (r *fakeRaft) run() {
 	}
 }
 
-func (r *fakeRaft) commit(e fakeEntry) {
+func (r *FakeRaft) commit(e fakeEntry) {
 	var result any
 	for _, n := range r.nodes {
 		// Every node decodes its own copy, which is then scribbled
@@ -163,19 +171,22 @@ func (r *fakeRaft) commit(e fakeEntry) {
 	e.done(result, nil)
 }
 
-func (n *fakeNode) Register(key string, a cluster.Applier) {
+// Register implements cluster.Replicator.
+func (n *FakeNode) Register(key string, a cluster.Applier) {
 	n.mu.Lock()
 	n.appliers[key] = a
 	n.mu.Unlock()
 }
 
-func (n *fakeNode) Unregister(key string) {
+// Unregister implements cluster.Replicator.
+func (n *FakeNode) Unregister(key string) {
 	n.mu.Lock()
 	delete(n.appliers, key)
 	n.mu.Unlock()
 }
 
-func (n *fakeNode) Propose(key string, cmd cluster.Command, done func(any, error)) {
+// Propose implements cluster.Replicator.
+func (n *FakeNode) Propose(key string, cmd cluster.Command, done func(any, error)) {
 	kind, payload, err := cluster.EncodeCommand(cmd)
 	if err != nil {
 		done(nil, fmt.Errorf("propose to %s: %w", key, err))
