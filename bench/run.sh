@@ -3,7 +3,7 @@
 # same load generators (Kafka's ProducerPerformance / ConsumerPerformance).
 #
 #   bench/run.sh [--records N] [--record-size B] [--partitions P] [--rounds R]
-#                [--only regent|kafka] [--step-timeout S] [--keep]
+#                [--only regent|kafka] [--regent-nodes N] [--step-timeout S] [--keep]
 #
 # See bench/README.md for what is measured and the caveats.
 set -uo pipefail # no -e: a failure against one broker must not abort the other
@@ -17,6 +17,9 @@ usage: bench/run.sh [options]
   --rounds R         repeat the whole comparison R times, alternating which broker
                      goes first, and report medians (default 1)
   --only WHICH       run only one half: regent or kafka (default both)
+  --regent-nodes N   run Regent as an N-node raft cluster on this machine, topics
+                     replicated to all N (default 1: a single node); Kafka stays
+                     a single node
   --step-timeout S   upper bound in seconds for every single step (default 600)
   --keep             keep the work dir (broker data and logs) instead of deleting it
   -h, --help         this text
@@ -31,6 +34,7 @@ record_size=100
 partitions=3
 rounds=1
 only=both
+regent_nodes=1
 step_timeout=600
 keep=0
 start_timeout=90 # seconds for a broker to open its port
@@ -43,13 +47,14 @@ while [[ $# -gt 0 ]]; do
     --partitions) need_arg "$@"; partitions=$2; shift 2 ;;
     --rounds) need_arg "$@"; rounds=$2; shift 2 ;;
     --only) need_arg "$@"; only=$2; shift 2 ;;
+    --regent-nodes) need_arg "$@"; regent_nodes=$2; shift 2 ;;
     --step-timeout) need_arg "$@"; step_timeout=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "bench: unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-for v in records record_size partitions rounds step_timeout; do
+for v in records record_size partitions rounds step_timeout regent_nodes; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: --${v//_/-} must be a positive integer" >&2; exit 2; }
 done
 case $only in both | regent | kafka) ;; *) echo "bench: --only must be regent or kafka" >&2; exit 2 ;; esac
@@ -186,7 +191,7 @@ server_log=""
 # bench_broker NAME BOOTSTRAP DIR: topics, two producer runs, one consumer run.
 # Each broker starts empty, so both get exactly the same sequence of requests.
 bench_broker() {
-  local name=$1 bs=$2 dir=$3 t0 line f
+  local name=$1 bs=$2 dir=$3 rf=${4:-1} t0 line f
   cur=$name
   local tools_log=$dir/tools-log4j.log
 
@@ -194,7 +199,7 @@ bench_broker() {
     kjava "$tools_log"
     if ! run_step "$dir/create-$topic.out" "${KJ[@]}" org.apache.kafka.tools.TopicCommand \
         --bootstrap-server "$bs" --create --topic "$topic" \
-        --partitions "$partitions" --replication-factor 1; then
+        --partitions "$partitions" --replication-factor "$rf"; then
       step_failed "creating topic $topic" "$dir/create-$topic.out"
       return 1
     fi
@@ -293,6 +298,7 @@ build_regent() {
 }
 
 run_regent() { # run_regent ROUND
+  ((regent_nodes > 1)) && { run_regent_cluster "$1"; return; }
   local dir=$work/round$1/regent port
   mkdir -p "$dir/data"
   cur=regent
@@ -313,6 +319,50 @@ run_regent() { # run_regent ROUND
   bench_broker regent "127.0.0.1:$port" "$dir"
   local rc=$?
   stop_pid "$server_pid"; server_pid=""
+  return $rc
+}
+
+# run_regent_cluster ROUND: regent_nodes nodes in raft cluster mode, every
+# topic replicated to all of them; the load goes to whichever leads.
+run_regent_cluster() {
+  local dir=$work/round$1/regent i peers="" bs="" kp rp ap
+  local -a kports rports aports pids
+  cur=regent
+  mkdir -p "$dir"
+  for ((i = 1; i <= regent_nodes; i++)); do
+    read -r kp rp <<<"$(free_ports)"
+    read -r ap _ <<<"$(free_ports)"
+    kports[i]=$kp rports[i]=$rp aports[i]=$ap
+    peers+="${peers:+,}$i=127.0.0.1:$kp/127.0.0.1:$rp/127.0.0.1:$ap"
+    bs+="${bs:+,}127.0.0.1:$kp"
+  done
+  for ((i = 1; i <= regent_nodes; i++)); do
+    mkdir -p "$dir/data$i"
+    # shellcheck disable=SC2086 # REGENT_ARGS is a list of flags
+    "$regent_bin" --node-id "$i" --listen "127.0.0.1:${kports[i]}" --raft-listen "127.0.0.1:${rports[i]}" \
+      --admin-listen "127.0.0.1:${aports[i]}" --peers "$peers" --data "$dir/data$i" \
+      --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$dir/regent$i.log" 2>&1 &
+    pids[i]=$!
+  done
+  server_pid=${pids[1]} server_log=$dir/regent1.log
+  say "[regent] started a $regent_nodes-node cluster (pids ${pids[*]}) on $bs"
+  local ok=1 deadline=$(($(now_ms) + start_timeout * 1000))
+  for ((i = 1; i <= regent_nodes; i++)); do
+    wait_port "${kports[i]}" "${pids[i]}" "$dir/regent$i.log" || ok=0
+  done
+  while ((ok)) && ! "$regent_bin" cluster status --admin "127.0.0.1:${aports[1]}" 2>/dev/null | grep -q '"leader_id":[1-9]'; do
+    if (($(now_ms) > deadline)); then echo "bench: the cluster elected no leader in ${start_timeout}s" >&2; ok=0; fi
+    sleep 0.1
+  done
+  local rc=1
+  if ((ok)); then
+    bench_broker regent "$bs" "$dir" "$regent_nodes"
+    rc=$?
+  else
+    failures=$((failures + 1))
+  fi
+  for ((i = 1; i <= regent_nodes; i++)); do stop_pid "${pids[i]}"; done
+  server_pid=""
   return $rc
 }
 
@@ -421,6 +471,7 @@ report() {
   echo
   echo "bench: $records records x $record_size B, $partitions partitions, $(nproc) cores," \
     "Apache Kafka $(kafka_version), $rounds round(s)$( ((rounds > 1)) && echo ', medians')"
+  ((regent_nodes > 1)) && echo "regent ran as a $regent_nodes-node raft cluster on this machine (every write replicated to all $regent_nodes); kafka as one node"
   printf '%-34s %14s %14s %13s  %s\n' metric regent kafka regent/kafka better
   printf '%-34s %14s %14s %13s  %s\n' ---------------------------------- -------------- \
     -------------- ------------- ------
