@@ -55,6 +55,19 @@ type discardSink struct {
 	exports, bytes atomic.Int64
 }
 
+// quiesce waits until no export has arrived for 400 ms (at most 30 s), so
+// the exports of one run do not load the machine during the next.
+func (d *discardSink) quiesce() {
+	deadline := time.Now().Add(30 * time.Second)
+	last, since := d.exports.Load(), time.Now()
+	for time.Since(since) < 400*time.Millisecond && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+		if n := d.exports.Load(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+}
+
 func (d *discardSink) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n, _ := io.Copy(io.Discard, r.Body)
 	d.exports.Add(1)
@@ -77,6 +90,9 @@ func startBroker(t *testing.T, name, bin string, args ...string) *broker {
 	b := &broker{name: name, addr: fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t))}
 	b.cmd = exec.Command(bin, append([]string{"--listen", b.addr, "--data", t.TempDir(), "--log-level", "warn"}, args...)...)
 	b.cmd.Stdout, b.cmd.Stderr = &b.log, &b.log
+	// Export promptly: spans a sampled run buffered must not be exported
+	// while the next mode is being measured (see quiesce).
+	b.cmd.Env = append(os.Environ(), "OTEL_BSP_SCHEDULE_DELAY=100")
 	if err := b.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
@@ -313,6 +329,7 @@ func TestProduceOverhead(t *testing.T) {
 			for i := range brokers {
 				b := brokers[(i+r)%len(brokers)]
 				res := w.run(b, fmt.Sprintf("w%d-round-%d", wi, r))
+				sink.quiesce()
 				rates[b.name] = append(rates[b.name], res.rate)
 				cpus[b.name] = append(cpus[b.name], res.cpuPerRec)
 			}
