@@ -172,3 +172,26 @@ func TestFlinkExactlyOnce(t *testing.T) {
 	b := startFrameworkBroker(t)
 	runScenario(t, "flink", "FlinkExactlyOnce", b.Addr, 6*time.Minute)
 }
+
+// TestFrameworksOnCluster runs the framework scenarios against a 3-node
+// raft cluster: the clients bootstrap from every node and follow the
+// leader for partitions, groups and transactions.
+func TestFrameworksOnCluster(t *testing.T) {
+	frameworkScenarios(t)
+	scenarios := []struct {
+		name, module, class string
+		limit               time.Duration
+		args                []string
+	}{
+		{"streams-exactly_once_v2", "kafka", "StreamsWordCount", 5 * time.Minute, []string{"exactly_once_v2"}},
+		{"connect", "kafka", "ConnectDistributedScenario", 8 * time.Minute, nil},
+		{"flink", "flink", "FlinkExactlyOnce", 2 * time.Minute, nil},
+	}
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			c := brokertest.StartCluster(t, 3, "--broker-config", "group.initial.rebalance.delay.ms=0")
+			c.WaitLeader(t, time.Minute)
+			runScenario(t, sc.module, sc.class, strings.Join(c.Seeds(), ","), sc.limit, sc.args...)
+		})
+	}
+}

@@ -32,7 +32,14 @@ func (s *Server) initProducerID(r *Request) {
 	s.async(r, func() kmsg.Response {
 		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 		resp.ProducerID, resp.ProducerEpoch = -1, -1
-		id, err := s.pids.Next()
+		pids := s.pids
+		if s.nodePIDs != nil && !s.cluster.Serving() {
+			// Any node serves idempotent producers, as any Kafka broker
+			// does; the Java client cannot retry this elsewhere (it looks
+			// up a coordinator for a null transactional id).
+			pids = s.nodePIDs
+		}
+		id, err := pids.Next()
 		if err != nil {
 			// A follower cannot allocate ids: COORDINATOR_NOT_AVAILABLE is
 			// retriable for every client, which then tries another node.

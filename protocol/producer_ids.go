@@ -69,7 +69,29 @@ func OpenProducerIDs(dir string) (*ProducerIDs, error) { return NewProducerIDs(d
 // private cluster.Local. In cluster mode call Resume whenever this node
 // becomes the leader.
 func NewProducerIDs(dir string, repl cluster.Replicator) (*ProducerIDs, error) {
-	p := &ProducerIDs{path: filepath.Join(dir, "meta", "producer-ids"), repl: repl}
+	return newProducerIDs(filepath.Join(dir, "meta", "producer-ids"), 0, repl)
+}
+
+// nodeIDShift places a node's own producer ids far above the replicated
+// allocator's, which counts up from 0.
+const nodeIDShift = 40
+
+// OpenNodeProducerIDs is a cluster node's own allocator, for idempotent
+// producers that ask a follower (Kafka serves InitProducerId on any
+// broker): ids in [nodeID<<40, (nodeID+1)<<40), reserved in
+// dir/meta/node-producer-ids; dir must outlive restarts (not the
+// raft-derived state directory).
+func OpenNodeProducerIDs(dir string, nodeID int32) (*ProducerIDs, error) {
+	if nodeID <= 0 || nodeID >= 1<<(62-nodeIDShift) {
+		return nil, fmt.Errorf("node producer ids: node id %d out of range", nodeID)
+	}
+	return newProducerIDs(filepath.Join(dir, "meta", "node-producer-ids"), int64(nodeID)<<nodeIDShift, nil)
+}
+
+func newProducerIDs(path string, base int64, repl cluster.Replicator) (*ProducerIDs, error) {
+	p := &ProducerIDs{path: path, repl: repl}
+	p.alloc.next, p.alloc.end = base, base
+	p.state.reservedEnd = base
 	if p.repl == nil {
 		p.repl = cluster.NewLocal()
 	}
@@ -88,6 +110,7 @@ func NewProducerIDs(dir string, repl cluster.Replicator) (*ProducerIDs, error) {
 			return nil, fmt.Errorf("parse %s: %w", p.path, err)
 		}
 		// Nothing is granted yet: the first Next reserves a block past n.
+		n = max(n, base)
 		p.alloc.next, p.alloc.end = n, n
 		p.state.reservedEnd = n
 	}

@@ -230,3 +230,28 @@ func TestProducerIDsGrantIsExclusive(t *testing.T) {
 		t.Fatalf("next id %d, want 1500", id)
 	}
 }
+
+// TestNodeProducerIDs: a node's own allocator hands out ids in its own
+// range, never again after a reopen.
+func TestNodeProducerIDs(t *testing.T) {
+	dir := t.TempDir()
+	p, err := OpenNodeProducerIDs(dir, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := p.Next()
+	if err != nil || first != 3<<40 {
+		t.Fatalf("first id %d (%v), want %d", first, err, int64(3)<<40)
+	}
+	q, err := OpenNodeProducerIDs(dir, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := q.Next()
+	if err != nil || next <= first || next >= 4<<40 {
+		t.Fatalf("id after reopen %d (%v): want in (%d, %d)", next, err, first, int64(4)<<40)
+	}
+	if _, err := OpenNodeProducerIDs(dir, 0); err == nil {
+		t.Fatal("node id 0 accepted")
+	}
+}

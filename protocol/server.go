@@ -40,7 +40,14 @@ type Server struct {
 	groups   *group.Manager
 	txns     *txn.Coordinator
 	cluster  ClusterView
+	// nodePIDs allocates producer ids for idempotent producers on a node
+	// that is not the leader (nil: single node).
+	nodePIDs *ProducerIDs
 }
+
+// SetNodeProducerIDs installs the node's own allocator for non-transactional
+// InitProducerId on followers (cluster mode); call before serving.
+func (s *Server) SetNodeProducerIDs(p *ProducerIDs) { s.nodePIDs = p }
 
 // NewServer makes the request dispatcher.
 func NewServer(cfg Config, reg *topics.Registry, pids *ProducerIDs, groups *group.Manager, txns *txn.Coordinator) *Server {

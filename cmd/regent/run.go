@@ -186,6 +186,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
+	if raftRepl != nil {
+		nodePIDs, err := protocol.OpenNodeProducerIDs(cfg.DataDir, cfg.NodeID)
+		if err != nil {
+			return err
+		}
+		srv.SetNodeProducerIDs(nodePIDs)
+	}
 	nsrv := netio.New(netio.Config{
 		Addr: cfg.Listen, Multicore: true, Logger: logger,
 		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
