@@ -17,9 +17,27 @@ type entryCommand struct {
 	kind    string
 	trace   string // W3C traceparent of the proposing request ("": untraced)
 	payload []byte
+	// cmd, when set, is encoded straight into the entry instead of
+	// payload: a produce's records are copied once, not twice.
+	cmd Encodable
+	// size estimates the encoded command (for the entry size limit).
+	size int
 }
 
-// appendEntryCommand appends c's framing to b.
+// wireSize estimates c's bytes in an entry.
+func (c entryCommand) wireSize() int {
+	return len(c.payload) + c.size + len(c.key) + len(c.kind) + len(c.trace) + 16
+}
+
+// CommandSizer is an Encodable that knows its encoded size roughly (within
+// a few bytes), so big commands are batched by size without encoding them
+// first. Others count as small.
+type CommandSizer interface {
+	CommandSize() int
+}
+
+// appendEntryCommand appends c's framing to b. The payload length is a
+// fixed 4 bytes so the command can be encoded in place and patched.
 func appendEntryCommand(b []byte, c entryCommand) []byte {
 	b = binary.AppendUvarint(b, uint64(len(c.key)))
 	b = append(b, c.key...)
@@ -27,15 +45,22 @@ func appendEntryCommand(b []byte, c entryCommand) []byte {
 	b = append(b, c.kind...)
 	b = binary.AppendUvarint(b, uint64(len(c.trace)))
 	b = append(b, c.trace...)
-	b = binary.AppendUvarint(b, uint64(len(c.payload)))
-	return append(b, c.payload...)
+	at := len(b)
+	b = append(b, 0, 0, 0, 0)
+	if c.cmd != nil {
+		b = c.cmd.AppendCommand(b)
+	} else {
+		b = append(b, c.payload...)
+	}
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+	return b
 }
 
 // encodeEntry frames commands as one raft entry.
 func encodeEntry(cmds []entryCommand) []byte {
 	size := 1 + binary.MaxVarintLen64
 	for _, c := range cmds {
-		size += 4*binary.MaxVarintLen64 + len(c.key) + len(c.kind) + len(c.trace) + len(c.payload)
+		size += 3*binary.MaxVarintLen64 + 4 + len(c.key) + len(c.kind) + len(c.trace) + len(c.payload) + c.size
 	}
 	b := make([]byte, 0, size)
 	b = append(b, entryVersion)
@@ -85,10 +110,15 @@ func decodeEntry(data []byte) ([]entryCommand, error) {
 		if err != nil {
 			return nil, err
 		}
-		payload, err := field()
-		if err != nil {
-			return nil, err
+		if len(data) < 4 {
+			return nil, errShortEntry
 		}
+		pl := binary.BigEndian.Uint32(data)
+		if uint64(pl) > uint64(len(data)-4) {
+			return nil, errShortEntry
+		}
+		payload := data[4 : 4+pl]
+		data = data[4+pl:]
 		cmds = append(cmds, entryCommand{key: string(key), kind: string(kind), trace: string(trace), payload: payload})
 	}
 	if len(data) != 0 {

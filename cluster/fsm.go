@@ -88,19 +88,13 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 // wait waits for the batch's asynchronous applies, complaining if an
 // applier is stuck (the FSM cannot move on without it).
 func (f *fsm) wait(wg *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	t := time.NewTimer(10 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-t.C:
-			f.r.log.Error("raft apply waits on an applier for over 10s")
-			t.Reset(30 * time.Second)
-		}
-	}
+	// A timer, not a watcher goroutine per batch: it fires only when an
+	// applier is stuck.
+	stuck := time.AfterFunc(10*time.Second, func() {
+		f.r.log.Error("raft apply waits on an applier for over 10s")
+	})
+	wg.Wait()
+	stuck.Stop()
 }
 
 // Snapshot implements raft.FSM: it captures StateDir as it is now (every

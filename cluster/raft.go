@@ -324,12 +324,17 @@ func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 		return
 	}
 	inner, tp := unwrapTrace(cmd)
-	kind, payload, err := EncodeCommand(inner)
-	if err != nil {
-		done(nil, err)
+	enc, ok := inner.(Encodable)
+	if !ok {
+		done(nil, fmt.Errorf("%w: %T", ErrNotEncodable, inner))
 		return
 	}
-	p := &proposal{ec: entryCommand{key: key, kind: kind, trace: tp, payload: payload}, done: done}
+	// Encoded by the batcher, straight into the entry.
+	size := 64
+	if s, ok := enc.(CommandSizer); ok {
+		size = s.CommandSize()
+	}
+	p := &proposal{ec: entryCommand{key: key, kind: enc.CommandKind(), trace: tp, cmd: enc, size: size}, done: done}
 	r.queue.Lock()
 	if r.queue.closed {
 		r.queue.Unlock()
@@ -337,7 +342,7 @@ func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 		return
 	}
 	r.queue.pending = append(r.queue.pending, p)
-	r.queue.bytes += len(payload) + len(key) + len(kind) + len(tp) + 16
+	r.queue.bytes += p.ec.wireSize()
 	r.queue.Unlock()
 	select {
 	case r.wake <- struct{}{}:
@@ -363,7 +368,7 @@ func (r *Raft) take() []*proposal {
 	n, size := 0, 0
 	for n < len(r.queue.pending) {
 		p := r.queue.pending[n]
-		sz := len(p.ec.payload) + len(p.ec.key) + len(p.ec.kind) + len(p.ec.trace) + 16
+		sz := p.ec.wireSize()
 		if n > 0 && size+sz > maxEntryBytes {
 			break
 		}

@@ -64,6 +64,10 @@ const (
 // CommandKind implements cluster.Encodable.
 func (c *appendCmd) CommandKind() string { return kindAppend }
 
+// CommandSize implements cluster.CommandSizer: the raft replicator batches
+// produces by size without encoding them first.
+func (c *appendCmd) CommandSize() int { return 1 + appendHeaderLen + len(c.records) }
+
 // AppendCommand implements cluster.Encodable.
 func (c *appendCmd) AppendCommand(b []byte) []byte {
 	b = slices.Grow(b, 1+appendHeaderLen+len(c.records))
