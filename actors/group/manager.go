@@ -26,6 +26,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/lifecycle"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
@@ -235,24 +236,7 @@ func (m *Manager) takeActorsLocked() []*actor.PID {
 // answering what waits with NOT_COORDINATOR. Called with life held.
 func (m *Manager) stopActivationLocked(pids []*actor.PID) error {
 	m.wg.Wait()
-	deadline := time.After(10 * time.Second)
-	var err error
-	dones := make([]chan struct{}, len(pids))
-	for i, pid := range pids {
-		dones[i] = make(chan struct{})
-		m.root.Send(pid, &closeMsg{done: dones[i]})
-	}
-	for i, pid := range pids {
-		if err == nil {
-			select {
-			case <-dones[i]:
-			case <-deadline:
-				err = errors.New("group actors did not stop within 10s")
-			}
-		}
-		m.root.Stop(pid)
-	}
-	return err
+	return lifecycle.StopAll(m.root, pids, func(done chan struct{}) any { return &closeMsg{done: done} }, 10*time.Second, "group actors")
 }
 
 func (m *Manager) spawnLocked(id string, g *Group) *actor.PID {

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/lifecycle"
 	"github.com/regent-broker/regent/cluster"
 )
 
@@ -305,24 +306,7 @@ func (c *Coordinator) takeActorsLocked() []*actor.PID {
 // stopActors stops taken actors, answering what waits with
 // NOT_COORDINATOR. Called with life held.
 func (c *Coordinator) stopActors(pids []*actor.PID) error {
-	dones := make([]chan struct{}, len(pids))
-	for i, pid := range pids {
-		dones[i] = make(chan struct{})
-		c.o.Root.Send(pid, &closeMsg{done: dones[i]})
-	}
-	deadline := time.After(10 * time.Second)
-	var err error
-	for i, pid := range pids {
-		if err == nil {
-			select {
-			case <-dones[i]:
-			case <-deadline:
-				err = errors.New("transaction actors did not stop within 10s")
-			}
-		}
-		c.o.Root.Stop(pid)
-	}
-	return err
+	return lifecycle.StopAll(c.o.Root, pids, func(done chan struct{}) any { return &closeMsg{done: done} }, 10*time.Second, "transaction actors")
 }
 
 func (c *Coordinator) spawnLocked(id string, t *Txn) *actor.PID {
