@@ -164,6 +164,31 @@ func (b *Broker) Restart() {
 	b.start()
 }
 
+// PID is the running broker's process id (0: not running), e.g. to read
+// its memory from /proc/PID/status.
+func (b *Broker) PID() int {
+	if b.cmd == nil || b.cmd.Process == nil {
+		return 0
+	}
+	return b.cmd.Process.Pid
+}
+
+// Exited reports whether the broker process has exited, and how.
+func (b *Broker) Exited() (bool, string) {
+	if b.cmd == nil {
+		return true, "not running"
+	}
+	select {
+	case <-b.exited:
+		if st := b.cmd.ProcessState; st != nil {
+			return true, st.String()
+		}
+		return true, "exited"
+	default:
+		return false, ""
+	}
+}
+
 // LogTail returns the last n bytes of the broker's output.
 func (b *Broker) LogTail(n int) string {
 	b.mu.Lock()
