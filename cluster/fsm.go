@@ -21,6 +21,30 @@ type fsm struct {
 	// its state is stale until the restart, so nothing is applied to it or
 	// snapshotted from it.
 	restarting atomic.Bool
+	// lastApplied is the index of the last entry ApplyBatch finished
+	// applying to the state (written on the FSM goroutine). raft's own
+	// AppliedIndex is set when an entry is handed to the FSM, before it is
+	// applied, and moves on while a restarting node discards entries, so it
+	// cannot say what the state directory holds; see Raft.StateIndex.
+	lastApplied atomic.Uint64
+
+	// opening serializes a snapshot restore with the caller opening the
+	// state directory: until markOpened, an installed snapshot is restored
+	// into the (not yet opened) directory in place; afterwards the state
+	// directory is in use and an install restarts the node instead.
+	opening struct {
+		sync.Mutex
+		opened bool
+	}
+}
+
+// markOpened is called once NewRaft is about to hand the state directory
+// to its caller: it waits for a restore in progress, and from then on
+// installs restart the node.
+func (f *fsm) markOpened() {
+	f.opening.Lock()
+	f.opening.opened = true
+	f.opening.Unlock()
 }
 
 // Apply implements raft.FSM.
@@ -82,6 +106,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	f.wait(&wg)
+	if n := len(logs); n > 0 {
+		f.lastApplied.Store(logs[n-1].Index)
+	}
 	return out
 }
 
@@ -107,32 +134,40 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	return captureState(f.r.o.StateDir, f.r.o.Dir)
 }
 
-// Restore implements raft.FSM. At start (before Start) it fills the empty
-// state directory; on a running node the state objects cannot be swapped
-// under their actors, so the node restarts and restores at start.
+// Restore implements raft.FSM. While NewRaft runs (the local snapshot at
+// start, or an install that arrives before NewRaft returns) it fills the
+// state directory, which nothing has opened yet. Once the caller may have
+// opened it, the state objects cannot be swapped under their actors, so
+// the install is accepted and the node restarts to restore it at start.
+// Restoring into a directory the caller is opening (the old "not started
+// yet" test) wiped files under the partitions being opened.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	select {
-	case <-f.readyCh:
-		if f.r.o.OnRuntimeRestore == nil {
-			return fmt.Errorf("snapshot install on a running node needs a restart")
-		}
-		// Accept the install, so that raft records it and answers the
-		// leader (which would otherwise send it again), then restart:
-		// the start restores this snapshot into a fresh state directory.
-		f.restarting.Store(true)
-		before := f.r.raft.Stats()["last_snapshot_index"]
-		f.r.log.Warn("installing a snapshot from the leader: restarting the node to load it")
-		go func() {
-			deadline := time.Now().Add(10 * time.Second)
-			for f.r.raft.Stats()["last_snapshot_index"] == before && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
-			f.r.o.OnRuntimeRestore()
-		}()
-		_, _ = io.Copy(io.Discard, rc)
-		return nil
-	default:
+	f.opening.Lock()
+	defer f.opening.Unlock()
+	if !f.opening.opened {
+		return restoreState(rc, f.r.o.StateDir)
 	}
-	return restoreState(rc, f.r.o.StateDir)
+	if f.r.o.OnRuntimeRestore == nil {
+		return fmt.Errorf("snapshot install on a running node needs a restart")
+	}
+	// Accept the install, so that raft records it and answers the leader
+	// (which would otherwise send it again), then restart: the start
+	// restores this snapshot into a fresh state directory. From here the
+	// state is stale: StateIndex stays where it was, so nobody takes this
+	// node for caught up until it is back.
+	f.restarting.Store(true)
+	before := f.r.raft.Stats()["last_snapshot_index"]
+	f.r.log.Warn("installing a snapshot from the leader: restarting the node to load it")
+	go func() {
+		// raft records the snapshot after Restore returns; restarting
+		// before that would load the previous one.
+		deadline := time.Now().Add(10 * time.Second)
+		for f.r.raft.Stats()["last_snapshot_index"] == before && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		f.r.o.OnRuntimeRestore()
+	}()
+	_, _ = io.Copy(io.Discard, rc)
+	return nil
 }

@@ -238,6 +238,8 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r.raft = ra
+	// From here the caller opens StateDir: later installs restart the node.
+	r.fsm.markOpened()
 	if !existing && !o.Join {
 		var servers []raft.Server
 		for _, p := range o.Peers {
@@ -612,10 +614,15 @@ type Status struct {
 	Term         uint64 `json:"term"`
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
-	LastIndex    uint64 `json:"last_index"`
-	LastContact  string `json:"last_contact"`
-	Ready        bool   `json:"ready"`
-	Voters       []Peer `json:"voters"`
+	// StateIndex is what the state directory holds (see Raft.StateIndex).
+	StateIndex uint64 `json:"state_index"`
+	// Restarting: a snapshot was installed and the node is restarting to
+	// load it; its state is stale until then.
+	Restarting  bool   `json:"restarting"`
+	LastIndex   uint64 `json:"last_index"`
+	LastContact string `json:"last_contact"`
+	Ready       bool   `json:"ready"`
+	Voters      []Peer `json:"voters"`
 }
 
 // Status reports the node's raft state. nodes resolves voter addresses.
@@ -629,6 +636,8 @@ func (r *Raft) Status(nodes func(int32) (Peer, bool)) Status {
 		Term:         term,
 		CommitIndex:  r.raft.CommitIndex(),
 		AppliedIndex: r.raft.AppliedIndex(),
+		StateIndex:   r.StateIndex(),
+		Restarting:   r.fsm.restarting.Load(),
 		LastIndex:    r.raft.LastIndex(),
 		LastContact:  st["last_contact"],
 		Ready:        r.ready.Load(),
@@ -641,6 +650,26 @@ func (r *Raft) Status(nodes func(int32) (Peer, bool)) Status {
 		s.Voters = append(s.Voters, p)
 	}
 	return s
+}
+
+// StateIndex is the raft index up to which this node's state directory
+// holds every command: the last entry the FSM finished applying, or the
+// snapshot the state was restored from or captured at, if later. Unlike
+// raft's AppliedIndex (set when entries are handed to the FSM) it is never
+// ahead of the files, and it does not move while the node is restarting to
+// load an installed snapshot. Entries the FSM never sees (no-ops,
+// barriers) do not advance it, so compare it with another node's
+// StateIndex, not with a commit index.
+func (r *Raft) StateIndex() uint64 {
+	applied := r.fsm.lastApplied.Load()
+	// Read the snapshot index before the flag: restarting is set before
+	// raft records an installed snapshot, so with the flag still clear the
+	// index read is one this state holds.
+	snap, _ := strconv.ParseUint(r.raft.Stats()["last_snapshot_index"], 10, 64)
+	if r.fsm.restarting.Load() {
+		return applied
+	}
+	return max(applied, snap)
 }
 
 // Stats is raft's own statistics map.

@@ -38,6 +38,8 @@ type Status struct {
 	Term         uint64  `json:"term"`
 	CommitIndex  uint64  `json:"commit_index"`
 	AppliedIndex uint64  `json:"applied_index"`
+	StateIndex   uint64  `json:"state_index"`
+	Restarting   bool    `json:"restarting"`
 	Voters       []Voter `json:"voters"`
 }
 
@@ -484,8 +486,12 @@ func (c *Cluster) LeaderID(t testing.TB) int32 {
 	return c.WaitLeader(t, 30*time.Second)
 }
 
-// WaitCaughtUp waits until node id has applied at least the leader's
-// commit index as of the call, and knows the leader.
+// WaitCaughtUp waits until node id's state holds everything the leader's
+// state held at the call (its state index reached the leader's), it is not
+// restarting to load an installed snapshot, and it knows the leader. raft's
+// applied index is not enough: it counts entries handed to the FSM, not
+// applied, and on a node that accepted a snapshot and is about to restart
+// it runs ahead of a state directory that is about to be replaced.
 func (c *Cluster) WaitCaughtUp(t testing.TB, id int32, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -494,7 +500,7 @@ func (c *Cluster) WaitCaughtUp(t testing.TB, id int32, timeout time.Duration) {
 	for {
 		ls, err := c.Status(leader)
 		if err == nil {
-			target = ls.CommitIndex
+			target = ls.StateIndex
 			break
 		}
 		if time.Now().After(deadline) {
@@ -506,8 +512,8 @@ func (c *Cluster) WaitCaughtUp(t testing.TB, id int32, timeout time.Duration) {
 	var lastErr error
 	for {
 		st, err := c.Status(id)
-		if err == nil && st.AppliedIndex >= target && st.LeaderID > 0 {
-			t.Logf("cluster: node %d caught up (applied %d, leader %d's commit index was %d)", id, st.AppliedIndex, leader, target)
+		if err == nil && st.StateIndex >= target && !st.Restarting && st.LeaderID > 0 {
+			t.Logf("cluster: node %d caught up (state index %d, leader %d's was %d)", id, st.StateIndex, leader, target)
 			return
 		}
 		last, lastErr = st, err
