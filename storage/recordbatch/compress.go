@@ -169,6 +169,122 @@ func decompress(codec int8, p []byte) ([]byte, error) {
 	}
 }
 
+// zstdStreamWindow bounds the window a streamed zstd frame may declare, and
+// so the history its decoder keeps: level 19 (Kafka's compression.zstd.level
+// allows up to 22) uses 8 MiB; larger windows only pay on inputs far bigger
+// than a batch.
+const zstdStreamWindow = 32 << 20
+
+// zstdStreams pools single-goroutine streaming decoders: creating one costs
+// more than decoding a typical batch.
+var zstdStreams = sync.Pool{New: func() any {
+	d, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1), // synchronous: no goroutines per stream
+		zstd.WithDecoderLowmem(true),
+		zstd.WithDecoderMaxWindow(zstdStreamWindow),
+		zstd.WithDecoderMaxMemory(MaxDecompressedSize))
+	if err != nil {
+		return err
+	}
+	return d
+}}
+
+// openDecompressor returns a reader of the decompressed records section p
+// and a func that gives pooled state back (call it once done reading). It
+// reads p as it is asked for bytes, holding at most a codec block or window,
+// never the whole output. limit is the caller's bound on the output; it
+// lets the few codecs that must decode a whole block at once refuse early.
+func openDecompressor(codec int8, p []byte, limit int64) (io.Reader, func(), error) {
+	switch codec {
+	case CodecGzip:
+		r, _ := gzipReaders.Get().(*gzip.Reader)
+		var err error
+		if r == nil {
+			r, err = gzip.NewReader(bytes.NewReader(p))
+		} else {
+			err = r.Reset(bytes.NewReader(p))
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("gzip: %w", err)
+		}
+		return r, func() { gzipReaders.Put(r) }, nil
+	case CodecSnappy:
+		if len(p) < xerialHeaderLen || !bytes.HasPrefix(p, xerialMagic) {
+			// A raw snappy block decodes only whole.
+			out, err := snappyBlockLimited(nil, p, limit)
+			if err != nil {
+				return nil, nil, err
+			}
+			return bytes.NewReader(out), func() {}, nil
+		}
+		x := xerialReaders.Get().(*xerialReader)
+		x.rest, x.cur, x.limit = p[xerialHeaderLen:], nil, limit
+		return x, func() {
+			x.rest, x.cur = nil, nil
+			if cap(x.buf) <= 4*xerialBlockSize { // keep only the usual size
+				xerialReaders.Put(x)
+			}
+		}, nil
+	case CodecLz4:
+		r := lz4Readers.Get().(*lz4.Reader)
+		r.Reset(bytes.NewReader(p))
+		return r, func() { r.Reset(nil); lz4Readers.Put(r) }, nil
+	case CodecZstd:
+		var zh zstd.Header
+		if zh.Decode(p) == nil && zh.HasFCS && zh.FrameContentSize > maxZstdOutput(len(p)) {
+			return nil, nil, fmt.Errorf("%w: zstd frame claims %d bytes from %d", ErrCorrupt, zh.FrameContentSize, len(p))
+		}
+		got := zstdStreams.Get()
+		d, ok := got.(*zstd.Decoder)
+		if !ok {
+			return nil, nil, fmt.Errorf("zstd init: %v", got)
+		}
+		if err := d.Reset(bytes.NewReader(p)); err != nil {
+			zstdStreams.Put(d)
+			return nil, nil, fmt.Errorf("zstd: %w", err)
+		}
+		return d, func() { _ = d.Reset(nil); zstdStreams.Put(d) }, nil
+	default:
+		return nil, nil, fmt.Errorf("%w: %d", ErrBadCodec, codec)
+	}
+}
+
+var xerialReaders = sync.Pool{New: func() any { return new(xerialReader) }}
+
+// xerialReader streams xerial-framed snappy one block (32 KiB as written by
+// snappy-java) at a time.
+type xerialReader struct {
+	rest  []byte
+	cur   []byte // decoded, unread part of the current block
+	buf   []byte // reused block buffer
+	limit int64
+}
+
+func (x *xerialReader) Read(p []byte) (int, error) {
+	for len(x.cur) == 0 {
+		if len(x.rest) == 0 {
+			return 0, io.EOF
+		}
+		if len(x.rest) < 4 {
+			return 0, fmt.Errorf("%w: xerial block length truncated", ErrCorrupt)
+		}
+		n := binary.BigEndian.Uint32(x.rest)
+		x.rest = x.rest[4:]
+		if uint64(n) > uint64(len(x.rest)) {
+			return 0, fmt.Errorf("%w: xerial block of %d bytes, %d left", ErrCorrupt, n, len(x.rest))
+		}
+		out, err := snappyBlockLimited(x.buf[:0], x.rest[:n], x.limit)
+		if err != nil {
+			return 0, err
+		}
+		x.rest = x.rest[n:]
+		x.buf, x.cur = out, out
+	}
+	n := copy(p, x.cur)
+	x.cur = x.cur[n:]
+	return n, nil
+}
+
 // maxZstdOutput is a hard bound from the zstd format: every block needs at
 // least a 3-byte header and one byte of content and yields at most 128 KiB.
 func maxZstdOutput(n int) uint64 { return uint64(n)/4*(128<<10) + 128<<10 }
@@ -218,6 +334,11 @@ func unsnappy(p []byte) ([]byte, error) {
 
 // snappyBlock appends the decoding of one raw snappy block to dst.
 func snappyBlock(dst, block []byte) ([]byte, error) {
+	return snappyBlockLimited(dst, block, MaxDecompressedSize)
+}
+
+// snappyBlockLimited is snappyBlock refusing output past limit bytes in all.
+func snappyBlockLimited(dst, block []byte, limit int64) ([]byte, error) {
 	n, err := s2.DecodedLen(block)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snappy: %w", ErrCorrupt, err)
@@ -225,8 +346,8 @@ func snappyBlock(dst, block []byte) ([]byte, error) {
 	if n > maxSnappyOutput(len(block)) {
 		return nil, fmt.Errorf("%w: snappy block claims %d bytes from %d", ErrCorrupt, n, len(block))
 	}
-	if len(dst)+n > MaxDecompressedSize {
-		return nil, ErrTooLarge
+	if int64(len(dst)+n) > limit {
+		return nil, fmt.Errorf("%w: snappy block of %d bytes, limit %d", ErrTooLarge, n, limit)
 	}
 	dst = growTo(dst, len(dst)+n)
 	if _, err := s2.Decode(dst[len(dst)-n:], block); err != nil {

@@ -44,20 +44,34 @@ func Validate(b []byte) (Header, error) {
 func checkSane(h Header, size int) error {
 	switch {
 	case h.NumRecords < 0:
-		return fmt.Errorf("%w: negative record count %d", ErrCorrupt, h.NumRecords)
+		return invalidf("negative record count %d", h.NumRecords)
 	case h.LastOffsetDelta < 0:
-		return fmt.Errorf("%w: negative lastOffsetDelta %d", ErrCorrupt, h.LastOffsetDelta)
+		return invalidf("negative lastOffsetDelta %d", h.LastOffsetDelta)
 	case int64(h.NumRecords) > int64(h.LastOffsetDelta)+1:
 		// Each record has a distinct offset delta in [0, lastOffsetDelta].
-		return fmt.Errorf("%w: %d records but lastOffsetDelta %d", ErrCorrupt, h.NumRecords, h.LastOffsetDelta)
+		return invalidf("%d records but lastOffsetDelta %d", h.NumRecords, h.LastOffsetDelta)
 	case h.BaseOffset < 0 || h.BaseOffset > h.BaseOffset+int64(h.LastOffsetDelta):
 		return fmt.Errorf("%w: base offset %d with lastOffsetDelta %d", ErrCorrupt, h.BaseOffset, h.LastOffsetDelta)
 	case h.Compression() > CodecZstd:
 		return fmt.Errorf("%w: %d", ErrBadCodec, h.Compression())
 	case h.Compression() == CodecNone && int64(h.NumRecords)*minRecordSize > int64(size-HeaderSize):
-		return fmt.Errorf("%w: %d records cannot fit in %d bytes", ErrCorrupt, h.NumRecords, size-HeaderSize)
+		return invalidf("%d records cannot fit in %d bytes", h.NumRecords, size-HeaderSize)
 	}
 	return nil
+}
+
+// invalidError is a header whose fields contradict each other (or the
+// batch's size) under an intact CRC. It is ErrCorrupt to readers of a log
+// and ErrInvalidRecord to Produce, which refuses it with INVALID_RECORD.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return "recordbatch: invalid batch: " + e.msg }
+func (e *invalidError) Is(target error) bool {
+	return target == ErrCorrupt || target == ErrInvalidRecord
+}
+
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
 }
 
 // Split cuts a concatenation of batches (e.g. a Produce request's records
