@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // counterCmd appends n to a test applier's list.
@@ -112,17 +114,6 @@ func startNode(t *testing.T, o RaftOptions, async bool) *testNode {
 
 type asyncOnly struct{ *listApplier }
 
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func leaderOf(nodes []*testNode) *testNode {
 	for _, n := range nodes {
 		if n != nil && n.r.Ready() {
@@ -194,21 +185,16 @@ func testFailover(t *testing.T, async bool) {
 			}
 		}
 	}()
-	waitFor(t, "a leader", 15*time.Second, func() bool { return leaderOf(nodes) != nil })
+	testwait.For(t, "a leader", 15*time.Second, func() bool { return leaderOf(nodes) != nil })
 	var acked []uint64
 	produce := func(from, to uint64) {
 		for v := from; v < to; v++ {
-			for attempt := 0; ; attempt++ {
+			// Retried until a leader takes it (after a failover).
+			testwait.For(t, fmt.Sprintf("value %d to commit", v), 15*time.Second, func() bool {
 				l := leaderOf(nodes)
-				if l != nil && propose(t, l, v) == nil {
-					acked = append(acked, v)
-					break
-				}
-				if attempt > 500 {
-					t.Fatalf("value %d never committed", v)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return l != nil && propose(t, l, v) == nil
+			})
+			acked = append(acked, v)
 		}
 	}
 	produce(0, 100)
@@ -247,7 +233,7 @@ func testFailover(t *testing.T, async bool) {
 			nodes[i] = nil
 		}
 	}
-	waitFor(t, "a new leader", 15*time.Second, func() bool { return leaderOf(nodes) != nil })
+	testwait.For(t, "a new leader", 15*time.Second, func() bool { return leaderOf(nodes) != nil })
 	produce(2000, 2100)
 	// Restart the killed node from its raft dir: state is rebuilt from the
 	// snapshot and the log, then it catches up.
@@ -255,7 +241,7 @@ func testFailover(t *testing.T, async bool) {
 	want := fmt.Sprint(acked)
 	for _, n := range nodes {
 		n := n
-		waitFor(t, fmt.Sprintf("node %d to hold every acked value", n.opts.Self.ID), 20*time.Second, func() bool {
+		testwait.For(t, fmt.Sprintf("node %d to hold every acked value", n.opts.Self.ID), 20*time.Second, func() bool {
 			return fmt.Sprint(n.list.snapshot()) == want
 		})
 	}

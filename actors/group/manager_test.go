@@ -10,6 +10,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 func quietSystem(t *testing.T) *actor.ActorSystem {
@@ -120,7 +122,7 @@ func TestManagerGroupSurvivesRestart(t *testing.T) {
 	wantCode(t, "leave", lr.Members[0].ErrorCode, nil)
 	del := await(t, func(r func(kmsg.DeleteGroupsResponseGroup)) { m.DeleteGroup("g", r) })
 	wantCode(t, "delete", del.ErrorCode, nil)
-	waitFor(t, func() bool { return len(m.ListGroups()) == 1 })
+	testwait.For(t, "the deleted group to go", testwait.Default, func() bool { return len(m.ListGroups()) == 1 })
 	must(t, m.Close())
 	m = openManager(t, sys, dir)
 	defer m.Close()
@@ -145,7 +147,7 @@ func TestManagerMissingGroupsSpawnNothing(t *testing.T) {
 	bad.SessionTimeoutMillis = 1
 	j := await(t, func(r func(*kmsg.JoinGroupResponse)) { m.JoinGroup(bad, Client{}, r) })
 	wantCode(t, "bad join", j.ErrorCode, kerr.InvalidSessionTimeout)
-	waitFor(t, func() bool {
+	testwait.For(t, "the bad group's actor to retire", testwait.Default, func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return len(m.mu.actors) == 0
@@ -188,16 +190,5 @@ func TestManagerConcurrentGroups(t *testing.T) {
 	wg.Wait()
 	if n := len(m.ListGroups()); n != 20 {
 		t.Fatalf("%d groups listed", n)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

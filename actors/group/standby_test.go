@@ -3,7 +3,6 @@ package group
 import (
 	"bytes"
 	"errors"
-	"github.com/regent-broker/regent/cluster/clustertest"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/cluster/clustertest"
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 func openReplManager(t *testing.T, sys *actor.ActorSystem, repl cluster.Replicator, standby bool) *Manager {
@@ -200,7 +201,7 @@ func TestManagerDeactivateAnswersWaiters(t *testing.T) {
 	r.SetStall(true)
 	committed := make(chan *kmsg.OffsetCommitResponse, 1)
 	a.CommitOffsets(commitReq("flink", "", -1, 1), func(resp *kmsg.OffsetCommitResponse) { committed <- resp })
-	waitFor(t, func() bool { return r.HeldCount() == 1 })
+	testwait.For(t, "the commit to be held", testwait.Default, func() bool { return r.HeldCount() == 1 })
 	select {
 	case resp := <-joined:
 		t.Fatalf("join answered early: %+v", resp)
@@ -232,7 +233,7 @@ func TestManagerDeactivateAnswersWaiters(t *testing.T) {
 	r.SetStall(false)
 	r.SetLeader(1)
 	r.Release()
-	waitFor(t, func() bool { return len(b.store.Groups()["flink"]) > 0 })
+	testwait.For(t, "the commit applied on b", testwait.Default, func() bool { return len(b.store.Groups()["flink"]) > 0 })
 	must(t, b.Activate())
 	if f := fetch(t, b, "flink"); f.ErrorCode != 0 || f.Topics[0].Partitions[0].Offset != 1 {
 		t.Fatalf("fetch of the late write %+v", f)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // fakeCluster is a scripted stand-in for raft: a leader's proposals are
@@ -38,7 +39,10 @@ type fakeCluster struct {
 	results [][]any
 
 	completions chan func()
-	wg          sync.WaitGroup
+	// completed counts the proposers' done callbacks that have returned
+	// (run by the completer goroutine, in entry order).
+	completed int
+	wg        sync.WaitGroup
 }
 
 type fakeEntry struct {
@@ -87,6 +91,13 @@ func (c *fakeCluster) hold(h bool) {
 	c.held = h
 	c.cond.Broadcast()
 	c.mu.Unlock()
+}
+
+// answered is how many proposals' done callbacks have returned.
+func (c *fakeCluster) answered() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.completed
 }
 
 // applied is how many entries the FSM finished.
@@ -148,6 +159,9 @@ func (c *fakeCluster) completer() {
 	defer c.wg.Done()
 	for f := range c.completions {
 		f()
+		c.mu.Lock()
+		c.completed++
+		c.mu.Unlock()
 	}
 }
 
@@ -582,14 +596,10 @@ func TestApplyAsyncClosed(t *testing.T) {
 	// The held entries now reach the FSM (the applier is gone) and their
 	// late answers are dropped: no second reply.
 	c.hold(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for c.applied() < 4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("FSM applied %d of 4 entries", c.applied())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(20 * time.Millisecond)
+	// Once the four proposers' done callbacks have returned, any second
+	// reply has been made: done either replies itself or hands the answer
+	// to the closed actor's gate, which drops it.
+	testwait.For(t, "the four held entries to be answered", testwait.Default, func() bool { return c.answered() >= 4 })
 	mu.Lock()
 	defer mu.Unlock()
 	for i := range 3 {
@@ -683,22 +693,21 @@ func TestApplyAsyncDuringClose(t *testing.T) {
 	unblock, replied := make(chan struct{}), make(chan struct{})
 	p.Produce(batch(t, -1, -1, -1, 1, false), -1, func(ProduceResult) { close(replied); <-unblock })
 	await(t, replied)
+	// Close's first step, its message, is queued here on the test's
+	// goroutine, so it is in the mailbox before ApplyAsync's: no guessing
+	// how long a goroutine calling Close takes to get there.
 	closed := make(chan error, 1)
-	go func() { closed <- p.Close(false) }()
-	time.Sleep(20 * time.Millisecond) // let closeMsg reach the mailbox first
+	p.root.Send(p.pid, &closeMsg{done: closed})
 	answer := make(chan any, 1)
 	aa.ApplyAsync(&appendCmd{records: batch(t, -1, -1, -1, 1, false)}, func(v any) { answer <- v })
 	close(unblock)
 	if err := await(t, closed); err != nil {
 		t.Fatal(err)
 	}
-	switch v := await(t, answer).(type) {
-	case error:
-		if v != kerr.NotLeaderForPartition {
-			t.Fatalf("apply during close: %v", v)
-		}
-	case ProduceResult: // it overtook Close: applied, also an answer
-	default:
-		t.Fatalf("apply during close: %+v", v)
+	if v := await(t, answer); v != kerr.NotLeaderForPartition {
+		t.Fatalf("apply queued behind close: %+v, want NOT_LEADER_FOR_PARTITION", v)
 	}
+	// The rest of Close: stop the actor once it drained its mailbox.
+	p.root.Poison(p.pid)
+	p.wakeWaiters()
 }

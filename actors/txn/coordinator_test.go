@@ -12,6 +12,8 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // fakePartition records markers; fail makes the next n writes fail, hold
@@ -176,18 +178,6 @@ func (h *harness) describe(id string) (*Txn, error) {
 	return o.t, o.err
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func mustOK(t *testing.T, what string, r Result) {
 	t.Helper()
 	if r.Err != nil {
@@ -270,7 +260,7 @@ func TestCoordinatorRecovery(t *testing.T) {
 	h.parts[t0].hold = true
 	ended := make(chan Result, 1)
 	h.c.EndTxn("a", 101, 0, true, false, func(r Result) { ended <- r })
-	eventually(t, "marker sent", func() bool {
+	testwait.For(t, "marker sent", testwait.Default, func() bool {
 		h.parts[t0].mu.Lock()
 		defer h.parts[t0].mu.Unlock()
 		return len(h.parts[t0].held) == 1
@@ -290,7 +280,7 @@ func TestCoordinatorRecovery(t *testing.T) {
 		t.Fatalf("end answered %v at close", r.Err)
 	}
 
-	eventually(t, "a completed", func() bool {
+	testwait.For(t, "a completed", testwait.Default, func() bool {
 		tx, _ := h.describe("a")
 		return tx != nil && tx.State == StateCompleteCommit
 	})
@@ -304,7 +294,7 @@ func TestCoordinatorRecovery(t *testing.T) {
 	if tx.State != StateOngoing {
 		t.Fatalf("b after restart: %s", tx.State)
 	}
-	eventually(t, "b timed out", func() bool {
+	testwait.For(t, "b timed out", testwait.Default, func() bool {
 		tx, _ := h.describe("b")
 		return tx.State == StateCompleteAbort
 	})
@@ -327,7 +317,7 @@ func TestCoordinatorMarkerRetry(t *testing.T) {
 	mustOK(t, "add", h.add("a", 101, 0, t0, t1))
 	h.parts[t1].fail = 2
 	mustOK(t, "end", h.end("a", 101, 0, false))
-	eventually(t, "complete", func() bool {
+	testwait.For(t, "complete", testwait.Default, func() bool {
 		tx, _ := h.describe("a")
 		return tx.State == StateCompleteAbort
 	})
@@ -347,7 +337,7 @@ func TestCoordinatorFenceOnInit(t *testing.T) {
 		t.Fatalf("init over an open transaction: %v", r.Err)
 	}
 	var r Result
-	eventually(t, "init after the abort", func() bool {
+	testwait.For(t, "init after the abort", testwait.Default, func() bool {
 		r = h.init("a", 60000)
 		return r.Err == nil
 	})
@@ -362,7 +352,7 @@ func TestCoordinatorFenceOnInit(t *testing.T) {
 func TestCoordinatorExpiry(t *testing.T) {
 	h := newHarness(t, func(o *Options) { o.IDExpiration = 50 * time.Millisecond })
 	mustOK(t, "init", h.init("a", 60000))
-	eventually(t, "expiry", func() bool { return len(h.c.List(ListFilter{})) == 0 })
+	testwait.For(t, "expiry", testwait.Default, func() bool { return len(h.c.List(ListFilter{})) == 0 })
 	if _, err := h.describe("a"); !errors.Is(err, kerr.TransactionalIDNotFound) {
 		t.Fatalf("describe expired: %v", err)
 	}
@@ -387,7 +377,7 @@ func TestCoordinatorInvalidTimeout(t *testing.T) {
 		t.Fatal("init with a failing allocator succeeded")
 	}
 	// The actor spawned for the refused request went away.
-	eventually(t, "actor retired", func() bool {
+	testwait.For(t, "actor retired", testwait.Default, func() bool {
 		h.c.mu.Lock()
 		defer h.c.mu.Unlock()
 		return len(h.c.mu.actors) == 0

@@ -3,7 +3,6 @@ package txn
 import (
 	"bytes"
 	"errors"
-	"github.com/regent-broker/regent/cluster/clustertest"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -13,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/cluster/clustertest"
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // checkNotCoordinator checks that every API of c answers NOT_COORDINATOR.
@@ -75,7 +76,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	ha.parts[t0].hold = true
 	ended := make(chan Result, 1)
 	ha.c.EndTxn("a", 101, 0, true, false, func(r Result) { ended <- r })
-	eventually(t, "a's t0 marker sent", func() bool { return ha.heldMarkers(t0) == 1 })
+	testwait.For(t, "a's t0 marker sent", testwait.Default, func() bool { return ha.heldMarkers(t0) == 1 })
 	if s := ha.state("a"); s != StatePrepareCommit {
 		t.Fatalf("a is %s", s)
 	}
@@ -102,7 +103,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	must(t, hb.c.Activate())
 	checkNotCoordinator(t, ha.c)
 
-	eventually(t, "a completed on b", func() bool { return hb.state("a") == StateCompleteCommit })
+	testwait.For(t, "a completed on b", testwait.Default, func() bool { return hb.state("a") == StateCompleteCommit })
 	for _, tp := range []TopicPartition{t0, t1} {
 		if got := hb.parts[tp].got(); !slices.Contains(got, "commit 101/0") {
 			t.Fatalf("%v markers from the new coordinator: %v", tp, got)
@@ -116,7 +117,7 @@ func TestCoordinatorFailover(t *testing.T) {
 	if s := hb.state("b"); s != StateOngoing {
 		t.Fatalf("b is %s on the new coordinator", s)
 	}
-	eventually(t, "b timed out on b", func() bool { return hb.state("b") == StateCompleteAbort })
+	testwait.For(t, "b timed out on b", testwait.Default, func() bool { return hb.state("b") == StateCompleteAbort })
 	if el := time.Since(bStart); el < 1400*time.Millisecond {
 		t.Fatalf("b aborted after %v, before its deadline", el)
 	}
@@ -161,12 +162,16 @@ func TestCoordinatorTimeoutPersistFails(t *testing.T) {
 	mustOK(t, "init", h.init("b", 200))
 	mustOK(t, "add", h.add("b", 101, 0, t1))
 	r.SetLeader(-1)
-	time.Sleep(400 * time.Millisecond)
+	// The timeout fires (200ms) and its abort is refused. The refusal is
+	// counted once the actor has its answer, and describe queues behind
+	// the timer's handling on the actor, so the state seen is the one
+	// the failed abort left.
+	testwait.For(t, "the timeout's abort to be refused", testwait.Default, func() bool { return r.Refused() >= 1 })
 	if s := h.state("b"); s != StateOngoing {
 		t.Fatalf("b is %s though nothing could be written", s)
 	}
 	r.SetLeader(0)
-	eventually(t, "b timed out", func() bool { return h.state("b") == StateCompleteAbort })
+	testwait.For(t, "b timed out", testwait.Default, func() bool { return h.state("b") == StateCompleteAbort })
 	if got := h.parts[t1].got(); len(got) != 1 || got[0] != "abort 101/1" {
 		t.Fatalf("markers: %v", got)
 	}
@@ -183,7 +188,7 @@ func TestCoordinatorDeactivateUnblocksPersist(t *testing.T) {
 	r.SetStall(true)
 	added := make(chan Result, 1)
 	ha.c.AddPartitions("a", 101, 0, []TopicPartition{t0}, false, func(res Result) { added <- res })
-	eventually(t, "proposal held", func() bool { return r.HeldCount() == 1 })
+	testwait.For(t, "proposal held", testwait.Default, func() bool { return r.HeldCount() == 1 })
 	start := time.Now()
 	ha.c.Deactivate()
 	if d := time.Since(start); d > 5*time.Second {
@@ -201,7 +206,7 @@ func TestCoordinatorDeactivateUnblocksPersist(t *testing.T) {
 	r.SetStall(false)
 	r.SetLeader(1)
 	r.Release()
-	eventually(t, "applied on b", func() bool {
+	testwait.For(t, "applied on b", testwait.Default, func() bool {
 		st, ok := hb.c.store.Txns()["a"]
 		return ok && st.State == StateOngoing
 	})
@@ -215,18 +220,30 @@ func TestCoordinatorDeactivateUnblocksPersist(t *testing.T) {
 // resumes nothing until activated.
 func TestCoordinatorStandbyOpen(t *testing.T) {
 	standby := false
-	h := newHarness(t, func(o *Options) { o.Standby = standby })
+	now := time.Now
+	h := newHarness(t, func(o *Options) { o.Standby, o.Now = standby, func() time.Time { return now() } })
 	mustOK(t, "init", h.init("b", 200))
 	mustOK(t, "add", h.add("b", 101, 0, t1))
+	// Reopened an hour later: b's deadline has long passed, so anything
+	// that armed its timeout would abort it at once.
 	standby = true
+	later := time.Now().Add(time.Hour)
+	now = func() time.Time { return later }
 	h.reopen()
 	checkNotCoordinator(t, h.c)
-	time.Sleep(400 * time.Millisecond)
+	// Timeouts belong to the transactions' actors: on standby there are
+	// none, so none can fire.
+	h.c.mu.Lock()
+	actors, active := len(h.c.mu.actors), h.c.mu.active
+	h.c.mu.Unlock()
+	if actors != 0 || active {
+		t.Fatalf("standby coordinator runs %d actors (active %v)", actors, active)
+	}
 	if got := h.parts[t1].got(); len(got) != 0 {
 		t.Fatalf("markers written on standby: %v", got)
 	}
 	must(t, h.c.Activate())
-	eventually(t, "b timed out", func() bool { return h.state("b") == StateCompleteAbort })
+	testwait.For(t, "b timed out", testwait.Default, func() bool { return h.state("b") == StateCompleteAbort })
 }
 
 func TestPutCmdRoundTrip(t *testing.T) {

@@ -35,6 +35,9 @@ type FakeRaft struct {
 	stall  bool
 	delay  time.Duration
 	closed bool
+	// refused counts proposals answered ErrNotLeader, counted after their
+	// done returned (so what done did is visible to whoever sees it).
+	refused int
 }
 
 type fakeEntry struct {
@@ -97,6 +100,21 @@ func (r *FakeRaft) HeldCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.held)
+}
+
+// Refused is how many proposals were answered ErrNotLeader (this node
+// did not lead, or the fake was closed); each is counted once its done
+// has returned.
+func (r *FakeRaft) Refused() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused
+}
+
+func (r *FakeRaft) countRefused() {
+	r.mu.Lock()
+	r.refused++
+	r.mu.Unlock()
 }
 
 // Release commits the held proposals.
@@ -198,10 +216,12 @@ func (n *FakeNode) Propose(key string, cmd cluster.Command, done func(any, error
 	case r.closed:
 		r.mu.Unlock()
 		done(nil, fmt.Errorf("propose to %s: fake raft closed: %w", key, cluster.ErrNotLeader))
+		r.countRefused()
 		return
 	case r.leader != n.id:
 		r.mu.Unlock()
 		done(nil, fmt.Errorf("propose to %s on node %d: %w", key, n.id, cluster.ErrNotLeader))
+		r.countRefused()
 		return
 	}
 	e := fakeEntry{key: key, kind: kind, payload: slices.Clone(payload), from: n, done: done}
