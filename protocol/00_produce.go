@@ -7,7 +7,12 @@ package protocol
 // Transactional batches are appended as sent; the partition tracks the
 // open transaction until the coordinator's marker ends it. (Kafka 3.6+
 // also verifies the partition was added to the transaction, KIP-890 part
-// 1; Regent does not yet.)
+// 1; Regent does not yet.) Batches are validated as Kafka's LogValidator
+// does, contents included: CORRUPT_MESSAGE for a CRC or framing fault,
+// INVALID_RECORD (with record_errors where one record is at fault) for
+// counts, offsets or compressed contents that contradict the header, and
+// for compressed records inflating past 32 x max.message.bytes, within
+// 16-256 MiB (Kafka has no such bound; it stops decompression bombs).
 
 import (
 	"sync"
@@ -89,6 +94,12 @@ func (s *Server) produce(r *Request) {
 				if res.Err != nil && res.ErrMessage != "" {
 					msg := res.ErrMessage
 					po.ErrorMessage = &msg
+				}
+				// record_errors (KIP-467) encode from v8; older versions
+				// drop them and keep the error message.
+				for _, re := range res.RecordErrors {
+					msg := re.Message
+					po.ErrorRecords = append(po.ErrorRecords, kmsg.ProduceResponseTopicPartitionErrorRecord{RelativeOffset: re.BatchIndex, ErrorMessage: &msg})
 				}
 				po.BaseOffset, po.LogAppendTime, po.LogStartOffset = res.BaseOffset, res.LogAppendTime, res.LogStartOffset
 				finish()

@@ -30,6 +30,15 @@ type ProduceResult struct {
 	BaseOffset     int64
 	LogAppendTime  int64 // -1 unless the topic uses LogAppendTime
 	LogStartOffset int64
+	// RecordErrors name the records at fault (KIP-467's record_errors),
+	// for an INVALID_RECORD about particular records.
+	RecordErrors []RecordError
+}
+
+// RecordError is one record's fault: its index within its batch.
+type RecordError struct {
+	BatchIndex int32
+	Message    string
 }
 
 // State is one partition's state machine. It is owned by the partition
@@ -64,7 +73,12 @@ func (s *State) Produce(records []byte, now time.Time) ProduceResult {
 	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1}
 	batches, err := recordbatch.Split(records)
 	if err != nil {
+		// A CRC or framing fault may be damage in transit (clients retry
+		// CORRUPT_MESSAGE); contradictions under a good CRC are not.
 		res.Err, res.ErrMessage = kerr.CorruptMessage, err.Error()
+		if errors.Is(err, recordbatch.ErrInvalidRecord) {
+			res.Err = kerr.InvalidRecord
+		}
 		return s.finish(res)
 	}
 	if len(batches) == 0 {
@@ -76,6 +90,16 @@ func (s *State) Produce(records []byte, now time.Time) ProduceResult {
 		h, _ := recordbatch.ParseHeader(b) // Split validated it
 		if msg, kerrv := s.validate(b, h, now); kerrv != nil {
 			res.Err, res.ErrMessage = kerrv, msg
+			return s.finish(res)
+		}
+		if err := recordbatch.ValidateProduce(b, recordbatch.ProduceOptions{
+			MaxDecompressedBytes: recordbatch.DecompressLimit(s.cfg.MaxMessageBytes),
+			RequireKeys:          s.cfg.CleanupCompact,
+		}); err != nil {
+			res.Err, res.ErrMessage = kerr.InvalidRecord, fmt.Sprintf("batch %d: %v", i, err)
+			if re := (*recordbatch.RecordError)(nil); errors.As(err, &re) {
+				res.RecordErrors = []RecordError{{BatchIndex: re.Index, Message: re.Err.Error()}}
+			}
 			return s.finish(res)
 		}
 		headers[i] = h
@@ -156,17 +180,8 @@ func (s *State) validate(b []byte, h recordbatch.Header, now time.Time) (string,
 			return fmt.Sprintf("timestamp %d is more than message.timestamp.after.max.ms=%d after now", h.MaxTimestamp, after), kerr.InvalidTimestamp
 		}
 	}
-	if s.cfg.CleanupCompact {
-		recs, err := recordbatch.Records(b)
-		if err != nil {
-			return err.Error(), kerr.CorruptMessage
-		}
-		for _, r := range recs {
-			if r.KeyNull {
-				return "compacted topic cannot accept a record without a key", kerr.InvalidRecord
-			}
-		}
-	}
+	// Records (counts, offsets, compressed contents, keys on compacted
+	// topics) are checked by recordbatch.ValidateProduce after this.
 	return "", nil
 }
 
