@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -347,8 +348,14 @@ func (l *Log) cleanSegment(s *segment, first bool, c *cleaner, opts Options) (er
 	if err := out.sync(); err != nil {
 		return err
 	}
+	// The swap renames the new files over s's names; readers still on s
+	// must keep its inodes.
+	pinFiles(l.logger, s)
 	if err := swapIn(s.dir, s.base); err != nil {
 		return err
+	}
+	for _, f := range out.files() {
+		f.renamed(strings.TrimSuffix(f.Name(), cleanedSuffix))
 	}
 	o := out
 	out = nil
@@ -358,12 +365,12 @@ func (l *Log) cleanSegment(s *segment, first bool, c *cleaner, opts Options) (er
 // startCleaned creates the .cleaned files for s and copies and indexes the
 // unchanged prefix [0, prefix).
 func (l *Log) startCleaned(s *segment, prefix, interval int64) (*segment, error) {
-	out, err := openSegmentFiles(s.dir, s.base, cleanedSuffix, true)
+	out, err := openSegmentFiles(l.files, s.dir, s.base, cleanedSuffix, true)
 	if err != nil {
 		return nil, err
 	}
 	if prefix > 0 {
-		if _, err := io.Copy(out.log, io.NewSectionReader(s.log, 0, prefix)); err != nil {
+		if _, err := io.Copy(io.NewOffsetWriter(out.log, 0), io.NewSectionReader(s.log, 0, prefix)); err != nil {
 			out.closeFiles()
 			return nil, fmt.Errorf("copying unchanged prefix: %w", err)
 		}
@@ -433,6 +440,7 @@ func (l *Log) replaceSegment(old, repl *segment) error {
 	l.mu.Unlock()
 	if repl == nil {
 		// The files are old's own; with a replacement they were renamed over.
+		pinFiles(l.logger, old)
 		if err := old.removeFiles(); err != nil {
 			old.release()
 			return err

@@ -15,10 +15,19 @@ import (
 // appends, rolls, enforces retention, compacts and truncates. Readers may
 // see ErrOffsetOutOfRange when retention overtakes them, nothing else, and
 // every batch they get must be intact.
+//
+// With a tiny file cache every read races descriptor eviction and reopening,
+// and segments are deleted or swapped under readers whose descriptors were
+// evicted.
 func TestConcurrentReaders(t *testing.T) {
+	t.Run("default-cache", func(t *testing.T) { testConcurrentReaders(t, nil) })
+	t.Run("tiny-cache", func(t *testing.T) { testConcurrentReaders(t, NewFileCache(minOpenFiles)) })
+}
+
+func testConcurrentReaders(t *testing.T, files *FileCache) {
 	clk := newClock(1_000_000)
 	l := openLog(t, t.TempDir(), Options{SegmentBytes: 2000, IndexIntervalBytes: 256,
-		RetentionBytes: 20_000, RetentionMs: -1, Compact: true, Now: clk.Now})
+		RetentionBytes: 20_000, RetentionMs: -1, Compact: true, Now: clk.Now, Files: files})
 	defer l.Close()
 	var stop atomic.Bool
 	var wg sync.WaitGroup

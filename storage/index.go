@@ -3,7 +3,6 @@ package storage
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"sort"
 )
 
@@ -78,7 +77,7 @@ const (
 // stays valid without the lock. total and the file writes are owner-only.
 type tailIndex[E any] struct {
 	c       codec[E]
-	f       *os.File
+	f       *lazyFile
 	mem     []E
 	flushed int64
 	total   int64

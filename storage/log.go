@@ -16,8 +16,11 @@
 // (segments are append-only and readers never look past the committed size)
 // and then publishes the new size, offsets and index entries under mu. Readers
 // snapshot what they need under mu.RLock, take a reference on the segment and
-// do their preads unlocked. Deleted segments are unlinked but their
-// descriptors stay open until the last reader releases them. The one
+// do their preads unlocked. Segment descriptors are opened on demand
+// through a FileCache shared by all logs (filecache.go), so open files are
+// bounded by the cache, not by the partition count. Deleted segments are
+// unlinked but their descriptors are pinned open until the last reader
+// releases them. The one
 // destructive in-place change, Truncate, bumps mu.gen; a reader that sees gen
 // change across its pread retries.
 package storage
@@ -46,6 +49,7 @@ var (
 type Log struct {
 	dir    string
 	logger *slog.Logger
+	files  *FileCache // Options.Files at Open; every segment's descriptors
 
 	// persistMu serialises checkpoint-file writes that may come from
 	// different goroutines (epoch assignment vs. owner operations).
@@ -77,7 +81,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating log dir: %w", err)
 	}
-	l := &Log{dir: dir, logger: slog.Default().With("log", dir)}
+	l := &Log{dir: dir, logger: slog.Default().With("log", dir), files: opts.Files}
+	if l.files == nil {
+		l.files = DefaultFileCache()
+	}
 	l.mu.opts = opts.withDefaults()
 	l.mu.nextHorizon = math.MinInt64
 	if err := l.load(); err != nil {
@@ -233,6 +240,7 @@ func (l *Log) Delete() error {
 func (l *Log) removeSegments(segs []*segment) error {
 	var errs []error
 	for _, s := range segs {
+		pinFiles(l.logger, s)
 		if err := s.removeFiles(); err != nil {
 			errs = append(errs, fmt.Errorf("removing segment %d: %w", s.base, err))
 		}
@@ -249,7 +257,7 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 			return nil, fmt.Errorf("clearing stale segment %d: %w", base, err)
 		}
 	}
-	s, err := openSegment(l.dir, base, true)
+	s, err := openSegment(l.files, l.dir, base, true)
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	// says yes (default 0.5).
 	MinCleanableDirtyRatio float64
 	Now                    func() time.Time // injectable clock; nil = time.Now
+	// Files bounds the log's open segment descriptors together with every
+	// other Log sharing it; nil: DefaultFileCache(). Fixed at Open.
+	Files *FileCache
 }
 
 func (o Options) withDefaults() Options {

@@ -36,7 +36,7 @@ func (l *Log) load() error {
 
 	prevEnd := int64(0)
 	for i, base := range bases {
-		s, err := openSegment(l.dir, base, false)
+		s, err := openSegment(l.files, l.dir, base, false)
 		if err != nil {
 			return err
 		}
@@ -291,7 +291,7 @@ func rollStart(first recordbatch.Header, nowMs int64) int64 {
 	return first.MaxTimestamp
 }
 
-func fileSize(f *os.File) (int64, error) {
+func fileSize(f *lazyFile) (int64, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("stat %s: %w", f.Name(), err)
@@ -302,6 +302,11 @@ func fileSize(f *os.File) (int64, error) {
 // truncateFullyAndStartAt drops every segment and starts an empty log at
 // off (owner; Open or Truncate below the first segment).
 func (l *Log) truncateFullyAndStartAt(off int64) error {
+	// The new segment may take an old one's file names, and the old files
+	// are unlinked below: readers still on them need their descriptors.
+	for _, o := range l.mu.segs {
+		pinFiles(l.logger, o)
+	}
 	s, err := l.createSegment(off)
 	if err != nil {
 		return err

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -22,13 +21,19 @@ const scanChunk = 8 << 10
 // headerScanner walks batch headers of a segment file in [pos, limit)
 // without reading batch bodies beyond what one chunk covers.
 type headerScanner struct {
-	f          *os.File
+	f          namedReaderAt
 	pos, limit int64
 	buf        []byte
 	bufAt      int64
 }
 
-func newHeaderScanner(f *os.File, pos, limit int64) *headerScanner {
+// namedReaderAt is a segment file as the scanners see it.
+type namedReaderAt interface {
+	io.ReaderAt
+	Name() string
+}
+
+func newHeaderScanner(f namedReaderAt, pos, limit int64) *headerScanner {
 	return &headerScanner{f: f, pos: pos, limit: limit, bufAt: -1}
 }
 
@@ -75,7 +80,7 @@ type batchReader struct {
 	buf   []byte
 }
 
-func newBatchReader(f *os.File, limit int64) *batchReader {
+func newBatchReader(f io.ReaderAt, limit int64) *batchReader {
 	return &batchReader{r: bufio.NewReaderSize(io.NewSectionReader(f, 0, limit), 256<<10), limit: limit}
 }
 

@@ -47,13 +47,17 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 //
 // Lifetime: refs starts at 1 (the Log's reference). Readers take a reference
 // (acquire) before touching the files outside Log.mu; a segment removed by
-// retention, compaction or truncation is unlinked and its Log reference
-// dropped, and the descriptors close when the last reader releases — so an
-// in-flight pread on a deleted segment still succeeds on the old inode.
+// retention, compaction or truncation has its descriptors pinned open
+// (pinFiles), is unlinked and its Log reference dropped, and the descriptors
+// close when the last reader releases — so an in-flight pread on a deleted
+// segment still succeeds on the old inode.
+//
+// The files are lazyFiles: their descriptors come and go with the FileCache
+// while the segment lives, so an idle partition holds none.
 type segment struct {
 	dir  string
 	base int64
-	log  *os.File
+	log  *lazyFile
 	off  tailIndex[idxEntry]
 	tim  tailIndex[timeEntry]
 	refs atomic.Int32
@@ -75,33 +79,30 @@ type segment struct {
 }
 
 // openSegment opens (creating if asked) the three files of a segment.
-func openSegment(dir string, base int64, create bool) (*segment, error) {
-	return openSegmentFiles(dir, base, "", create)
+func openSegment(c *FileCache, dir string, base int64, create bool) (*segment, error) {
+	return openSegmentFiles(c, dir, base, "", create)
 }
 
 // openSegmentFiles opens the segment's files with extra appended to each
-// name (compaction writes "<base>.log.cleaned" etc.).
-func openSegmentFiles(dir string, base int64, extra string, create bool) (*segment, error) {
-	flag := os.O_RDWR
-	if create {
-		flag |= os.O_CREATE | os.O_TRUNC
-	}
+// name (compaction writes "<base>.log.cleaned" etc.). create truncates
+// existing files.
+func openSegmentFiles(c *FileCache, dir string, base int64, extra string, create bool) (*segment, error) {
 	s := &segment{dir: dir, base: base, end: base, maxTS: -1, maxTSOff: -1, firstTS: -1,
 		rollStartMs: -1, lastTimeTS: math.MinInt64}
 	var err error
-	if s.log, err = os.OpenFile(segmentFile(dir, base, logSuffix+extra), flag, 0o644); err != nil {
+	if s.log, err = c.openLazy(segmentFile(dir, base, logSuffix+extra), create, create); err != nil {
 		return nil, fmt.Errorf("opening segment %d: %w", base, err)
 	}
 	// Index files are always creatable: a missing index is rebuilt.
-	idx, err := os.OpenFile(segmentFile(dir, base, indexSuffix+extra), flag|os.O_CREATE, 0o644)
+	idx, err := c.openLazy(segmentFile(dir, base, indexSuffix+extra), true, create)
 	if err != nil {
-		s.log.Close()
+		_ = s.log.close()
 		return nil, fmt.Errorf("opening index of segment %d: %w", base, err)
 	}
-	tim, err := os.OpenFile(segmentFile(dir, base, timeIndexSuffix+extra), flag|os.O_CREATE, 0o644)
+	tim, err := c.openLazy(segmentFile(dir, base, timeIndexSuffix+extra), true, create)
 	if err != nil {
-		s.log.Close()
-		idx.Close()
+		_ = s.log.close()
+		_ = idx.close()
 		return nil, fmt.Errorf("opening time index of segment %d: %w", base, err)
 	}
 	s.off = tailIndex[idxEntry]{c: offsetCodec, f: idx}
@@ -131,12 +132,15 @@ func (s *segment) release() {
 func (s *segment) closeFiles() {
 	// Close errors on read-mostly descriptors carry no data-loss signal;
 	// durability comes from Sync, which reports its errors.
-	_ = s.log.Close()
-	_ = s.off.f.Close()
-	_ = s.tim.f.Close()
+	for _, f := range s.files() {
+		_ = f.close()
+	}
 }
 
-// removeFiles unlinks the segment's files; open descriptors stay usable.
+// files are the segment's log, offset index and time index files.
+func (s *segment) files() []*lazyFile { return []*lazyFile{s.log, s.off.f, s.tim.f} }
+
+// removeFiles unlinks the segment's files; pinned descriptors stay usable.
 func (s *segment) removeFiles() error {
 	var errs []error
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
@@ -210,7 +214,7 @@ func (s *segment) sync() error {
 	if err := s.flushIndexes(); err != nil {
 		return err
 	}
-	for _, f := range []*os.File{s.log, s.off.f, s.tim.f} {
+	for _, f := range s.files() {
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("fsync %s: %w", f.Name(), err)
 		}
