@@ -273,7 +273,11 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 			anyErr = true
 			continue
 		}
-		hw, lso := p.HighWatermark(), p.LastStableOffset()
+		// One view for the offsets and the aborted list: read apart, a
+		// last stable offset past an ABORT marker could meet a list from
+		// before it, and aborted records go out as committed.
+		view := p.View()
+		hw, lso := view.HighWatermark, view.LastStable
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, lso, p.LogStartOffset()
 		limitOffset := hw
 		if readCommitted {
@@ -314,7 +318,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 					var end int64
 					b, end = trimToOffset(b, limitOffset)
 					if len(b) > 0 {
-						for _, a := range p.AbortedTransactions(it.offset, end) {
+						for _, a := range view.AbortedIn(it.offset, end) {
 							at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 							at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 							rp.AbortedTransactions = append(rp.AbortedTransactions, at)

@@ -39,14 +39,11 @@ type Partition struct {
 	pid  *actor.PID
 	log  *storage.Log
 
-	// highWatermark is the next offset consumers may read: the log end,
-	// since only committed commands are applied (single node: at once;
-	// raft: once a quorum has them). Written by the actor.
-	highWatermark atomic.Int64
-	// lastStable is the last stable offset (read_committed's limit) and
-	// aborted the aborted-transaction list; both written by the actor.
-	lastStable atomic.Int64
-	aborted    atomic.Pointer[[]AbortedTxn]
+	// view is the high watermark (the log end, since only committed
+	// commands are applied: single node at once, raft once a quorum has
+	// them), the last stable offset and the aborted transactions, as one
+	// value so that no reader mixes two moments. Stored by the actor only.
+	view atomic.Pointer[ReadView]
 
 	waiters struct {
 		sync.Mutex
@@ -86,10 +83,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	}
 	p := &Partition{Topic: o.Topic, Index: o.Index, root: root, log: lg}
 	p.waiters.set = map[*Waiter]struct{}{}
-	p.highWatermark.Store(lg.NextOffset())
-	p.lastStable.Store(st.LastStable())
-	ab := st.Aborted()
-	p.aborted.Store(&ab)
+	p.view.Store(st.View())
 	logger := o.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -199,14 +193,21 @@ type WorkTrace interface {
 	Done(baseOffset int64, err error)
 }
 
+// View returns the partition's read view as of the latest change: a
+// fetch takes its high watermark, last stable offset and aborted
+// transactions from one view. Any goroutine; the view is never modified.
+func (p *Partition) View() *ReadView { return p.view.Load() }
+
 // LastStableOffset is the offset below which no transaction is open: the
-// limit of read_committed fetches.
-func (p *Partition) LastStableOffset() int64 { return p.lastStable.Load() }
+// limit of read_committed fetches. A fetch needing the aborted
+// transactions too must take both from one View.
+func (p *Partition) LastStableOffset() int64 { return p.view.Load().LastStable }
 
 // AbortedTransactions lists the aborted transactions whose records may lie
-// in [from, to).
+// in [from, to), from the latest view. A fetch must not pair it with a
+// LastStableOffset read at another moment: it takes both from one View.
 func (p *Partition) AbortedTransactions(from, to int64) []AbortedTxn {
-	return AbortedIn(*p.aborted.Load(), from, to)
+	return p.view.Load().AbortedIn(from, to)
 }
 
 // OpenTransactions lists the open transactions. It waits for the actor:
@@ -259,7 +260,7 @@ func (p *Partition) Close(remove bool) error {
 }
 
 // HighWatermark is the offset up to which consumers may read.
-func (p *Partition) HighWatermark() int64 { return p.highWatermark.Load() }
+func (p *Partition) HighWatermark() int64 { return p.view.Load().HighWatermark }
 
 // LogStartOffset is the first offset still in the log.
 func (p *Partition) LogStartOffset() int64 { return p.log.StartOffset() }
@@ -472,23 +473,15 @@ func (m *produceMsg) finish(a *partitionActor, r any, err error) {
 }
 
 // publish makes the state readers see current: high watermark, last
-// stable offset, aborted transactions; parked fetches wake on a change.
+// stable offset and aborted transactions, in one store (see ReadView);
+// parked fetches wake on a change.
 func (a *partitionActor) publish() {
-	changed := false
-	if hw := a.p.log.NextOffset(); hw != a.p.highWatermark.Load() {
-		a.p.highWatermark.Store(hw)
-		changed = true
+	v := a.state.View()
+	if v.sameAs(a.p.view.Load()) {
+		return
 	}
-	if lso := a.state.LastStable(); lso != a.p.lastStable.Load() {
-		a.p.lastStable.Store(lso)
-		changed = true
-	}
-	if ab := a.state.Aborted(); len(ab) != len(*a.p.aborted.Load()) {
-		a.p.aborted.Store(&ab)
-	}
-	if changed {
-		a.p.wakeWaiters()
-	}
+	a.p.view.Store(v)
+	a.p.wakeWaiters()
 }
 
 func (a *partitionActor) writeMarker(m *markerMsg) {
@@ -539,7 +532,7 @@ func (a *partitionActor) deleteRecords(m *deleteRecordsMsg) {
 		return
 	}
 	off := m.offset
-	hw := a.p.highWatermark.Load()
+	hw := a.p.view.Load().HighWatermark
 	if off == -1 {
 		off = hw
 	}
