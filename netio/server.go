@@ -1,6 +1,23 @@
 // Package netio is the network edge: a gnet event loop that frames Kafka
 // requests, parses their headers, hands them to the protocol layer and writes
 // responses back strictly in request order.
+//
+// Memory is bounded whatever clients do (see Budgets for the split):
+//   - Requests: a frame's buffer grows as its bytes arrive (by a quarter at a
+//     time), charged to the request budget, and stays charged until the
+//     request is answered. gnet cannot stop reading a socket, so when the
+//     budget is spent a connection cannot wait for room: the connection
+//     holding the most unanswered-and-unread bytes (partial frames, input
+//     buffered while paused) is closed if it is another one, which frees
+//     more than is asked; otherwise the asking connection is closed. A frame
+//     must be whole within FrameTimeout of its first byte (slowloris).
+//   - Responses: a connection's response bytes are counted from the moment
+//     the handler answers until the socket has taken them (gnet's outbound
+//     buffer, read with OutboundBuffered on the event loop), against the
+//     connection's MaxPendingBytes and the global response budget. Past
+//     either the connection stops framing new requests (past the global
+//     one, a connection that owes nothing may have one request in flight);
+//     one whose unsent bytes make no progress for WriteTimeout is closed.
 package netio
 
 import (
@@ -40,14 +57,27 @@ type Config struct {
 	// IdleTimeout closes connections with nothing in flight and no traffic
 	// for this long (default 10 minutes, Kafka's connections.max.idle.ms).
 	IdleTimeout time.Duration
+	// FrameTimeout bounds the time from a frame's first byte to its last
+	// (default 30 s); slower connections are closed.
+	FrameTimeout time.Duration
+	// WriteTimeout closes a connection whose unsent response bytes make no
+	// progress for this long: a client that does not read (default 30 s).
+	WriteTimeout time.Duration
 	// MaxInFlight bounds requests read but not yet answered on one
 	// connection; past it the connection's input waits (default 128).
 	MaxInFlight int
-	// MaxPendingBytes bounds response bytes queued for one connection; past
-	// it the connection's input waits (default 128 MiB).
+	// MaxPendingBytes bounds one connection's response bytes not yet sent;
+	// past it the connection's input waits (default the smaller of 128 MiB
+	// and a quarter of the response budget).
 	MaxPendingBytes int64
-	Multicore       bool
-	Logger          *slog.Logger
+	// MaxMemory is the memory the edge and fetches may hold, split into
+	// Budgets (default DefaultMaxMemory); ignored when Budgets is set.
+	MaxMemory int64
+	// Budgets, when set, are used instead of ones made from MaxMemory
+	// (share them with the protocol server's fetch budget).
+	Budgets   *Budgets
+	Multicore bool
+	Logger    *slog.Logger
 	// Observer is told of every request (telemetry); nil: none, at no cost.
 	Observer protocol.Observer
 }
@@ -62,16 +92,33 @@ func (c *Config) setDefaults() {
 	if c.IdleTimeout <= 0 {
 		c.IdleTimeout = 10 * time.Minute
 	}
+	if c.FrameTimeout <= 0 {
+		c.FrameTimeout = 30 * time.Second
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
 	if c.MaxInFlight <= 0 {
 		c.MaxInFlight = 128
 	}
+	if c.Budgets == nil {
+		c.Budgets = NewBudgets(c.MaxMemory)
+	}
 	if c.MaxPendingBytes <= 0 {
 		c.MaxPendingBytes = 128 << 20
+		if r := c.Budgets.Response.Capacity(); r > 0 {
+			c.MaxPendingBytes = min(c.MaxPendingBytes, r/4)
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 }
+
+// drainPoll is how often connections that wait for output to drain (or
+// hold unsent bytes) are looked at: gnet says nothing when its outbound
+// buffer empties, so the edge polls OutboundBuffered on the event loop.
+const drainPoll = 10 * time.Millisecond
 
 // Server is the gnet server.
 type Server struct {
@@ -80,19 +127,34 @@ type Server struct {
 	handler Handler
 	log     *slog.Logger
 	obs     protocol.Observer // nil: requests are not observed
+	budgets *Budgets
+	closed  closeCounts
 
 	engine  gnet.Engine
 	booted  chan struct{}
+	stop    chan struct{} // closed by Stop: ends the drain poller
 	nextID  atomic.Uint64
 	open    atomic.Int64
-	conns   sync.Map // id -> *connState, for idle sweeps
+	conns   sync.Map // id -> *connState, for sweeps and eviction
 	stopped atomic.Bool
+
+	// watch holds the connections the drain poller wakes: paused ones and
+	// ones with bytes in gnet's outbound buffer. Added to and removed from
+	// on the connection's event loop.
+	watch struct {
+		sync.Mutex
+		set   map[*connState]struct{}
+		nudge chan struct{} // poller: the set is no longer empty
+	}
 }
 
 // New makes a server; Run starts it.
 func New(cfg Config, h Handler) *Server {
 	cfg.setDefaults()
-	return &Server{cfg: cfg, handler: h, log: cfg.Logger, obs: cfg.Observer, booted: make(chan struct{})}
+	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, obs: cfg.Observer, budgets: cfg.Budgets, booted: make(chan struct{}), stop: make(chan struct{})}
+	s.watch.set = map[*connState]struct{}{}
+	s.watch.nudge = make(chan struct{}, 1)
+	return s
 }
 
 // OpenConnections is the number of open client connections.
@@ -120,7 +182,9 @@ func (s *Server) Booted() <-chan struct{} { return s.booted }
 
 // Stop closes the listener and every connection.
 func (s *Server) Stop(ctx context.Context) error {
-	s.stopped.Store(true)
+	if s.stopped.CompareAndSwap(false, true) {
+		close(s.stop)
+	}
 	select {
 	case <-s.booted:
 	case <-ctx.Done():
@@ -129,10 +193,11 @@ func (s *Server) Stop(ctx context.Context) error {
 	return s.engine.Stop(ctx)
 }
 
-// OnBoot records the engine.
+// OnBoot records the engine and starts the drain poller.
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.engine = eng
 	close(s.booted)
+	go s.pollDrains()
 	s.log.Info("listening", "addr", s.cfg.Addr)
 	return gnet.None
 }
@@ -141,14 +206,16 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if s.open.Add(1) > int64(s.cfg.MaxConnections) {
 		s.open.Add(-1)
+		s.closed[closeMaxConnections].Add(1)
 		s.log.Warn("connection refused: limit reached", "limit", s.cfg.MaxConnections, "remote", c.RemoteAddr().String())
 		return nil, gnet.Close
 	}
 	cs := &connState{
-		srv:  s,
-		conn: c,
-		info: &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String()},
+		srv:    s,
+		conn:   c,
+		output: protocol.NewBudget("connection", s.cfg.MaxPendingBytes),
 	}
+	cs.info = &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String(), Output: cs.output}
 	cs.lastActive.Store(time.Now().UnixNano())
 	cs.out.pending = map[uint64]outFrame{}
 	c.SetContext(cs)
@@ -156,78 +223,251 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	return nil, gnet.None
 }
 
-// OnClose forgets the connection; answers still in flight are dropped.
+// OnClose forgets the connection and gives back what it held; answers
+// still in flight are dropped as they come.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	if cs, ok := c.Context().(*connState); ok {
-		s.open.Add(-1)
-		s.conns.Delete(cs.info.ID)
-		cs.closed.Store(true)
+	cs, ok := c.Context().(*connState)
+	if !ok {
+		return gnet.None
 	}
+	s.open.Add(-1)
+	s.conns.Delete(cs.info.ID)
+	s.unwatch(cs)
+	cs.releaseOutput(cs.outSnap)
+	cs.outSnap = 0
+	cs.outSince.Store(0)
+	s.budgets.Request.Release(int64(cap(cs.partial)) + cs.inCharged)
+	cs.reqHeld.Store(0)
+	cs.partial, cs.inCharged = nil, 0
+	cs.out.Lock()
+	cs.closed.Store(true)
+	var dropped, bytes int64
+	for seq, f := range cs.out.pending {
+		delete(cs.out.pending, seq)
+		dropped++
+		bytes += int64(len(f.frame))
+		if f.trace != nil {
+			f.trace.Written(net.ErrClosed)
+		}
+	}
+	cs.out.Unlock()
+	cs.releaseOutput(bytes)
+	cs.inFlight.Add(-dropped)
 	return gnet.None
 }
 
-// OnTick closes idle connections.
+// OnTick closes idle connections, connections whose frame is late and
+// connections that do not read their responses. It runs on gnet's ticker
+// goroutine, not on an event loop: it reads atomics and closes only.
 func (s *Server) OnTick() (time.Duration, gnet.Action) {
 	now := time.Now().UnixNano()
-	limit := s.cfg.IdleTimeout.Nanoseconds()
+	idle := s.cfg.IdleTimeout.Nanoseconds()
 	s.conns.Range(func(_, v any) bool {
 		cs := v.(*connState)
-		if cs.inFlight.Load() == 0 && now-cs.lastActive.Load() > limit {
+		switch {
+		case cs.closing.Load():
+		case cs.inFlight.Load() == 0 && now-cs.lastActive.Load() > idle:
 			s.log.Debug("closing idle connection", "remote", cs.info.RemoteAddr)
-			_ = cs.conn.Close()
+			cs.close(closeIdle)
+		case since(cs.frameBegan.Load(), now) > s.cfg.FrameTimeout:
+			s.log.Warn("closing connection: request frame not whole in time", "timeout", s.cfg.FrameTimeout, "remote", cs.info.RemoteAddr)
+			cs.close(closeFrameTimeout)
+		case since(cs.outSince.Load(), now) > s.cfg.WriteTimeout:
+			s.log.Warn("closing connection: responses not read", "timeout", s.cfg.WriteTimeout, "unsent", cs.output.Used(), "remote", cs.info.RemoteAddr)
+			cs.close(closeWriteStall)
 		}
 		return true
 	})
-	tick := s.cfg.IdleTimeout / 4
-	if tick > 10*time.Second {
-		tick = 10 * time.Second
-	}
-	return tick, gnet.None
+	tick := min(s.cfg.IdleTimeout, s.cfg.FrameTimeout, s.cfg.WriteTimeout) / 4
+	return max(min(tick, 10*time.Second), drainPoll), gnet.None
 }
 
-// OnTraffic frames whole requests out of the inbound buffer.
+// since is the time from start (unix nanos; 0: not started) to now.
+func since(start, now int64) time.Duration {
+	if start == 0 {
+		return 0
+	}
+	return time.Duration(now - start)
+}
+
+// pollDrains wakes the watched connections every drainPoll, so that their
+// event loop sees their outbound bytes leave and resumes them.
+func (s *Server) pollDrains() {
+	t := time.NewTicker(drainPoll)
+	defer t.Stop()
+	var batch []*connState
+	for {
+		s.watch.Lock()
+		batch = batch[:0]
+		for cs := range s.watch.set {
+			batch = append(batch, cs)
+		}
+		s.watch.Unlock()
+		for _, cs := range batch {
+			_ = cs.conn.Wake(nil)
+		}
+		if len(batch) == 0 {
+			select {
+			case <-s.stop:
+				return
+			case <-s.watch.nudge:
+			}
+			continue
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// watchConn puts cs in the poller's set. On cs's event loop.
+func (s *Server) watchConn(cs *connState) {
+	if cs.watched {
+		return
+	}
+	cs.watched = true
+	s.watch.Lock()
+	s.watch.set[cs] = struct{}{}
+	s.watch.Unlock()
+	select {
+	case s.watch.nudge <- struct{}{}:
+	default:
+	}
+}
+
+// unwatch takes cs out of the poller's set. On cs's event loop.
+func (s *Server) unwatch(cs *connState) {
+	if !cs.watched {
+		return
+	}
+	cs.watched = false
+	s.watch.Lock()
+	delete(s.watch.set, cs)
+	s.watch.Unlock()
+}
+
+// OnTraffic frames requests out of the inbound buffer, moving each frame's
+// bytes into its own buffer as they arrive. Also called by Wake, to resume
+// a paused connection and to account its sent bytes.
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, ok := c.Context().(*connState)
 	if !ok {
 		return gnet.Close
 	}
 	now := time.Now()
-	cs.lastActive.Store(now.UnixNano())
+	if c.InboundBuffered() > 0 {
+		cs.lastActive.Store(now.UnixNano())
+	}
+	cs.refreshOutbound(now)
+	// What gnet holds for us is charged again on the way out.
+	s.budgets.Request.Release(cs.inCharged)
+	cs.reqHeld.Add(-cs.inCharged)
+	cs.inCharged = 0
+	if act := cs.frame(now); act != gnet.None {
+		return act
+	}
+	if cs.paused.Load() || cs.outSnap > 0 {
+		s.watchConn(cs)
+	} else {
+		s.unwatch(cs)
+	}
+	// gnet keeps what we left unread (bytes of a connection that waits).
+	if n := int64(c.InboundBuffered()); n > 0 {
+		if cs.paused.Load() && n > int64(s.cfg.MaxRequestBytes)+(4<<20) {
+			s.log.Warn("closing connection: input floods past in-flight limit", "remote", cs.info.RemoteAddr)
+			return cs.refuse(closeInboundFlood)
+		}
+		if !s.reserve(cs, n) {
+			s.log.Warn("closing connection: request memory budget spent", "buffered", n, "remote", cs.info.RemoteAddr)
+			return cs.refuse(closeRequestBudget)
+		}
+		cs.inCharged = n
+		cs.reqHeld.Add(n)
+	}
+	return gnet.None
+}
+
+// frame reads and dispatches every frame it can. On the event loop.
+func (cs *connState) frame(now time.Time) gnet.Action {
+	s, c := cs.srv, cs.conn
 	for {
-		if cs.inFlight.Load() >= int64(s.cfg.MaxInFlight) || cs.pendingBytes.Load() >= s.cfg.MaxPendingBytes {
-			// Wait for answers to drain; the write callback wakes us.
-			// gnet keeps reading the socket meanwhile, so a client that
-			// floods past one more maximal request is cut off.
-			cs.paused.Store(true)
-			if c.InboundBuffered() > s.cfg.MaxRequestBytes+(4<<20) {
-				s.log.Warn("closing connection: input floods past in-flight limit", "remote", cs.info.RemoteAddr)
-				return gnet.Close
+		if cs.partial == nil {
+			// Between frames: wait here while answers are owed. With
+			// the response budget spent, a connection that owes nothing
+			// may still have one request in flight, so clients that
+			// read keep progressing while others hold the budget (the
+			// overshoot: one response per such connection).
+			owed := cs.inFlight.Load()
+			if owed >= int64(s.cfg.MaxInFlight) || cs.output.Available() <= 0 ||
+				(s.budgets.Response.Available() <= 0 && (owed > 0 || cs.output.Used() > 0)) {
+				// The drain poller or the write callback wakes us.
+				cs.paused.Store(true)
+				cs.frameBegan.Store(0) // waiting on us is not the client's delay
+				return gnet.None
 			}
-			return gnet.None
-		}
-		if c.InboundBuffered() < 4 {
-			if s.obs != nil && c.InboundBuffered() > 0 && cs.frameStart.IsZero() {
-				cs.frameStart = now
+			cs.paused.Store(false)
+			buffered := c.InboundBuffered()
+			if buffered > 0 && cs.frameBegan.Load() == 0 {
+				cs.frameBegan.Store(now.UnixNano())
 			}
-			return gnet.None
-		}
-		lb, _ := c.Peek(4)
-		size := int(int32(binary.BigEndian.Uint32(lb)))
-		if size < 0 || size > s.cfg.MaxRequestBytes {
-			s.log.Warn("closing connection: request size out of bounds", "size", size, "limit", s.cfg.MaxRequestBytes, "remote", cs.info.RemoteAddr)
-			return gnet.Close
-		}
-		if c.InboundBuffered() < 4+size {
+			if buffered < 4 {
+				if s.obs != nil && buffered > 0 && cs.frameStart.IsZero() {
+					cs.frameStart = now
+				}
+				return gnet.None
+			}
+			lb, _ := c.Peek(4)
+			size := int(int32(binary.BigEndian.Uint32(lb)))
+			if size < 0 || size > s.cfg.MaxRequestBytes {
+				s.log.Warn("closing connection: request size out of bounds", "size", size, "limit", s.cfg.MaxRequestBytes, "remote", cs.info.RemoteAddr)
+				return cs.refuse(closeRequestSize)
+			}
 			if s.obs != nil && cs.frameStart.IsZero() {
 				cs.frameStart = now
 			}
+			_, _ = c.Discard(4)
+			// A whole frame gets its exact buffer; a partial one a
+			// buffer for what is here, grown as the rest arrives.
+			first := growFrame(0, min(buffered-4, size), size)
+			if !s.reserve(cs, int64(first)) {
+				s.log.Warn("closing connection: request memory budget spent", "size", size, "remote", cs.info.RemoteAddr)
+				return cs.refuse(closeRequestBudget)
+			}
+			cs.reqHeld.Add(int64(first))
+			cs.partial = make([]byte, 0, first)
+			cs.want = size
+		}
+		n := min(c.InboundBuffered(), cs.want-len(cs.partial))
+		if need := len(cs.partial) + n; need > cap(cs.partial) {
+			grown := growFrame(cap(cs.partial), need, cs.want)
+			more := int64(grown - cap(cs.partial))
+			if !s.reserve(cs, more) {
+				s.log.Warn("closing connection: request memory budget spent", "size", cs.want, "read", len(cs.partial), "remote", cs.info.RemoteAddr)
+				return cs.refuse(closeRequestBudget)
+			}
+			cs.reqHeld.Add(more)
+			// The old buffer is garbage once copied; its charge
+			// carries over to the new one.
+			b := make([]byte, len(cs.partial), grown)
+			copy(b, cs.partial)
+			cs.partial = b
+		}
+		if n > 0 {
+			if _, err := c.Read(cs.partial[len(cs.partial) : len(cs.partial)+n]); err != nil {
+				return gnet.Close
+			}
+			cs.partial = cs.partial[:len(cs.partial)+n]
+		}
+		if len(cs.partial) < cs.want {
 			return gnet.None
 		}
-		_, _ = c.Discard(4)
-		frame := make([]byte, size)
-		if _, err := c.Read(frame); err != nil {
-			return gnet.Close
-		}
+		frame := cs.partial
+		held := int64(cap(frame))
+		cs.partial, cs.want = nil, 0
+		cs.reqHeld.Add(-held)
+		cs.frameBegan.Store(0)
 		var read, framed time.Time
 		if s.obs != nil {
 			read, framed = now, time.Now()
@@ -235,10 +475,46 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 				read, cs.frameStart = cs.frameStart, time.Time{}
 			}
 		}
-		if !cs.dispatch(frame, read, framed) {
-			return gnet.Close
+		if !cs.dispatch(frame, held, read, framed) {
+			s.budgets.Request.Release(held)
+			return cs.refuse(closeBadRequest)
 		}
 	}
+}
+
+// growFrame is the capacity of a frame buffer of want bytes that holds
+// need, grown from cur: by a quarter at least (copies stay linear in the
+// frame's size, the slack under a quarter), never past want.
+func growFrame(cur, need, want int) int {
+	return min(max(need, cur+cur/4, 64<<10), want)
+}
+
+// reserve takes n bytes of the request budget for cs. When none are free
+// it closes the connection holding the most request bytes that can be
+// freed by closing it, if that is not cs and holds more than cs would,
+// and takes the bytes ahead of that connection's release (it frees more).
+// false: cs must close. On cs's event loop.
+func (s *Server) reserve(cs *connState, n int64) bool {
+	b := s.budgets.Request
+	if b.TryAcquire(n) {
+		return true
+	}
+	var victim *connState
+	var most int64
+	s.conns.Range(func(_, v any) bool {
+		o := v.(*connState)
+		if h := o.reqHeld.Load(); o != cs && h > most && !o.closing.Load() {
+			victim, most = o, h
+		}
+		return true
+	})
+	if victim == nil || most <= cs.reqHeld.Load()+n {
+		return false
+	}
+	s.log.Warn("closing connection: request memory budget spent, this connection holds the most", "held", most, "remote", victim.info.RemoteAddr)
+	victim.close(closeRequestBudget)
+	b.Force(n)
+	return true
 }
 
 // connState is one connection's state.
@@ -252,17 +528,80 @@ type connState struct {
 	// frameStart is when the first bytes of a frame not yet whole arrived
 	// (zero: none pending, or no observer); owned by the event loop.
 	frameStart time.Time
+	// partial is the frame being read (nil: between frames) and want its
+	// size; cap(partial) is charged to the request budget. inCharged is
+	// what is charged for the bytes gnet holds for us between calls.
+	// outSnap is gnet's outbound buffer as last seen. watched says the
+	// drain poller wakes us. All owned by the event loop.
+	partial   []byte
+	want      int
+	inCharged int64
+	outSnap   int64
+	watched   bool
 
-	lastActive   atomic.Int64 // unix nanos of the last read
-	inFlight     atomic.Int64 // requests read, response not yet written
-	pendingBytes atomic.Int64 // response bytes handed to gnet, not yet written
-	paused       atomic.Bool  // OnTraffic stopped reading for the limits
-	closed       atomic.Bool
+	// reqHeld is cap(partial)+inCharged, read by other loops choosing
+	// whom to close for the request budget; written on our loop.
+	reqHeld atomic.Int64
+	// output counts response bytes answered and not yet taken by the
+	// socket (queued here or in gnet's outbound buffer); the global
+	// response budget counts the same bytes.
+	output *protocol.Budget
+	// frameBegan is when the frame being read began (unix nanos; 0: none,
+	// or we are the ones waiting); outSince is when unsent output last
+	// made progress (0: none unsent). Written on the loop, read by OnTick.
+	frameBegan atomic.Int64
+	outSince   atomic.Int64
+
+	lastActive atomic.Int64 // unix nanos of the last read
+	inFlight   atomic.Int64 // requests read, response not yet written
+	paused     atomic.Bool  // OnTraffic stopped framing for the limits
+	closing    atomic.Bool  // a close is asked for: not a victim again
+	closed     atomic.Bool  // set under out's lock by OnClose
 
 	out struct {
 		sync.Mutex
 		nextWrite uint64              // the next sequence number to write
 		pending   map[uint64]outFrame // finished responses waiting for their turn
+	}
+}
+
+// refuse counts why the connection is closed, unless a close was already
+// asked for, and returns the action that closes it. On the event loop.
+func (cs *connState) refuse(why closeReason) gnet.Action {
+	if cs.closing.CompareAndSwap(false, true) {
+		cs.srv.closed[why].Add(1)
+	}
+	return gnet.Close
+}
+
+// close asks gnet to close the connection, counting why. Any goroutine.
+func (cs *connState) close(why closeReason) {
+	if cs.closing.CompareAndSwap(false, true) {
+		cs.srv.closed[why].Add(1)
+		_ = cs.conn.Close()
+	}
+}
+
+// releaseOutput gives back n response bytes to the connection's and the
+// global budget.
+func (cs *connState) releaseOutput(n int64) {
+	cs.output.Release(n)
+	cs.srv.budgets.Response.Release(n)
+}
+
+// refreshOutbound releases what the socket took of gnet's outbound buffer
+// since last seen, and notes progress for the write timeout. On the loop.
+func (cs *connState) refreshOutbound(now time.Time) {
+	ob := int64(cs.conn.OutboundBuffered())
+	if ob < cs.outSnap {
+		cs.releaseOutput(cs.outSnap - ob)
+		cs.outSince.Store(now.UnixNano())
+	}
+	cs.outSnap = ob
+	if ob == 0 {
+		cs.outSince.Store(0)
+	} else if cs.outSince.Load() == 0 {
+		cs.outSince.Store(now.UnixNano())
 	}
 }
 
@@ -274,9 +613,10 @@ type outFrame struct {
 }
 
 // dispatch decodes a frame and hands it to the handler; false closes the
-// connection. With an observer, read is when the frame's first bytes
-// arrived and framed when it was whole.
-func (cs *connState) dispatch(frame []byte, read, framed time.Time) bool {
+// connection. held is the request budget the frame holds, released when
+// the request is answered. With an observer, read is when the frame's
+// first bytes arrived and framed when it was whole. On the event loop.
+func (cs *connState) dispatch(frame []byte, held int64, read, framed time.Time) bool {
 	s := cs.srv
 	h, body, err := protocol.ParseHeader(frame)
 	if err != nil && !errors.Is(err, protocol.ErrUnknownKey) {
@@ -298,7 +638,11 @@ func (cs *connState) dispatch(frame []byte, read, framed time.Time) bool {
 		tr = s.obs.RequestStart(req, read, framed, decoded, len(frame)+4)
 		req.SetTrace(tr)
 	}
-	req.SetReply(func(resp []byte) { cs.complete(seq, resp, tr) })
+	req.SetReply(func(resp []byte) {
+		// The decoded request aliases its frame until answered.
+		s.budgets.Request.Release(held)
+		cs.complete(seq, resp, tr)
+	})
 	s.handler.Serve(req)
 	return true
 }
@@ -307,8 +651,19 @@ func (cs *connState) dispatch(frame []byte, read, framed time.Time) bool {
 // now next in sequence. Called from any goroutine. tr (nil: not observed)
 // is told when the response is written.
 func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace) {
+	size := int64(len(frame))
 	cs.out.Lock()
 	defer cs.out.Unlock()
+	if cs.closed.Load() {
+		cs.done(1)
+		if tr != nil {
+			tr.Written(net.ErrClosed)
+		}
+		return
+	}
+	// Counted from now until the socket takes it (see refreshOutbound).
+	cs.output.Force(size)
+	cs.srv.budgets.Response.Force(size)
 	cs.out.pending[seq] = outFrame{frame: frame, trace: tr}
 	var batch [][]byte
 	var traces []protocol.RequestTrace // only when some response is observed
@@ -327,29 +682,44 @@ func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace
 				traces = append(traces, f.trace)
 			}
 		} else {
-			cs.done(1, 0)
+			cs.done(1)
 			if f.trace != nil {
 				f.trace.Written(nil)
 			}
 		}
 	}
-	if len(batch) == 0 || cs.closed.Load() {
-		if len(batch) > 0 {
-			cs.done(int64(len(batch)), 0)
-			written(traces, net.ErrClosed)
-		}
+	if len(batch) == 0 {
 		return
 	}
-	cs.pendingBytes.Add(n)
 	count := int64(len(batch))
 	// Writes are queued under out's lock, so gnet runs them in sequence.
-	err := cs.conn.AsyncWritev(batch, func(_ gnet.Conn, err error) error {
-		cs.done(count, n)
+	err := cs.conn.AsyncWritev(batch, func(c gnet.Conn, err error) error {
+		// On the event loop, after gnet wrote what the socket took and
+		// buffered the rest.
+		if err != nil {
+			cs.releaseOutput(n)
+		} else {
+			ob := int64(c.OutboundBuffered())
+			if sent := n + cs.outSnap - ob; sent > 0 {
+				cs.releaseOutput(sent)
+			}
+			cs.outSnap = ob
+			if ob > 0 && cs.outSince.Load() == 0 {
+				cs.outSince.Store(time.Now().UnixNano())
+			} else if ob == 0 {
+				cs.outSince.Store(0)
+			}
+			if ob > 0 {
+				cs.srv.watchConn(cs)
+			}
+		}
+		cs.done(count)
 		written(traces, err)
 		return nil
 	})
 	if err != nil {
-		cs.done(count, n)
+		cs.releaseOutput(n)
+		cs.done(count)
 		written(traces, err)
 	}
 }
@@ -362,12 +732,11 @@ func written(traces []protocol.RequestTrace, err error) {
 	}
 }
 
-// done releases in-flight slots and pending bytes and resumes a paused
-// reader.
-func (cs *connState) done(requests, bytes int64) {
+// done releases in-flight slots and resumes a reader paused for them
+// (readers paused for output are resumed by the drain poller).
+func (cs *connState) done(requests int64) {
 	cs.inFlight.Add(-requests)
-	cs.pendingBytes.Add(-bytes)
-	if cs.paused.Load() && cs.inFlight.Load() < int64(cs.srv.cfg.MaxInFlight) && cs.pendingBytes.Load() < cs.srv.cfg.MaxPendingBytes {
+	if cs.paused.Load() && cs.inFlight.Load() < int64(cs.srv.cfg.MaxInFlight) && cs.output.Available() > 0 {
 		if cs.paused.CompareAndSwap(true, false) && !cs.closed.Load() {
 			_ = cs.conn.Wake(nil)
 		}

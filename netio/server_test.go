@@ -36,6 +36,14 @@ func (slowHandler) Serve(r *protocol.Request) {
 
 func startServer(t *testing.T, cfg Config) string {
 	t.Helper()
+	addr, _ := startServerWith(t, cfg, slowHandler{})
+	return addr
+}
+
+// startServerWith starts a server with handler h on a free loopback port
+// and stops it when the test ends.
+func startServerWith(t *testing.T, cfg Config, h Handler) (string, *Server) {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +51,7 @@ func startServer(t *testing.T, cfg Config) string {
 	addr := l.Addr().String()
 	l.Close()
 	cfg.Addr = addr
-	s := New(cfg, slowHandler{})
+	s := New(cfg, h)
 	done := make(chan error, 1)
 	go func() { done <- s.Run() }()
 	select {
@@ -59,7 +67,7 @@ func startServer(t *testing.T, cfg Config) string {
 		_ = s.Stop(ctx)
 		<-done
 	})
-	return addr
+	return addr, s
 }
 
 func apiVersionsFrame(corr int32) []byte {

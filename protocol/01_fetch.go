@@ -44,9 +44,70 @@ func (s *Server) fetch(r *Request) {
 				r.Respond(errorResponse(r, p))
 			}
 		}()
-		resp := s.doFetch(r.Msg.(*kmsg.FetchRequest), r.Tracer())
+		var out *Budget
+		if r.Conn != nil {
+			out = r.Conn.Output
+		}
+		resp, held := s.doFetch(r.Msg.(*kmsg.FetchRequest), out, r.Tracer())
+		// The connection counts the response's bytes from here on (the
+		// reply charges them before it returns), so the fetch's share is
+		// handed over, not freed early.
 		r.RespondSized(resp, fetchResponseSize(resp))
+		s.releaseFetch(out, held)
 	}()
+}
+
+// Fetch memory: a fetch reserves the bytes it will read from the fetch
+// budget, from its connection's output budget and within what the response
+// budget has free, before it reads from storage, and holds them until its
+// response is handed to the connection, which counts them until they are
+// sent. With less free than asked the fetch is served smaller; with none
+// it is served one batch (Kafka's first-batch rule, so consumers progress)
+// when its connection holds no unsent bytes and the fetch budget is not
+// spent, which bounds the overshoot at one batch per such connection.
+// Otherwise it waits for budget like a long poll, and answers empty at its
+// deadline.
+
+// reserveFetch reserves up to want bytes for one fetch pass: the bytes
+// granted (0: one batch only), or starved when nothing may be read now.
+func (s *Server) reserveFetch(out *Budget, want int) (grant int, starved bool) {
+	f := s.cfg.FetchBudget
+	room := min(int64(want), f.Available(), out.Available(), s.cfg.ResponseBudget.Available())
+	if room > 0 {
+		g := f.AcquireUpTo(room)
+		if o := out.AcquireUpTo(g); o < g {
+			f.Release(g - o)
+			g = o
+		}
+		if g > 0 {
+			return int(g), false
+		}
+	}
+	if out.Used() == 0 && f.Available() > 0 {
+		return 0, false
+	}
+	return 0, true
+}
+
+// settleFetch turns a pass's grant into what it read: the overshoot of a
+// first batch is charged, the unread rest given back. It returns the bytes
+// now held.
+func (s *Server) settleFetch(out *Budget, grant, read int) int {
+	f := s.cfg.FetchBudget
+	if d := int64(read - grant); d > 0 {
+		f.Force(d)
+		out.Force(d)
+	} else if d < 0 {
+		f.Release(-d)
+		out.Release(-d)
+	}
+	return read
+}
+
+// releaseFetch gives back the bytes a fetch holds.
+func (s *Server) releaseFetch(out *Budget, held int) {
+	s.cfg.FetchBudget.Release(int64(held))
+	out.Release(int64(held))
 }
 
 // trimToOffset cuts whole batches so that none starts at or past limit,
@@ -77,9 +138,11 @@ func fetchResponseSize(resp *kmsg.FetchResponse) int {
 }
 
 // doFetch serves one fetch; tr (nil: untraced) is told of every read and
-// of the long-poll wait.
-func (s *Server) doFetch(req *kmsg.FetchRequest, tr RequestTrace) *kmsg.FetchResponse {
-	resp := req.ResponseKind().(*kmsg.FetchResponse)
+// of the long-poll wait. It returns the response and the bytes it holds of
+// the fetch and out budgets (see reserveFetch), for the caller to release
+// once the response is handed over.
+func (s *Server) doFetch(req *kmsg.FetchRequest, out *Budget, tr RequestTrace) (resp *kmsg.FetchResponse, held int) {
+	resp = req.ResponseKind().(*kmsg.FetchResponse)
 	byID := req.Version >= 13
 
 	var sess *fetchSession
@@ -100,7 +163,7 @@ func (s *Server) doFetch(req *kmsg.FetchRequest, tr RequestTrace) *kmsg.FetchRes
 			sess, kerrv = s.sessions.get(req.SessionID, req.SessionEpoch)
 			if kerrv != nil {
 				resp.ErrorCode = kerrv.Code
-				return resp
+				return resp, 0
 			}
 			incremental = true
 		}
@@ -121,7 +184,7 @@ func (s *Server) doFetch(req *kmsg.FetchRequest, tr RequestTrace) *kmsg.FetchRes
 		defer sess.mu.Unlock()
 		if incremental && req.SessionEpoch != sess.epoch {
 			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
-			return resp
+			return resp, 0
 		}
 		sess.lastUsed = time.Now()
 		for _, rt := range req.Topics {
@@ -175,8 +238,14 @@ func (s *Server) doFetch(req *kmsg.FetchRequest, tr RequestTrace) *kmsg.FetchRes
 	for {
 		var total int
 		var anyErr bool
-		results, total, anyErr = s.fetchPass(items, maxBytes, byID, req.IsolationLevel == 1, tr)
-		if total >= int(req.MinBytes) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
+		s.releaseFetch(out, held)
+		grant, starved := s.reserveFetch(out, maxBytes)
+		if starved {
+			grant = -1 // read nothing: offsets and errors only
+		}
+		results, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, tr)
+		held = s.settleFetch(out, max(grant, 0), total)
+		if (total >= int(req.MinBytes) && !starved) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
 			break
 		}
 		if waiter == nil {
@@ -196,9 +265,15 @@ func (s *Server) doFetch(req *kmsg.FetchRequest, tr RequestTrace) *kmsg.FetchRes
 			waitStart = time.Now()
 		}
 		timer := time.NewTimer(time.Until(deadline))
+		var budgetFreed, outFreed <-chan struct{} // nil: not waited on
+		if starved {
+			budgetFreed, outFreed = s.cfg.FetchBudget.Changed(), out.Changed()
+		}
 		select {
 		case <-waiter.C:
 		case <-timer.C:
+		case <-budgetFreed:
+		case <-outFreed:
 		}
 		timer.Stop()
 		if tr != nil {
@@ -233,11 +308,12 @@ func (s *Server) doFetch(req *kmsg.FetchRequest, tr RequestTrace) *kmsg.FetchRes
 			sess.epoch = 1
 		}
 	}
-	return resp
+	return resp, held
 }
 
-// fetchPass reads every item once within the byte budget; tr (nil:
-// untraced) is told of each read.
+// fetchPass reads every item once within the byte budget (0: one batch,
+// negative: no reads, offsets only); tr (nil: untraced) is told of each
+// read.
 func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bool, tr RequestTrace) ([]kmsg.FetchResponseTopicPartition, int, bool) {
 	out := make([]kmsg.FetchResponseTopicPartition, len(items))
 	total := 0
@@ -293,7 +369,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 		if rem := budget - total; rem < limit {
 			limit = rem
 		}
-		if it.offset < limitOffset && (limit > 0 || total == 0) {
+		if it.offset < limitOffset && budget >= 0 && (limit > 0 || total == 0) {
 			if limit <= 0 {
 				limit = 1
 			}

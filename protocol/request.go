@@ -34,6 +34,9 @@ type ConnInfo struct {
 	ID         uint64
 	RemoteAddr string
 	LocalAddr  string
+	// Output counts the connection's response bytes not yet sent, against
+	// its bound (nil: unbounded); fetches size themselves to its room.
+	Output *Budget
 }
 
 // NewRequest builds a request; SetReply must be called before it is served.

@@ -28,6 +28,11 @@ type Config struct {
 	Logger    *slog.Logger
 	// Cluster is the cluster's view; nil: a single node (this one).
 	Cluster ClusterView
+	// FetchBudget bounds the bytes fetches read from storage until their
+	// responses are handed to the connection; ResponseBudget is the
+	// network edge's budget of response bytes not yet sent, which a fetch
+	// also leaves room in. nil: unbounded. See netio's budgets.
+	FetchBudget, ResponseBudget *Budget
 }
 
 // Server dispatches requests to handlers.
