@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
 
@@ -99,7 +100,7 @@ func (l *Log) DirtyRatio() float64 {
 }
 
 // NeedsCompaction reports whether a scheduler should call Compact: the log
-// is compacted and its dirty ratio reached MinCleanableDirtyRatio, or its
+// is compacted and its dirty ratio exceeds MinCleanableDirtyRatio, or its
 // oldest dirty cleanable data is older than MaxCompactionLagMs, or a kept
 // tombstone's delete horizon has passed (always true once after Open, as
 // horizons are learnt by a pass). Safe to call from any goroutine.
@@ -128,7 +129,9 @@ func (l *Log) NeedsCompaction() bool {
 			dirty += s.size
 		}
 	}
-	return total > 0 && float64(dirty)/float64(total) >= opts.MinCleanableDirtyRatio
+	// Strictly greater, as Kafka's cleaner manager compares: a ratio of 0
+	// means "any dirty byte", never "always".
+	return dirty > 0 && float64(dirty)/float64(total) > opts.MinCleanableDirtyRatio
 }
 
 // cleaner holds one pass's state.
@@ -207,17 +210,32 @@ func (c *cleaner) mapSegment(s *segment, firstDirty int64) error {
 		if h.IsControl() || h.IsTransactional() || h.LastOffset() < firstDirty {
 			continue
 		}
-		recs, err := recordbatch.Records(b)
-		if err != nil {
-			return err
-		}
-		for _, r := range recs {
+		err = recordbatch.Each(b, compactMapIter, func(_ int32, r *recordbatch.Record) error {
 			if off := h.BaseOffset + int64(r.OffsetDelta); off >= firstDirty && !r.KeyNull {
 				c.m.m[c.m.hash(r.Key)] = off
 			}
+			return nil
+		})
+		if errors.Is(err, recordbatch.ErrTooLarge) {
+			// filter keeps it verbatim; keys mapped so far are kept too.
+			continue
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
+
+// The cleaner reads batches through the same bounded streaming iteration
+// as Produce. Rewriting a batch holds its kept records, so the bound is the
+// default topic's (32 MiB decompressed): a batch past it (one a topic with
+// a larger max.message.bytes accepted, or a bomb from before Produce bounded
+// them) is kept verbatim, which is safe, instead of costing the cleaner its
+// inflated size. Mapping keeps keys only.
+var (
+	compactIter    = recordbatch.IterOptions{MaxBytes: recordbatch.DecompressLimit(logconfig.DefaultMaxMessageBytes)}
+	compactMapIter = recordbatch.IterOptions{MaxBytes: compactIter.MaxBytes, SkipValues: true}
+)
 
 // filter decides a batch's fate: verbatim (nil, true), dropped (nil,
 // false), or rewritten (bytes, true).
@@ -225,27 +243,33 @@ func (c *cleaner) filter(b []byte, h recordbatch.Header) ([]byte, bool, error) {
 	if h.IsControl() || h.IsTransactional() {
 		return nil, true, nil
 	}
-	recs, err := recordbatch.Records(b)
-	if err != nil {
-		return nil, false, err
-	}
 	horizonPassed := h.HasDeleteHorizon() && c.nowMs >= h.FirstTimestamp
-	kept := make([]recordbatch.Record, 0, len(recs))
-	tombstones := false
-	for _, r := range recs {
+	keeps := func(r *recordbatch.Record) bool {
 		off := h.BaseOffset + int64(r.OffsetDelta)
 		if !r.KeyNull {
 			if latest, ok := c.m.m[c.m.hash(r.Key)]; ok && latest > off {
-				continue
+				return false
 			}
 		}
-		if r.ValueNull {
-			if horizonPassed {
-				continue
-			}
-			tombstones = true
+		return !r.ValueNull || !horizonPassed
+	}
+	// First pass without values: most batches stay as they are, and then
+	// no value is ever held.
+	tombstones := false
+	total, kept := 0, 0
+	err := recordbatch.Each(b, compactMapIter, func(_ int32, r *recordbatch.Record) error {
+		total++
+		if keeps(r) {
+			kept++
+			tombstones = tombstones || r.ValueNull
 		}
-		kept = append(kept, r)
+		return nil
+	})
+	if errors.Is(err, recordbatch.ErrTooLarge) {
+		return nil, true, nil // too big to rewrite: kept as it is, safely
+	}
+	if err != nil {
+		return nil, false, err
 	}
 	needHorizon := tombstones && !h.HasDeleteHorizon()
 	if tombstones {
@@ -255,29 +279,68 @@ func (c *cleaner) filter(b []byte, h recordbatch.Header) ([]byte, bool, error) {
 			c.minHorizon = min(c.minHorizon, h.FirstTimestamp)
 		}
 	}
-	if len(kept) == len(recs) && !needHorizon {
+	if kept == total && !needHorizon {
 		return nil, true, nil
 	}
-	if len(kept) == 0 {
+	if kept == 0 {
 		last, seen := c.producers[h.ProducerID]
 		if h.ProducerID < 0 || (seen && last > h.BaseOffset) {
 			return nil, false, nil
 		}
 		// Possibly this producer's last batch: keep it, emptied.
 	}
+	recs, err := c.keptRecords(b, kept, keeps)
+	if err != nil {
+		return nil, false, err
+	}
 	nh := h
 	if needHorizon {
-		for i := range kept {
-			kept[i].TimestampDelta = h.FirstTimestamp + kept[i].TimestampDelta - c.horizonMs
+		for i := range recs {
+			recs[i].TimestampDelta = h.FirstTimestamp + recs[i].TimestampDelta - c.horizonMs
 		}
 		nh.FirstTimestamp = c.horizonMs
 		nh.Attributes |= recordbatch.AttrDeleteHorizon
 	}
-	out, err := recordbatch.Build(nh, kept)
+	out, err := recordbatch.Build(nh, recs)
 	if err != nil {
 		return nil, false, err
 	}
 	return out, true, nil
+}
+
+// keptRecords decodes the n records of b that keeps accepts, copying their
+// bytes into one arena (Each reuses its buffer from record to record;
+// slices taken before the arena grows keep the old array, intact).
+func (c *cleaner) keptRecords(b []byte, n int, keeps func(*recordbatch.Record) bool) ([]recordbatch.Record, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	recs := make([]recordbatch.Record, 0, n)
+	var arena []byte
+	keep := func(p []byte) []byte {
+		if p == nil {
+			return nil
+		}
+		at := len(arena)
+		arena = append(arena, p...)
+		return arena[at:len(arena):len(arena)]
+	}
+	err := recordbatch.Each(b, compactIter, func(_ int32, r *recordbatch.Record) error {
+		if !keeps(r) {
+			return nil
+		}
+		k := *r
+		k.Key, k.Value = keep(r.Key), keep(r.Value)
+		if len(r.Headers) > 0 {
+			k.Headers = make([]recordbatch.RecordHeader, len(r.Headers))
+			for i, hd := range r.Headers {
+				k.Headers[i] = recordbatch.RecordHeader{Key: hd.Key, Value: keep(hd.Value)}
+			}
+		}
+		recs = append(recs, k)
+		return nil
+	})
+	return recs, err
 }
 
 // cleanSegment rewrites s if any of its batches change, and swaps the
