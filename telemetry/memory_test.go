@@ -1,0 +1,62 @@
+package telemetry
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+func TestMemoryMetrics(t *testing.T) {
+	tel, err := New(context.Background(), Config{MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	err = tel.ObserveMemory(func() ([]MemoryBudget, []ConnectionsClosed) {
+		return []MemoryBudget{{Name: "request", Used: 7, Capacity: 100}, {Name: "fetch", Used: 0, Capacity: 50}},
+			[]ConnectionsClosed{{Reason: "write_stall", Count: 2}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + tel.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`regent_memory_budget_used_bytes{budget="request"`,
+		`regent_memory_budget_capacity_bytes{budget="fetch"`,
+		`regent_connections_closed_total{`,
+		`reason="write_stall"} 2`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("/metrics lacks %s:\n%s", want, grepRegent(text))
+		}
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, `regent_memory_budget_used_bytes{budget="request"`) && !strings.HasSuffix(line, " 7") {
+			t.Errorf("used line %q, want 7", line)
+		}
+	}
+	// Off: a no-op.
+	var off *Telemetry
+	if err := off.ObserveMemory(nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func grepRegent(text string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, "regent_memory") || strings.Contains(l, "closed") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
