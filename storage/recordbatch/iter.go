@@ -39,6 +39,9 @@ type IterOptions struct {
 	// them: Key, Value and Headers are nil (KeyNull and ValueNull are still
 	// set). Memory then stays constant whatever the records' sizes.
 	SkipKeyValues bool
+	// SkipValues is SkipKeyValues for values and headers only: keys are
+	// kept (as for mapping a compacted log's keys).
+	SkipValues bool
 }
 
 func (o IterOptions) maxBytes() int64 {
@@ -92,7 +95,7 @@ func Each(b []byte, opt IterOptions, fn func(i int32, r *Record) error) error {
 		defer s.release()
 		src = s
 	}
-	if err := eachRecord(src, h, opt.SkipKeyValues, fn); err != nil {
+	if err := eachRecord(src, h, opt, fn); err != nil {
 		var fnErr fnError
 		if errors.As(err, &fnErr) {
 			return fnErr.err
@@ -110,11 +113,11 @@ type fnError struct{ err error }
 
 func (e fnError) Error() string { return e.err.Error() }
 
-func eachRecord(src source, h Header, skip bool, fn func(int32, *Record) error) error {
+func eachRecord(src source, h Header, opt IterOptions, fn func(int32, *Record) error) error {
 	if s, ok := src.(*sliceSource); ok {
 		return eachInPlace(s, h, fn)
 	}
-	d := recDecoder{src: src, skip: skip}
+	d := recDecoder{src: src, skipKey: opt.SkipKeyValues, skip: opt.SkipKeyValues || opt.SkipValues}
 	prev := int32(-1)
 	var r Record
 	for i := int32(0); i < h.NumRecords; i++ {
@@ -333,9 +336,10 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 // bytes left in the record's declared length so that no record can read
 // into the next.
 type recDecoder struct {
-	src  source
-	skip bool
-	left int64
+	src     source
+	skipKey bool // keys are read past, not kept
+	skip    bool // values and headers are read past, not kept
+	left    int64
 }
 
 func (d *recDecoder) ReadByte() (byte, error) {
@@ -407,7 +411,7 @@ func (d *recDecoder) record(r *Record) error {
 	if r.OffsetDelta, err = d.varint(); err != nil {
 		return err
 	}
-	if r.Key, r.KeyNull, err = d.field(d.skip); err != nil {
+	if r.Key, r.KeyNull, err = d.field(d.skipKey); err != nil {
 		return err
 	}
 	if r.Value, r.ValueNull, err = d.field(d.skip); err != nil {
