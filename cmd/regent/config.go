@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/netio"
 	"github.com/regent-broker/regent/telemetry"
 )
 
@@ -25,7 +26,11 @@ type Config struct {
 	BrokerConfigs  string
 	MaxConnections int
 	IdleTimeout    time.Duration
-	Pprof          string
+	// MaxMemory is what the network edge and fetches may hold, split into
+	// the request, response and fetch budgets (netio.NewBudgets); the Go
+	// runtime's soft memory limit is set from it too.
+	MaxMemory int64
+	Pprof     string
 	// TxnMaxTimeout caps transaction.timeout.ms (Kafka's
 	// transaction.max.timeout.ms); above it INVALID_TRANSACTION_TIMEOUT.
 	TxnMaxTimeout time.Duration
@@ -100,6 +105,7 @@ func DefaultConfig() Config {
 		LogFormat:       "text",
 		MaxConnections:  10000,
 		IdleTimeout:     10 * time.Minute,
+		MaxMemory:       netio.DefaultMaxMemory,
 		TxnMaxTimeout:   time.Hour,
 		OtelExporter:    "none",
 		OtelSampleRatio: 1,
@@ -125,6 +131,9 @@ func (c Config) Validate() error {
 	}
 	if c.FlushInterval <= 0 || c.RetentionCheck <= 0 {
 		return fmt.Errorf("intervals must be positive")
+	}
+	if c.MaxMemory < minMaxMemory {
+		return fmt.Errorf("--max-memory %d: want at least %s", c.MaxMemory, formatBytes(minMaxMemory))
 	}
 	if _, err := c.brokerOverrides(); err != nil {
 		return err
@@ -211,4 +220,75 @@ func (c Config) brokerOverrides() (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// minMaxMemory is the smallest --max-memory: below it the request budget
+// (3/8) cannot hold a few ordinary produce requests at once.
+const minMaxMemory = 64 << 20
+
+// byteUnits are the suffixes parseBytes accepts, longest first.
+var byteUnits = []struct {
+	suffix string
+	mult   int64
+}{
+	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000}, {"TB", 1000 * 1000 * 1000 * 1000},
+	{"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"T", 1 << 40},
+	{"B", 1},
+}
+
+// parseBytes reads a byte size: a whole number with an optional unit
+// (512MiB, 1GiB, 1.5G is refused: whole numbers only; K, M, G and T are
+// binary like KiB, MiB, GiB, TiB; KB, MB, GB, TB decimal).
+func parseBytes(s string) (int64, error) {
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || (mult > 1 && n > (1<<63-1)/mult) {
+		return 0, fmt.Errorf("%q: want a size such as 512MiB or 1GiB", s)
+	}
+	return n * mult, nil
+}
+
+// formatBytes prints n in the largest binary unit that divides it.
+func formatBytes(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// bytesValue is a flag holding a byte size (see parseBytes) of at least min.
+type bytesValue struct {
+	p   *int64
+	min int64
+}
+
+func (v bytesValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return formatBytes(*v.p)
+}
+
+func (v bytesValue) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return err
+	}
+	if n < v.min {
+		return fmt.Errorf("want at least %s", formatBytes(v.min))
+	}
+	*v.p = n
+	return nil
 }

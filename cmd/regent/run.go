@@ -11,6 +11,7 @@ import (
 	_ "net/http/pprof" // served only with --pprof
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -160,6 +161,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open transactions: %w", err)
 	}
 	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
+	// One memory setting: the edge's request and response budgets and the
+	// fetch budget are shares of it (netio.Budgets).
+	budgets := netio.NewBudgets(cfg.MaxMemory)
+	pcfg.FetchBudget, pcfg.ResponseBudget = budgets.Fetch, budgets.Response
+	setMemoryLimit(cfg.MaxMemory, logger)
 	var admin *adminServer
 	if raftRepl != nil {
 		peers, _ := parsePeers(cfg.Peers)
@@ -196,8 +202,23 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	nsrv := netio.New(netio.Config{
 		Addr: cfg.Listen, Multicore: true, Logger: logger,
 		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
+		Budgets:  budgets,
 		Observer: tel.Observer(),
 	}, srv)
+	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
+		st := nsrv.MemoryStats()
+		bs := make([]telemetry.MemoryBudget, len(st.Budgets))
+		for i, b := range st.Budgets {
+			bs[i] = telemetry.MemoryBudget{Name: b.Name, Used: b.Used, Capacity: b.Capacity}
+		}
+		cs := make([]telemetry.ConnectionsClosed, len(st.Closed))
+		for i, c := range st.Closed {
+			cs[i] = telemetry.ConnectionsClosed{Reason: c.Reason, Count: c.Count}
+		}
+		return bs, cs
+	}); err != nil {
+		return err
+	}
 	// Consumer-group lag: at each scrape, every group's committed offsets.
 	tel.SetCommittedOffsets(func(emit func(group, topic string, partition int32, offset int64)) {
 		committedOffsets(groups, emit)
@@ -340,4 +361,18 @@ func committedOffsets(groups *group.Manager, emit func(group, topic string, part
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// setMemoryLimit sets the Go runtime's soft memory limit from --max-memory,
+// unless GOMEMLIMIT is set: the budgets bound what the broker holds, and
+// the limit makes the collector return garbage (old frame buffers, encoded
+// responses) before the heap doubles past them. The headroom above the
+// budgets is for everything else the broker keeps (indexes, actors, raft).
+func setMemoryLimit(maxMemory int64, logger *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	limit := maxMemory + maxMemory/2
+	debug.SetMemoryLimit(limit)
+	logger.Debug("go memory limit set", "bytes", limit)
 }
