@@ -100,7 +100,7 @@ func (l *Log) DirtyRatio() float64 {
 }
 
 // NeedsCompaction reports whether a scheduler should call Compact: the log
-// is compacted and its dirty ratio reached MinCleanableDirtyRatio, or its
+// is compacted and its dirty ratio exceeds MinCleanableDirtyRatio, or its
 // oldest dirty cleanable data is older than MaxCompactionLagMs, or a kept
 // tombstone's delete horizon has passed (always true once after Open, as
 // horizons are learnt by a pass). Safe to call from any goroutine.
@@ -129,7 +129,9 @@ func (l *Log) NeedsCompaction() bool {
 			dirty += s.size
 		}
 	}
-	return total > 0 && float64(dirty)/float64(total) >= opts.MinCleanableDirtyRatio
+	// Strictly greater, as Kafka's cleaner manager compares: a ratio of 0
+	// means "any dirty byte", never "always".
+	return dirty > 0 && float64(dirty)/float64(total) > opts.MinCleanableDirtyRatio
 }
 
 // cleaner holds one pass's state.

@@ -107,7 +107,7 @@ func TestNeedsCompactionTriggers(t *testing.T) {
 
 func TestRetentionUsesMtimeWithoutTimestamps(t *testing.T) {
 	clk := newClock(time.Now().UnixMilli())
-	l := openLog(t, t.TempDir(), Options{SegmentBytes: 300, RetentionMs: 60_000, Now: clk.Now})
+	l := openLog(t, t.TempDir(), Options{SegmentBytes: 300, RetentionMs: 60_000, RetentionBytes: -1, Now: clk.Now})
 	defer l.Close()
 	for range 10 {
 		mustAppend(t, l, batch(t, 0, rec{key: "k", value: "v", ts: -1}))

@@ -41,8 +41,9 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 // EnforceRetention applies time and size retention to closed segments
 // (owner). Like Kafka, an active segment that is entirely past retention.ms
 // is rolled first so it can go too; size retention deletes the oldest
-// segments only while the log stays at or above RetentionBytes. Nothing is
-// deleted when Options.DeleteDisabled (cleanup.policy=compact).
+// segments only while the log stays at or above RetentionBytes, which with
+// RetentionBytes == 0 includes the active segment (rolled first). Nothing
+// is deleted when Options.DeleteDisabled (cleanup.policy=compact).
 func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 	if l.isClosed() {
 		return 0, ErrClosed
@@ -69,6 +70,13 @@ func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 	}
 	if opts.RetentionBytes >= 0 {
 		excess := l.mu.size - opts.RetentionBytes
+		// Like Kafka, the active segment goes too when even it may
+		// (retention.bytes=0): roll so that an empty one remains.
+		if act := l.active(); act.size > 0 && excess >= l.mu.size {
+			if err := l.roll(); err != nil {
+				return deletedSegments, err
+			}
+		}
 		n, err := l.deleteOldest(func(s, _ *segment) bool {
 			if excess-s.size < 0 {
 				return false

@@ -8,7 +8,7 @@ import (
 func TestTimeRetention(t *testing.T) {
 	clk := newClock(10_000_000)
 	dir := t.TempDir()
-	opts := Options{SegmentBytes: 1000, RetentionMs: 5000, Now: clk.Now}
+	opts := Options{SegmentBytes: 1000, RetentionMs: 5000, RetentionBytes: -1, Now: clk.Now}
 	l := openLog(t, dir, opts)
 	defer l.Close()
 	// Old data: timestamps 1..15 s before now; then fresh data.

@@ -140,3 +140,33 @@ func TestResolveErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestResolveKeepsZeros: Kafka honours 0 for these keys (retention.ms=0
+// deletes everything older than now, and so on); resolving must not turn a
+// 0 into the default, whether it comes from the topic or the broker.
+func TestResolveKeepsZeros(t *testing.T) {
+	zeros := map[string]string{
+		"retention.ms": "0", "retention.bytes": "0", "delete.retention.ms": "0",
+		"min.cleanable.dirty.ratio": "0", "index.interval.bytes": "0", "min.compaction.lag.ms": "0",
+	}
+	check := func(from string, c Config) {
+		t.Helper()
+		if c.RetentionMs != 0 || c.RetentionBytes != 0 || c.DeleteRetentionMs != 0 ||
+			c.MinCleanableDirtyRatio != 0 || c.IndexIntervalBytes != 0 || c.MinCompactionLagMs != 0 {
+			t.Fatalf("zeros from %s resolved to %+v", from, c)
+		}
+	}
+	c, err := Resolve(zeros, Broker{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("topic", c)
+	c, err = Resolve(nil, Broker{Overrides: map[string]string{
+		"log.retention.hours": "0", "log.retention.bytes": "0", "log.cleaner.delete.retention.ms": "0",
+		"log.cleaner.min.cleanable.ratio": "0", "log.index.interval.bytes": "0", "log.cleaner.min.compaction.lag.ms": "0",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("broker", c)
+}
