@@ -1,6 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"flag"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -34,5 +40,218 @@ func TestParseConfig(t *testing.T) {
 		if _, err := parseConfig(bad, func(string) string { return "" }); err == nil {
 			t.Fatalf("%v accepted", bad)
 		}
+	}
+}
+
+// validEnv and invalidEnv hold, for every flag, a value its environment
+// twin accepts (different from the default) and one it must refuse. A new
+// flag fails TestEveryFlagHasAnEnvTwin until it is added here.
+var validEnv = map[string]string{
+	"listen":                   "127.0.0.1:19092",
+	"advertise":                "broker.example:9092",
+	"data":                     "/tmp/regent-env",
+	"fsync":                    "always",
+	"flush-interval":           "250ms",
+	"retention-check-interval": "5s",
+	"log-level":                "debug",
+	"log-format":               "json",
+	"broker-config":            "num.partitions=3",
+	"txn-max-timeout-ms":       "60000",
+	"pprof":                    "127.0.0.1:6060",
+	"max-connections":          "50",
+	"idle-timeout":             "1m",
+	"otel-exporter":            "stdout",
+	"otel-endpoint":            "127.0.0.1:4317",
+	"otel-sample-ratio":        "0.25",
+	"metrics-listen":           "127.0.0.1:9464",
+	"node-id":                  "7",
+	"raft-listen":              "127.0.0.1:19093",
+	"peers":                    "7=127.0.0.1:19092/127.0.0.1:19093",
+	"join":                     "true",
+	"raft-snapshot-threshold":  "64",
+	"raft-snapshot-interval":   "300ms",
+	"raft-trailing-logs":       "16",
+	"admin-listen":             "127.0.0.1:19300",
+}
+
+// invalidEnv: free-form flags (data, otel-endpoint) have no invalid
+// non-empty value; an empty variable counts as unset.
+var invalidEnv = map[string]string{
+	"listen":                   "nope",
+	"advertise":                "host-without-port",
+	"fsync":                    "sometimes",
+	"flush-interval":           "soon",
+	"retention-check-interval": "0s",
+	"log-level":                "loud",
+	"log-format":               "xml",
+	"broker-config":            "novalue",
+	"txn-max-timeout-ms":       "0",
+	"pprof":                    "127.0.0.1",
+	"max-connections":          "many",
+	"idle-timeout":             "-1s",
+	"otel-exporter":            "zipkin",
+	"otel-sample-ratio":        "2",
+	"metrics-listen":           "127.0.0.1:0",
+	"node-id":                  "0",
+	"raft-listen":              ":99999",
+	"peers":                    "x",
+	"join":                     "yes",
+	"raft-snapshot-threshold":  "-1",
+	"raft-snapshot-interval":   "often",
+	"raft-trailing-logs":       "1e3",
+	"admin-listen":             "admin",
+}
+
+func noEnv(string) string { return "" }
+
+func TestEveryFlagHasAnEnvTwin(t *testing.T) {
+	def := DefaultConfig()
+	names := map[string]bool{}
+	newFlagSet(&def).VisitAll(func(f *flag.Flag) {
+		names[f.Name] = true
+		v, ok := validEnv[f.Name]
+		if !ok {
+			t.Errorf("--%s: no sample value in validEnv", f.Name)
+			return
+		}
+		env := envName(f.Name)
+		c := DefaultConfig()
+		fs := newFlagSet(&c)
+		if err := fs.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := applyEnv(fs, func(k string) string {
+			if k == env {
+				return v
+			}
+			return ""
+		}); err != nil {
+			t.Errorf("%s=%q: %v", env, v, err)
+			return
+		}
+		if reflect.DeepEqual(c, DefaultConfig()) {
+			t.Errorf("%s=%q changed nothing", env, v)
+		}
+		if got := fs.Lookup(f.Name).Value.String(); got != v && f.Name != "txn-max-timeout-ms" {
+			// String prints the value back (durations in Go's form).
+			if d, err := time.ParseDuration(v); err != nil || got != d.String() {
+				t.Errorf("%s=%q: --%s is %q", env, v, f.Name, got)
+			}
+		}
+	})
+	for name := range validEnv {
+		if !names[name] {
+			t.Errorf("validEnv names --%s, which does not exist", name)
+		}
+	}
+	// The flags the issue found without a twin.
+	for _, name := range []string{"max-connections", "raft-snapshot-threshold", "raft-snapshot-interval", "raft-trailing-logs"} {
+		if !names[name] {
+			t.Errorf("--%s is gone", name)
+		}
+	}
+}
+
+func TestTwinsReachTheConfig(t *testing.T) {
+	env := map[string]string{
+		"REGENT_MAX_CONNECTIONS":         "50",
+		"REGENT_RAFT_LISTEN":             "127.0.0.1:19093",
+		"REGENT_PEERS":                   "7=127.0.0.1:19092/127.0.0.1:19093",
+		"REGENT_NODE_ID":                 "7",
+		"REGENT_RAFT_SNAPSHOT_THRESHOLD": "64",
+		"REGENT_RAFT_SNAPSHOT_INTERVAL":  "300ms",
+		"REGENT_RAFT_TRAILING_LOGS":      "16",
+		"REGENT_TXN_MAX_TIMEOUT_MS":      "60000",
+	}
+	c, err := parseConfig(nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConnections != 50 || c.NodeID != 7 || c.RaftSnapshotThreshold != 64 || c.RaftSnapshotInterval != 300*time.Millisecond || c.RaftTrailingLogs != 16 || c.TxnMaxTimeout != time.Minute {
+		t.Fatalf("twins not applied: %+v", c)
+	}
+	// The command line wins over the environment.
+	c, err = parseConfig([]string{"--max-connections", "9", "--raft-trailing-logs", "0"}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.MaxConnections != 9 || c.RaftTrailingLogs != 0 || c.RaftSnapshotThreshold != 64 {
+		t.Fatalf("flags must win over env: %+v", c)
+	}
+}
+
+func TestInvalidEnvValueIsAnErrorNamingIt(t *testing.T) {
+	for name, v := range invalidEnv {
+		env := envName(name)
+		_, err := parseConfig(nil, func(k string) string {
+			if k == env {
+				return v
+			}
+			return ""
+		})
+		if err == nil {
+			t.Errorf("%s=%q accepted", env, v)
+			continue
+		}
+		if !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), env) {
+			t.Errorf("%s=%q: error %q does not name the variable", env, v, err)
+		}
+		// The same value as a flag is refused too, naming the flag.
+		if _, err := parseConfig([]string{"--" + name + "=" + v}, noEnv); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("--%s=%q: %v", name, v, err)
+		}
+	}
+	// Every error is reported, not just the first.
+	_, err := parseConfig(nil, func(k string) string {
+		return map[string]string{"REGENT_JOIN": "yes", "REGENT_FSYNC": "never"}[k]
+	})
+	if err == nil || !strings.Contains(err.Error(), "REGENT_JOIN") || !strings.Contains(err.Error(), "REGENT_FSYNC") {
+		t.Fatalf("two bad variables: %v", err)
+	}
+}
+
+func TestHelpExitsZeroAndNamesTheCommands(t *testing.T) {
+	for _, arg := range []string{"-h", "--help"} {
+		var out, errOut bytes.Buffer
+		if code := regent([]string{arg}, noEnv, &out, &errOut); code != 0 {
+			t.Fatalf("regent %s: exit %d, stderr %q", arg, code, errOut.String())
+		}
+		for _, want := range []string{"regent cluster", "regent version", "--max-connections", "REGENT_MAX_CONNECTIONS", "REGENT_RAFT_SNAPSHOT_THRESHOLD", "default 127.0.0.1:9092"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("regent %s does not mention %q:\n%s", arg, want, out.String())
+			}
+		}
+	}
+	var out, errOut bytes.Buffer
+	if code := regent([]string{"--no-such-flag"}, noEnv, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "no-such-flag") {
+		t.Fatalf("unknown flag: exit %d, stderr %q", code, errOut.String())
+	}
+	errOut.Reset()
+	if code := regent(nil, func(k string) string { return map[string]string{"REGENT_MAX_CONNECTIONS": "abc"}[k] }, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "REGENT_MAX_CONNECTIONS") {
+		t.Fatalf("bad environment: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
+func TestVersion(t *testing.T) {
+	run := func() string {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := regent([]string{"version"}, noEnv, &out, &errOut); code != 0 {
+			t.Fatalf("regent version: exit %d, stderr %q", code, errOut.String())
+		}
+		return out.String()
+	}
+	// Built without VCS stamping (GOFLAGS=-buildvcs=false, as tests are
+	// here) the commit is unknown; with it, a revision.
+	got := run()
+	if !regexp.MustCompile(`^regent \S+ commit ([0-9a-f]{7,}( \(modified\))?|unknown) go`).MatchString(got) {
+		t.Fatalf("regent version: %q", got)
+	}
+	// What -ldflags "-X main.version=... -X main.commit=..." sets wins.
+	oldV, oldC := version, commit
+	t.Cleanup(func() { version, commit = oldV, oldC })
+	version, commit = "v1.2.3", "0123456789abcdef"
+	if got := run(); !strings.HasPrefix(got, "regent v1.2.3 commit 0123456789abcdef go") {
+		t.Fatalf("regent version with ldflags: %q", got)
 	}
 }

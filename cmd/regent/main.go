@@ -10,10 +10,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -21,23 +21,47 @@ import (
 )
 
 func main() {
-	if len(os.Args) > 1 && os.Args[1] == "cluster" {
-		os.Exit(clusterCommand(os.Args[2:], os.Stdout, os.Stderr))
+	os.Exit(regent(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// regent runs the command line args and returns the exit status: 0 for
+// success and for -h, 2 for a bad command line or environment.
+func regent(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "cluster":
+			return clusterCommand(args[1:], stdout, stderr)
+		case "version", "--version", "-version":
+			fmt.Fprintln(stdout, versionLine())
+			return 0
+		}
 	}
-	cfg, err := parseConfig(os.Args[1:], os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "regent:", err)
-		os.Exit(2)
+	cfg, err := parseConfig(args, getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		c := DefaultConfig()
+		printUsage(stdout, newFlagSet(&c))
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintln(stderr, "regent:", err)
+		fmt.Fprintln(stderr, "(regent -h lists the commands and flags)")
+		return 2
+	case err != nil:
+		fmt.Fprintln(stderr, "regent:", err)
+		return 2
 	}
 	logger := newLogger(cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(logger)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	ver, rev, _ := versionInfo()
+	logger.Info("starting regent", "version", ver, "commit", rev)
 	if err := run(ctx, cfg, logger); err != nil {
 		logger.Error("regent stopped with an error", "err", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 func newLogger(level, format string) *slog.Logger {
@@ -54,82 +78,73 @@ func newLogger(level, format string) *slog.Logger {
 	return slog.New(telemetry.LogHandler(h))
 }
 
-// errUsage marks a bad command line.
-var errUsage = errors.New("usage")
+// usageError is a bad command line or environment (exit status 2).
+type usageError struct{ err error }
 
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// newFlagSet binds every flag to c (whose values are the defaults). Each
+// flag's environment twin is derived from its name (envName); usage
+// strings do not repeat it.
+func newFlagSet(c *Config) *flag.FlagSet {
+	fs := flag.NewFlagSet("regent", flag.ContinueOnError)
+	// parseConfig's caller prints errors and usage; the flag package
+	// would print them as well.
+	fs.SetOutput(io.Discard)
+	fs.Var(addrValue{p: &c.Listen}, "listen", "`host:port` to listen on")
+	fs.Var(addrValue{p: &c.Advertise, optional: true}, "advertise", "`host:port` clients are told to connect to; default: the listen address")
+	fs.Var(checkedString{p: &c.DataDir, check: func(s string) error {
+		if s == "" {
+			return errors.New("want a directory")
+		}
+		return nil
+	}}, "data", "data `directory`")
+	fs.Var(choiceValue{p: &c.Fsync, choices: []string{"interval", "always"}}, "fsync", "when to fsync: 'interval' (write before ack, fsync every --flush-interval) or 'always' (fsync before ack)")
+	fs.Var(durationValue{p: &c.FlushInterval, min: time.Millisecond}, "flush-interval", "fsync interval for --fsync=interval")
+	fs.Var(durationValue{p: &c.RetentionCheck, min: time.Millisecond}, "retention-check-interval", "how often retention and compaction run")
+	fs.Var(logLevelValue{p: &c.LogLevel}, "log-level", "debug, info, warn or error")
+	fs.Var(choiceValue{p: &c.LogFormat, choices: []string{"text", "json"}}, "log-format", "text or json")
+	fs.Var(checkedString{p: &c.BrokerConfigs, check: func(s string) error {
+		_, err := Config{BrokerConfigs: s}.brokerOverrides()
+		return err
+	}}, "broker-config", "comma-separated broker config overrides, e.g. num.partitions=3,auto.create.topics.enable=false")
+	fs.Var(millisValue{p: &c.TxnMaxTimeout}, "txn-max-timeout-ms", "largest transaction.timeout.ms a producer may ask for")
+	fs.Var(addrValue{p: &c.Pprof, optional: true}, "pprof", "serve Go's pprof on this loopback `host:port`, for profiling")
+	fs.Var(intValue[int]{p: &c.MaxConnections, min: 1, max: 1<<31 - 1}, "max-connections", "maximum open client connections")
+	fs.Var(durationValue{p: &c.IdleTimeout, min: time.Millisecond}, "idle-timeout", "close connections idle this long")
+	fs.Var(choiceValue{p: &c.OtelExporter, choices: []string{"none", "otlp-grpc", "otlp-http", "stdout"}}, "otel-exporter", "where request traces go: none, otlp-grpc, otlp-http or stdout")
+	fs.StringVar(&c.OtelEndpoint, "otel-endpoint", c.OtelEndpoint, "OTLP collector: host:port (plaintext) or URL (https:// for TLS); default: the exporter's, or OTEL_EXPORTER_OTLP_ENDPOINT")
+	fs.Var(ratioValue{p: &c.OtelSampleRatio}, "otel-sample-ratio", "share of requests traced, 0..1, parent-based")
+	fs.Var(addrValue{p: &c.MetricsListen, optional: true}, "metrics-listen", "`host:port` serving Prometheus metrics at /metrics; empty: off")
+	fs.Var(intValue[int32]{p: &c.NodeID, min: 1, max: 1<<31 - 1}, "node-id", "this node's id, unique in the cluster")
+	fs.Var(addrValue{p: &c.RaftListen, optional: true}, "raft-listen", "`host:port` of the raft transport; setting it runs the node in cluster mode")
+	fs.Var(checkedString{p: &c.Peers, check: func(s string) error {
+		_, err := parsePeers(s)
+		return err
+	}}, "peers", "initial voters, id=kafka-host:port/raft-host:port/admin-host:port, comma-separated; the same on every initial node")
+	fs.Var(boolValue{p: &c.Join}, "join", "a new node: wait to be added with 'regent cluster add-voter' instead of bootstrapping")
+	fs.Var(uintValue{p: &c.RaftSnapshotThreshold}, "raft-snapshot-threshold", "raft entries between snapshots; 0: 8192")
+	fs.Var(durationValue{p: &c.RaftSnapshotInterval}, "raft-snapshot-interval", "how often raft checks whether to snapshot; 0: 2m")
+	fs.Var(uintValue{p: &c.RaftTrailingLogs}, "raft-trailing-logs", "raft entries kept after a snapshot, for followers that fall behind; 0: 10240")
+	fs.Var(addrValue{p: &c.AdminListen, optional: true}, "admin-listen", "`host:port` of the HTTP admin endpoint (cluster status and membership)")
+	return fs
+}
+
+// parseConfig reads the command line, then the environment twins of the
+// flags it did not set, then validates the whole. An error wraps
+// usageError (wrapping flag.ErrHelp for -h).
 func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
-	fs := flag.NewFlagSet("regent", flag.ContinueOnError)
-	env := func(name, def string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		return def
-	}
-	envFloat := func(name string, def float64) float64 {
-		if v := getenv(name); v != "" {
-			if f, err := strconv.ParseFloat(v, 64); err == nil {
-				return f
-			}
-		}
-		return def
-	}
-	envDur := func(name string, def time.Duration) time.Duration {
-		if v := getenv(name); v != "" {
-			if d, err := time.ParseDuration(v); err == nil {
-				return d
-			}
-		}
-		return def
-	}
-	fs.StringVar(&c.Listen, "listen", env("REGENT_LISTEN", c.Listen), "host:port to listen on (REGENT_LISTEN)")
-	fs.StringVar(&c.Advertise, "advertise", env("REGENT_ADVERTISE", ""), "host:port clients are told to connect to; default: the listen address (REGENT_ADVERTISE)")
-	fs.StringVar(&c.DataDir, "data", env("REGENT_DATA", c.DataDir), "data directory (REGENT_DATA)")
-	fs.StringVar(&c.Fsync, "fsync", env("REGENT_FSYNC", c.Fsync), "when to fsync: 'interval' (write before ack, fsync every --flush-interval) or 'always' (fsync before ack) (REGENT_FSYNC)")
-	fs.DurationVar(&c.FlushInterval, "flush-interval", envDur("REGENT_FLUSH_INTERVAL", c.FlushInterval), "fsync interval for --fsync=interval (REGENT_FLUSH_INTERVAL)")
-	fs.DurationVar(&c.RetentionCheck, "retention-check-interval", envDur("REGENT_RETENTION_CHECK_INTERVAL", c.RetentionCheck), "how often retention and compaction run (REGENT_RETENTION_CHECK_INTERVAL)")
-	fs.StringVar(&c.LogLevel, "log-level", env("REGENT_LOG_LEVEL", c.LogLevel), "debug, info, warn or error (REGENT_LOG_LEVEL)")
-	fs.StringVar(&c.LogFormat, "log-format", env("REGENT_LOG_FORMAT", c.LogFormat), "text or json (REGENT_LOG_FORMAT)")
-	fs.StringVar(&c.BrokerConfigs, "broker-config", env("REGENT_BROKER_CONFIG", ""), "comma-separated broker config overrides, e.g. num.partitions=3,auto.create.topics.enable=false (REGENT_BROKER_CONFIG)")
-	txnMaxMs := c.TxnMaxTimeout.Milliseconds()
-	if v := getenv("REGENT_TXN_MAX_TIMEOUT_MS"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			return c, fmt.Errorf("%w: REGENT_TXN_MAX_TIMEOUT_MS=%q: want a positive number of milliseconds", errUsage, v)
-		}
-		txnMaxMs = n
-	}
-	fs.Int64Var(&txnMaxMs, "txn-max-timeout-ms", txnMaxMs, "largest transaction.timeout.ms a producer may ask for (REGENT_TXN_MAX_TIMEOUT_MS)")
-	fs.StringVar(&c.Pprof, "pprof", env("REGENT_PPROF", ""), "serve Go's pprof on this loopback host:port, for profiling (REGENT_PPROF)")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "maximum open connections")
-	fs.DurationVar(&c.IdleTimeout, "idle-timeout", envDur("REGENT_IDLE_TIMEOUT", c.IdleTimeout), "close connections idle this long (REGENT_IDLE_TIMEOUT)")
-	fs.StringVar(&c.OtelExporter, "otel-exporter", env("REGENT_OTEL_EXPORTER", c.OtelExporter), "where request traces go: none, otlp-grpc, otlp-http or stdout (REGENT_OTEL_EXPORTER)")
-	fs.StringVar(&c.OtelEndpoint, "otel-endpoint", env("REGENT_OTEL_ENDPOINT", ""), "OTLP collector: host:port (plaintext) or URL (https:// for TLS); default: the exporter's, or OTEL_EXPORTER_OTLP_ENDPOINT (REGENT_OTEL_ENDPOINT)")
-	fs.Float64Var(&c.OtelSampleRatio, "otel-sample-ratio", envFloat("REGENT_OTEL_SAMPLE_RATIO", c.OtelSampleRatio), "share of requests traced, 0..1, parent-based (REGENT_OTEL_SAMPLE_RATIO)")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", env("REGENT_METRICS_LISTEN", ""), "host:port serving Prometheus metrics at /metrics; empty: off (REGENT_METRICS_LISTEN)")
-	nodeID := int64(c.NodeID)
-	if v := getenv("REGENT_NODE_ID"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil {
-			return c, fmt.Errorf("%w: REGENT_NODE_ID=%q: want a positive integer", errUsage, v)
-		}
-		nodeID = n
-	}
-	fs.Int64Var(&nodeID, "node-id", nodeID, "this node's id, unique in the cluster (REGENT_NODE_ID)")
-	fs.StringVar(&c.RaftListen, "raft-listen", env("REGENT_RAFT_LISTEN", ""), "host:port of the raft transport; setting it runs the node in cluster mode (REGENT_RAFT_LISTEN)")
-	fs.StringVar(&c.Peers, "peers", env("REGENT_PEERS", ""), "initial voters, id=kafka-host:port/raft-host:port/admin-host:port, comma-separated; the same on every initial node (REGENT_PEERS)")
-	fs.BoolVar(&c.Join, "join", getenv("REGENT_JOIN") == "true", "a new node: wait to be added with 'regent cluster add-voter' instead of bootstrapping (REGENT_JOIN=true)")
-	fs.Uint64Var(&c.RaftSnapshotThreshold, "raft-snapshot-threshold", 0, "raft entries between snapshots; 0: 8192")
-	fs.DurationVar(&c.RaftSnapshotInterval, "raft-snapshot-interval", 0, "how often raft checks whether to snapshot; 0: 2m")
-	fs.Uint64Var(&c.RaftTrailingLogs, "raft-trailing-logs", 0, "raft entries kept after a snapshot, for followers that fall behind; 0: 10240")
-	fs.StringVar(&c.AdminListen, "admin-listen", env("REGENT_ADMIN_LISTEN", ""), "host:port of the HTTP admin endpoint (cluster status and membership) (REGENT_ADMIN_LISTEN)")
+	fs := newFlagSet(&c)
 	if err := fs.Parse(args); err != nil {
-		return c, fmt.Errorf("%w: %v", errUsage, err)
+		return c, usageError{err}
 	}
-	if txnMaxMs <= 0 {
-		return c, fmt.Errorf("%w: --txn-max-timeout-ms must be positive", errUsage)
+	if fs.NArg() > 0 {
+		return c, usageError{fmt.Errorf("unexpected argument %q (the commands are cluster and version)", fs.Arg(0))}
 	}
-	c.TxnMaxTimeout = time.Duration(txnMaxMs) * time.Millisecond
-	c.NodeID = int32(nodeID)
+	if err := applyEnv(fs, getenv); err != nil {
+		return c, usageError{err}
+	}
 	return c, c.Validate()
 }
