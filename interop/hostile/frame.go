@@ -18,7 +18,9 @@ var formatter = kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
 // AppendRequest appends one size-prefixed request frame (header and body)
 // to dst.
 func AppendRequest(dst []byte, req kmsg.Request, corr int32) []byte {
-	return formatter.AppendRequest(dst, req, corr)
+	// The formatter writes the size at the start of the slice it is
+	// given, so it gets an empty one.
+	return append(dst, formatter.AppendRequest(nil, req, corr)...)
 }
 
 // ReadResponse reads one size-prefixed response frame and returns its
