@@ -180,3 +180,40 @@ func TestRetiredSegmentStaysReadable(t *testing.T) {
 		t.Fatalf("read of a deleted segment held by a reader: %d bytes, found %v, %v", len(data), found, err)
 	}
 }
+
+// TestFailedOpenLeavesNothing: when Open creates the log directory and then
+// fails (here: no descriptor left), the directory is removed again; an
+// existing log directory is never removed by a failed Open.
+func TestFailedOpenLeavesNothing(t *testing.T) {
+	root := t.TempDir()
+	existing := filepath.Join(root, "existing")
+	if err := os.Mkdir(existing, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(root, "fresh")
+	var old syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// No descriptor can be opened below this limit: the process already
+	// holds more. Restored before anything else runs.
+	low := old
+	low.Cur = 3
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Skipf("cannot lower RLIMIT_NOFILE: %v", err)
+	}
+	_, errFresh := Open(fresh, Options{Files: NewFileCache(minOpenFiles)})
+	_, errExisting := Open(existing, Options{Files: NewFileCache(minOpenFiles)})
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	if errFresh == nil || errExisting == nil {
+		t.Fatalf("Open succeeded without descriptors: %v, %v", errFresh, errExisting)
+	}
+	if _, err := os.Stat(fresh); !os.IsNotExist(err) {
+		t.Fatalf("failed Open left its new directory behind: %v", err)
+	}
+	if _, err := os.Stat(existing); err != nil {
+		t.Fatalf("failed Open removed an existing directory: %v", err)
+	}
+}

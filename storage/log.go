@@ -77,7 +77,12 @@ type Log struct {
 // files are resolved, closed segments get their indexes checked (and rebuilt
 // if missing or corrupt), and unless the previous Close was clean the active
 // segment is fully re-validated and a torn or corrupt tail truncated.
+//
+// When dir did not exist and Open fails, the directory is removed again: a
+// failed create leaves nothing behind. An existing log is never removed.
 func Open(dir string, opts Options) (*Log, error) {
+	_, statErr := os.Stat(dir)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating log dir: %w", err)
 	}
@@ -90,6 +95,11 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := l.load(); err != nil {
 		for _, s := range l.mu.segs {
 			s.release()
+		}
+		if created {
+			if rerr := os.RemoveAll(dir); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("removing the new log dir again: %w", rerr))
+			}
 		}
 		return nil, fmt.Errorf("opening log %s: %w", dir, err)
 	}

@@ -175,9 +175,13 @@ func Open(o Options) (*Registry, error) {
 	return r, nil
 }
 
+func (r *Registry) partitionDir(topic string, i int32) string {
+	return filepath.Join(r.dataDir, fmt.Sprintf("%s-%d", topic, i))
+}
+
 func (r *Registry) openPartition(t *Topic, i int32) (*partition.Partition, error) {
 	return partition.Open(r.root, partition.Options{
-		Dir:    filepath.Join(r.dataDir, fmt.Sprintf("%s-%d", t.Name, i)),
+		Dir:    r.partitionDir(t.Name, i),
 		Topic:  t.Name,
 		Index:  i,
 		Config: t.Config,
@@ -585,24 +589,64 @@ func (r *Registry) applyCreate(c *createCmd) (*Topic, error) {
 		return nil, errf(kerr.InvalidConfig, "%s", err.Error())
 	}
 	t := &Topic{Name: c.Name, ID: c.ID, Configs: c.Configs, Config: cfg}
-	for i := int32(0); i < c.Partitions; i++ {
-		p, err := r.openPartition(t, i)
-		if err != nil {
-			for _, q := range t.Partitions {
-				_ = q.Close(true)
-			}
-			return nil, errf(kerr.KafkaStorageError, "create partition %d: %v", i, err)
-		}
-		t.Partitions = append(t.Partitions, p)
+	nw, err := r.openNew(t, 0, c.Partitions)
+	if err != nil {
+		return nil, err
 	}
+	t.Partitions = nw.parts
 	if err := r.publish(func(s *snapshot) { s.byName[t.Name] = t; s.byID[t.ID] = t }); err != nil {
-		for _, q := range t.Partitions {
-			_ = q.Close(true)
-		}
+		nw.discard()
 		return nil, err
 	}
 	r.logger.Info("topic created", "topic", t.Name, "partitions", c.Partitions, "configs", c.Configs)
 	return t, nil
+}
+
+// newPartitions are partitions a create or a growth opened, not yet
+// published.
+type newPartitions struct {
+	r     *Registry
+	topic string
+	parts []*partition.Partition
+	// made are the partition directories this change created (a directory
+	// already there, e.g. left by a crash, is not this change's to remove
+	// unless it opened it as a partition).
+	made []string
+}
+
+// openNew opens partitions [from, to) of t. On failure nothing it opened
+// or created stays on disk (see discard), so a failed create leaves the
+// registry and the data directory as they were. Called with r.mu held.
+func (r *Registry) openNew(t *Topic, from, to int32) (*newPartitions, error) {
+	nw := &newPartitions{r: r, topic: t.Name}
+	for i := from; i < to; i++ {
+		dir := r.partitionDir(t.Name, i)
+		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
+			nw.made = append(nw.made, dir)
+		}
+		p, err := r.openPartition(t, i)
+		if err != nil {
+			nw.discard()
+			return nil, errf(kerr.KafkaStorageError, "create partition %d: %v", i, err)
+		}
+		nw.parts = append(nw.parts, p)
+	}
+	return nw, nil
+}
+
+// discard closes and removes the new partitions and every directory the
+// change created.
+func (nw *newPartitions) discard() {
+	for _, p := range nw.parts {
+		if err := p.Close(true); err != nil {
+			nw.r.logger.Error("remove partition of a failed change", "topic", nw.topic, "partition", p.Index, "err", err)
+		}
+	}
+	for _, dir := range nw.made {
+		if err := os.RemoveAll(dir); err != nil {
+			nw.r.logger.Error("remove partition directory of a failed change", "dir", dir, "err", err)
+		}
+	}
 }
 
 func (r *Registry) applyDelete(c *deleteCmd) error {
@@ -632,21 +676,13 @@ func (r *Registry) applyAddPartitions(c *addPartitionsCmd) error {
 		return err
 	}
 	nt := *t
-	nt.Partitions = append([]*partition.Partition(nil), t.Partitions...)
-	for i := have; i < c.Total; i++ {
-		p, err := r.openPartition(&nt, i)
-		if err != nil {
-			for _, q := range nt.Partitions[have:] {
-				_ = q.Close(true)
-			}
-			return errf(kerr.KafkaStorageError, "create partition %d: %v", i, err)
-		}
-		nt.Partitions = append(nt.Partitions, p)
+	nw, err := r.openNew(&nt, have, c.Total)
+	if err != nil {
+		return err
 	}
+	nt.Partitions = append(append([]*partition.Partition(nil), t.Partitions...), nw.parts...)
 	if err := r.publish(func(s *snapshot) { s.byName[nt.Name] = &nt; s.byID[nt.ID] = &nt }); err != nil {
-		for _, q := range nt.Partitions[have:] {
-			_ = q.Close(true)
-		}
+		nw.discard()
 		return err
 	}
 	r.logger.Info("partitions added", "topic", nt.Name, "partitions", c.Total)

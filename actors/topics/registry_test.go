@@ -2,6 +2,9 @@ package topics
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -69,5 +72,60 @@ func TestRegistryPersistsTopics(t *testing.T) {
 	}
 	if r2.Broker().Overrides["log.retention.ms"] != "5000" {
 		t.Fatalf("altered broker config lost: %v", r2.Broker().Overrides)
+	}
+}
+
+// TestFailedCreateLeavesNothing: a create whose partition 3 cannot be
+// opened (a file sits where its directory goes) fails with
+// KAFKA_STORAGE_ERROR, removes the partitions it had opened, leaves the
+// foreign file alone, and leaves the registry and topics.json without the
+// topic; the same create succeeds once the obstacle is gone. Growing a
+// topic fails and cleans up the same way.
+func TestFailedCreateLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	defer r.Close()
+	obstacle := filepath.Join(dir, "f-3")
+	if err := os.WriteFile(obstacle, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Create(CreateSpec{Name: "f", Partitions: 6, ReplicationFactor: 1}); !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("create over an obstacle: %v", err)
+	}
+	if r.Get("f") != nil {
+		t.Fatal("failed create registered the topic")
+	}
+	leftovers := func() []string {
+		t.Helper()
+		m, err := filepath.Glob(filepath.Join(dir, "f-*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if got := leftovers(); len(got) != 1 || got[0] != obstacle {
+		t.Fatalf("failed create left %v (want only the foreign %s)", got, obstacle)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "meta", metaFile))
+	if err == nil && strings.Contains(string(raw), `"f"`) {
+		t.Fatalf("failed create persisted the topic: %s", raw)
+	}
+	if err := os.Remove(obstacle); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Create(CreateSpec{Name: "f", Partitions: 3, ReplicationFactor: 1}); err != nil {
+		t.Fatalf("create after the obstacle is gone: %v", err)
+	}
+	if err := os.WriteFile(obstacle, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddPartitions("f", 6, false); !errors.Is(err, kerr.KafkaStorageError) {
+		t.Fatalf("grow over an obstacle: %v", err)
+	}
+	if got := len(r.Get("f").Partitions); got != 3 {
+		t.Fatalf("failed growth changed the topic to %d partitions", got)
+	}
+	if got := leftovers(); len(got) != 4 {
+		t.Fatalf("failed growth left %v (want f-0..f-2 and the obstacle)", got)
 	}
 }
