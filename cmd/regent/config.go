@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -250,7 +251,7 @@ func parseBytes(s string) (int64, error) {
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
 	if err != nil || n < 0 || (mult > 1 && n > (1<<63-1)/mult) {
-		return 0, fmt.Errorf("%q: want a size such as 512MiB or 1GiB", s)
+		return 0, errors.New("want a size such as 512MiB or 1GiB")
 	}
 	return n * mult, nil
 }
