@@ -129,6 +129,9 @@ type Server struct {
 	obs     protocol.Observer // nil: requests are not observed
 	budgets *Budgets
 	closed  closeCounts
+	// evicting is the request bytes of connections closed for the request
+	// budget whose close has not run yet.
+	evicting atomic.Int64
 
 	engine  gnet.Engine
 	booted  chan struct{}
@@ -237,6 +240,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs.outSnap = 0
 	cs.outSince.Store(0)
 	s.budgets.Request.Release(int64(cap(cs.partial)) + cs.inCharged)
+	s.evicting.Add(-cs.evicted.Swap(0))
 	cs.reqHeld.Store(0)
 	cs.partial, cs.inCharged = nil, 0
 	cs.out.Lock()
@@ -430,7 +434,7 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			_, _ = c.Discard(4)
 			// A whole frame gets its exact buffer; a partial one a
 			// buffer for what is here, grown as the rest arrives.
-			first := growFrame(0, min(buffered-4, size), size)
+			first := min(max(buffered-4, 4<<10), size)
 			if !s.reserve(cs, int64(first)) {
 				s.log.Warn("closing connection: request memory budget spent", "size", size, "remote", cs.info.RemoteAddr)
 				return cs.refuse(closeRequestBudget)
@@ -484,7 +488,9 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 
 // growFrame is the capacity of a frame buffer of want bytes that holds
 // need, grown from cur: by a quarter at least (copies stay linear in the
-// frame's size, the slack under a quarter), never past want.
+// frame's size, the slack under a quarter) and 64 KiB, never past want. A
+// frame's first buffer is what has arrived (at least 4 KiB), so a
+// connection trickling a frame holds little.
 func growFrame(cur, need, want int) int {
 	return min(max(need, cur+cur/4, 64<<10), want)
 }
@@ -497,6 +503,12 @@ func growFrame(cur, need, want int) int {
 func (s *Server) reserve(cs *connState, n int64) bool {
 	b := s.budgets.Request
 	if b.TryAcquire(n) {
+		return true
+	}
+	// Connections already chosen to close give their bytes back soon:
+	// count on them rather than close another.
+	if b.Used()-s.evicting.Load()+n <= b.Capacity() {
+		b.Force(n)
 		return true
 	}
 	var victim *connState
@@ -512,7 +524,12 @@ func (s *Server) reserve(cs *connState, n int64) bool {
 		return false
 	}
 	s.log.Warn("closing connection: request memory budget spent, this connection holds the most", "held", most, "remote", victim.info.RemoteAddr)
-	victim.close(closeRequestBudget)
+	if victim.closing.CompareAndSwap(false, true) {
+		victim.evicted.Store(most)
+		s.evicting.Add(most)
+		s.closed[closeRequestBudget].Add(1)
+		_ = victim.conn.Close()
+	}
 	b.Force(n)
 	return true
 }
@@ -556,6 +573,7 @@ type connState struct {
 	inFlight   atomic.Int64 // requests read, response not yet written
 	paused     atomic.Bool  // OnTraffic stopped framing for the limits
 	closing    atomic.Bool  // a close is asked for: not a victim again
+	evicted    atomic.Int64 // what reserve counted on this close freeing
 	closed     atomic.Bool  // set under out's lock by OnClose
 
 	out struct {
