@@ -45,20 +45,20 @@ func setFileLimit(pid int, n uint64) error {
 // segment files, where one descriptor per file used to run out at about a
 // third of the limit in partitions (20,000 descriptors at ~6,600). Then it
 // produces to and consumes from every 10th partition. The broker's
-// descriptors, sampled throughout, stay within its file cache (a quarter of
-// the limit: 256) plus room for sockets and short-lived files. The count is
-// what fits the time budget: creating a partition costs a few fsyncs.
+// descriptors, sampled throughout, stay within its file cache
+// (--max-open-files 256) plus room for sockets and short-lived files. The
+// count is what fits the time budget: creating a partition costs a few
+// fsyncs.
 func TestManyPartitionsBoundedDescriptors(t *testing.T) {
 	const (
 		limit      = 1024
 		partitions = 2_000
 		every      = 10
-		fdBound    = limit/4 + 256
+		cache      = 256
+		fdBound    = cache + 256
 	)
-	b := brokertest.Start(t)
+	b := brokertest.Start(t, "--max-open-files", strconv.Itoa(cache))
 	pid := b.PID()
-	// Before any partition exists, so the broker's file cache is sized
-	// from this limit when the first log opens.
 	if err := setFileLimit(pid, limit); err != nil {
 		t.Skipf("cannot limit the broker's descriptors: %v", err)
 	}

@@ -31,7 +31,10 @@ type Config struct {
 	// the request, response and fetch budgets (netio.NewBudgets); the Go
 	// runtime's soft memory limit is set from it too.
 	MaxMemory int64
-	Pprof     string
+	// MaxOpenFiles bounds the segment file descriptors open at once across
+	// all partitions (storage.FileCache); 0: derived from RLIMIT_NOFILE.
+	MaxOpenFiles int
+	Pprof        string
 	// TxnMaxTimeout caps transaction.timeout.ms (Kafka's
 	// transaction.max.timeout.ms); above it INVALID_TRANSACTION_TIMEOUT.
 	TxnMaxTimeout time.Duration

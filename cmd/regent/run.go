@@ -27,6 +27,7 @@ import (
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/netio"
 	"github.com/regent-broker/regent/protocol"
+	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/telemetry"
 )
@@ -43,6 +44,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	defer unlock()
 	overrides, _ := cfg.brokerOverrides()
+	if cfg.MaxOpenFiles > 0 {
+		storage.SetMaxOpenFiles(cfg.MaxOpenFiles)
+	}
+	logger.Info("segment file cache", "max_open_files", storage.DefaultFileCache().Max())
 
 	tcfg := cfg.telemetry()
 	tcfg.Logger, tcfg.InstanceID = logger, strconv.Itoa(int(cfg.NodeID))
