@@ -52,3 +52,27 @@ func BenchmarkRead(b *testing.B) {
 		off = (off + 16*61) % end // jump around, mid-batch offsets included
 	}
 }
+
+// BenchmarkAppendEvicting appends round-robin to 64 logs through a cache of
+// 16 descriptors, so nearly every append reopens its segment file: the
+// worst case of the bounded file cache (compare BenchmarkAppend).
+func BenchmarkAppendEvicting(b *testing.B) {
+	files := NewFileCache(minOpenFiles)
+	logs := make([]*Log, 64)
+	for i := range logs {
+		logs[i] = openLog(b, b.TempDir(), Options{SegmentBytes: 64 << 20, Files: files})
+		defer logs[i].Close()
+	}
+	tmpl := bench16K(b)
+	buf := make([]byte, len(tmpl))
+	b.SetBytes(int64(len(tmpl)))
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		copy(buf, tmpl)
+		if _, _, err := logs[i%len(logs)].Append(buf); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
