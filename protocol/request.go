@@ -37,6 +37,22 @@ type ConnInfo struct {
 	// Output counts the connection's response bytes not yet sent, against
 	// its bound (nil: unbounded); fetches size themselves to its room.
 	Output *Budget
+	// Principal is who the connection authenticated as, in Kafka's form
+	// "User:NAME" (SASL sets it after a login, mTLS sets "User:CN"); empty
+	// means "User:ANONYMOUS". The authorizer checks it on every request.
+	Principal string
+}
+
+// AnonymousPrincipal is Kafka's principal for unauthenticated connections.
+const AnonymousPrincipal = "User:ANONYMOUS"
+
+// PrincipalName is the connection's principal in Kafka's "User:NAME"
+// form, "User:ANONYMOUS" when nothing authenticated it.
+func (c *ConnInfo) PrincipalName() string {
+	if c == nil || c.Principal == "" {
+		return AnonymousPrincipal
+	}
+	return c.Principal
 }
 
 // NewRequest builds a request; SetReply must be called before it is served.
