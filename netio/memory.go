@@ -69,10 +69,11 @@ var closeReasonNames = [numCloseReasons]string{
 // closeCounts counts connections closed by the server, by reason.
 type closeCounts [numCloseReasons]atomic.Int64
 
-// BudgetStat is one budget's use.
+// BudgetStat is one budget's use. Releasing (request budget) is what of
+// Used connections closed for the budget hold until their close runs.
 type BudgetStat struct {
-	Name           string
-	Used, Capacity int64
+	Name                      string
+	Used, Capacity, Releasing int64
 }
 
 // CloseStat is how many connections were closed for one reason.
@@ -96,6 +97,9 @@ func (s *Server) MemoryStats() MemoryStats {
 		if b != nil {
 			st.Budgets = append(st.Budgets, BudgetStat{Name: b.Name(), Used: b.Used(), Capacity: b.Capacity()})
 		}
+	}
+	if len(st.Budgets) > 0 && s.budgets.Request != nil {
+		st.Budgets[0].Releasing = s.evicting.pending.Load()
 	}
 	for r := range s.closed {
 		st.Closed = append(st.Closed, CloseStat{Reason: closeReasonNames[r], Count: s.closed[r].Load()})

@@ -129,9 +129,9 @@ type Server struct {
 	obs     protocol.Observer // nil: requests are not observed
 	budgets *Budgets
 	closed  closeCounts
-	// evicting is the request bytes of connections closed for the request
-	// budget whose close has not run yet.
-	evicting atomic.Int64
+	// evicting tracks connections closed for the request budget whose
+	// close has not run yet.
+	evicting evictions
 
 	engine  gnet.Engine
 	booted  chan struct{}
@@ -240,7 +240,10 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs.outSnap = 0
 	cs.outSince.Store(0)
 	s.budgets.Request.Release(int64(cap(cs.partial)) + cs.inCharged)
-	s.evicting.Add(-cs.evicted.Swap(0))
+	if e := cs.evicted.Swap(0); e > 0 {
+		s.evicting.pending.Add(-e)
+		s.evicting.add(-e)
+	}
 	cs.reqHeld.Store(0)
 	cs.partial, cs.inCharged = nil, 0
 	cs.out.Lock()
@@ -357,7 +360,9 @@ func (s *Server) unwatch(cs *connState) {
 // a paused connection and to account its sent bytes.
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, ok := c.Context().(*connState)
-	if !ok {
+	if !ok || cs.closing.Load() {
+		// Closing (another connection chose it for the request budget,
+		// or a timeout): read nothing more.
 		return gnet.Close
 	}
 	now := time.Now()
@@ -505,9 +510,12 @@ func (s *Server) reserve(cs *connState, n int64) bool {
 	if b.TryAcquire(n) {
 		return true
 	}
-	// Connections already chosen to close give their bytes back soon:
-	// count on them rather than close another.
-	if b.Used()-s.evicting.Load()+n <= b.Capacity() {
+	if cs.closing.Load() {
+		return false // chosen to close: it takes nothing more
+	}
+	// Connections already closed for the budget give their bytes back
+	// once their close runs: take from those rather than close another.
+	if s.evicting.take(n) {
 		b.Force(n)
 		return true
 	}
@@ -525,9 +533,10 @@ func (s *Server) reserve(cs *connState, n int64) bool {
 	}
 	s.log.Warn("closing connection: request memory budget spent, this connection holds the most", "held", most, "remote", victim.info.RemoteAddr)
 	if victim.closing.CompareAndSwap(false, true) {
-		victim.evicted.Store(most)
-		s.evicting.Add(most)
 		s.closed[closeRequestBudget].Add(1)
+		victim.evicted.Store(most)
+		s.evicting.pending.Add(most)
+		s.evicting.add(most - n)
 		_ = victim.conn.Close()
 	}
 	b.Force(n)
@@ -573,7 +582,7 @@ type connState struct {
 	inFlight   atomic.Int64 // requests read, response not yet written
 	paused     atomic.Bool  // OnTraffic stopped framing for the limits
 	closing    atomic.Bool  // a close is asked for: not a victim again
-	evicted    atomic.Int64 // what reserve counted on this close freeing
+	evicted    atomic.Int64 // request bytes it held when closed for the budget
 	closed     atomic.Bool  // set under out's lock by OnClose
 
 	out struct {
@@ -757,6 +766,40 @@ func (cs *connState) done(requests int64) {
 	if cs.paused.Load() && cs.inFlight.Load() < int64(cs.srv.cfg.MaxInFlight) && cs.output.Available() > 0 {
 		if cs.paused.CompareAndSwap(true, false) && !cs.closed.Load() {
 			_ = cs.conn.Wake(nil)
+		}
+	}
+}
+
+// evictions are the request bytes of connections closed for the request
+// budget and not yet gone. pending is what they held when chosen; credit
+// is what of it other connections may still take ahead of the release.
+// Taking from credit lets the budget's use pass its capacity by at most
+// pending, bytes that are being given back.
+type evictions struct {
+	pending atomic.Int64
+	credit  atomic.Int64
+}
+
+// take takes n bytes of credit if there are so many.
+func (e *evictions) take(n int64) bool {
+	for {
+		c := e.credit.Load()
+		if c < n {
+			return false
+		}
+		if e.credit.CompareAndSwap(c, c-n) {
+			return true
+		}
+	}
+}
+
+// add adds d (may be negative) to the credit, never below zero: a close
+// that runs takes back its credit, or what is left of it.
+func (e *evictions) add(d int64) {
+	for {
+		c := e.credit.Load()
+		if e.credit.CompareAndSwap(c, max(c+d, 0)) {
+			return
 		}
 	}
 }
