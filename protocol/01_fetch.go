@@ -63,10 +63,11 @@ func (s *Server) fetch(r *Request) {
 // response is handed to the connection, which counts them until they are
 // sent. With less free than asked the fetch is served smaller; with none
 // it is served one batch (Kafka's first-batch rule, so consumers progress)
-// when its connection holds no unsent bytes and the fetch budget is not
-// spent, which bounds the overshoot at one batch per such connection.
-// Otherwise it waits for budget like a long poll, and answers empty at its
-// deadline.
+// when its connection is under its bound and the fetch budget is not
+// spent, which bounds the fetch budget's overshoot at one batch per fetch
+// that found it not spent. Otherwise (a connection that does not read its
+// responses, or fetches holding the whole fetch budget) it waits for
+// budget like a long poll, and answers empty at its deadline.
 
 // reserveFetch reserves up to want bytes for one fetch pass: the bytes
 // granted (0: one batch only), or starved when nothing may be read now.
@@ -83,7 +84,7 @@ func (s *Server) reserveFetch(out *Budget, want int) (grant int, starved bool) {
 			return int(g), false
 		}
 	}
-	if out.Used() == 0 && f.Available() > 0 {
+	if out.Available() > 0 && f.Available() > 0 {
 		return 0, false
 	}
 	return 0, true

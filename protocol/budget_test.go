@@ -35,8 +35,8 @@ func TestBudget(t *testing.T) {
 }
 
 // A fetch is granted what the fetch, connection and response budgets have
-// free; with nothing free it gets one batch only if its connection holds
-// nothing, else it is starved; settling charges a first batch's overshoot.
+// free; with nothing free it gets one batch if its connection is under its
+// bound, else it is starved; settling charges a first batch's overshoot.
 func TestReserveFetch(t *testing.T) {
 	s := &Server{cfg: Config{FetchBudget: NewBudget("fetch", 1000), ResponseBudget: NewBudget("response", 600)}}
 	out := NewBudget("connection", 400)
@@ -60,7 +60,7 @@ func TestReserveFetch(t *testing.T) {
 	if s.cfg.FetchBudget.Used() != 0 || out.Used() != 0 {
 		t.Fatalf("after release: fetch %d, connection %d", s.cfg.FetchBudget.Used(), out.Used())
 	}
-	// The response budget is spent: a connection holding nothing gets
+	// The response budget is spent: a connection under its bound gets
 	// its first batch, charged when settled.
 	s.cfg.ResponseBudget.Force(600)
 	g, starved = s.reserveFetch(out, 10000)
