@@ -144,6 +144,13 @@ func fetchResponseSize(resp *kmsg.FetchResponse) int {
 // once the response is handed over.
 func (s *Server) doFetch(req *kmsg.FetchRequest, out *Budget, tr RequestTrace) (resp *kmsg.FetchResponse, held int) {
 	resp = req.ResponseKind().(*kmsg.FetchResponse)
+	defer func() {
+		// A panic (answered by fetch's recover) must not keep budget.
+		if p := recover(); p != nil {
+			s.releaseFetch(out, held)
+			panic(p)
+		}
+	}()
 	byID := req.Version >= 13
 
 	var sess *fetchSession
@@ -240,12 +247,14 @@ func (s *Server) doFetch(req *kmsg.FetchRequest, out *Budget, tr RequestTrace) (
 		var total int
 		var anyErr bool
 		s.releaseFetch(out, held)
+		held = 0
 		grant, starved := s.reserveFetch(out, maxBytes)
+		held = grant
 		if starved {
 			grant = -1 // read nothing: offsets and errors only
 		}
 		results, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, tr)
-		held = s.settleFetch(out, max(grant, 0), total)
+		held = s.settleFetch(out, held, total)
 		if (total >= int(req.MinBytes) && !starved) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
 			break
 		}
