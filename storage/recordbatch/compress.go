@@ -218,7 +218,7 @@ func openDecompressor(codec int8, p []byte, limit int64) (io.Reader, func(), err
 			return bytes.NewReader(out), func() {}, nil
 		}
 		x := xerialReaders.Get().(*xerialReader)
-		x.rest, x.cur, x.limit = p[xerialHeaderLen:], nil, limit
+		x.rest, x.cur, x.limit, x.err = p[xerialHeaderLen:], nil, limit, nil
 		return x, func() {
 			x.rest, x.cur = nil, nil
 			if cap(x.buf) <= 4*xerialBlockSize { // keep only the usual size
@@ -258,9 +258,18 @@ type xerialReader struct {
 	cur   []byte // decoded, unread part of the current block
 	buf   []byte // reused block buffer
 	limit int64
+	err   error
 }
 
-func (x *xerialReader) Read(p []byte) (int, error) {
+func (x *xerialReader) Read(p []byte) (n int, err error) {
+	if x.err != nil {
+		return 0, x.err
+	}
+	defer func() {
+		if err != nil && err != io.EOF {
+			x.err = err // sticky: the stream cannot resume after a bad block
+		}
+	}()
 	for len(x.cur) == 0 {
 		if len(x.rest) == 0 {
 			return 0, io.EOF
@@ -280,7 +289,7 @@ func (x *xerialReader) Read(p []byte) (int, error) {
 		x.rest = x.rest[n:]
 		x.buf, x.cur = out, out
 	}
-	n := copy(p, x.cur)
+	n = copy(p, x.cur)
 	x.cur = x.cur[n:]
 	return n, nil
 }

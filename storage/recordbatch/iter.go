@@ -185,6 +185,8 @@ type source interface {
 	reset()
 	// atEnd reports an error unless the section is exhausted.
 	atEnd() error
+	// varint reads a zig-zag varint, reporting how many bytes it took.
+	varint() (v int64, n int, err error)
 }
 
 // sliceSource reads an uncompressed section in place: takes alias it.
@@ -214,6 +216,18 @@ func (s *sliceSource) discard(n int) error {
 }
 
 func (s *sliceSource) reset() {}
+
+func (s *sliceSource) varint() (int64, int, error) {
+	v, n := binary.Varint(s.b)
+	if n <= 0 {
+		if n == 0 {
+			return 0, 0, io.ErrUnexpectedEOF
+		}
+		return 0, 0, errors.New("varint overflows 64 bits")
+	}
+	s.b = s.b[n:]
+	return v, n, nil
+}
 
 func (s *sliceSource) atEnd() error {
 	if len(s.b) != 0 {
@@ -293,6 +307,39 @@ func (s *streamSource) discard(n int) error {
 
 func (s *streamSource) reset() { s.arena = s.arena[:0] }
 
+// varint decodes from bufio's buffer in place when it holds the whole
+// varint (nearly always), instead of a call per byte.
+func (s *streamSource) varint() (int64, int, error) {
+	b, err := s.br.Peek(binary.MaxVarintLen64) // fewer only near the end
+	if err != nil && err != io.EOF {
+		return 0, 0, streamErr(err) // bufio reports an error once: keep it
+	}
+	if v, n := binary.Varint(b); n > 0 {
+		_, _ = s.br.Discard(n)
+		return v, n, nil
+	} else if n < 0 {
+		return 0, 0, errors.New("varint overflows 64 bits")
+	}
+	// The varint runs past what is left: read it byte by byte for the
+	// error (EOF or the decompressor's).
+	c := &countingByteReader{r: s}
+	v, err := binary.ReadVarint(c)
+	return v, c.n, err
+}
+
+type countingByteReader struct {
+	r io.ByteReader
+	n int
+}
+
+func (c *countingByteReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
+}
+
 func (s *streamSource) atEnd() error {
 	if _, err := s.br.ReadByte(); err != io.EOF {
 		if err != nil {
@@ -354,10 +401,23 @@ func (d *recDecoder) ReadByte() (byte, error) {
 	return c, nil
 }
 
-func (d *recDecoder) varint() (int32, error) {
-	v, err := binary.ReadVarint(d)
+// varlong reads a varint within the record's length.
+func (d *recDecoder) varlong() (int64, error) {
+	v, n, err := d.src.varint()
 	if err != nil {
-		return 0, fmt.Errorf("bad varint: %w", err)
+		return 0, fmt.Errorf("bad varint: %w", unexpected(err))
+	}
+	if int64(n) > d.left {
+		return 0, errors.New("record overruns its length")
+	}
+	d.left -= int64(n)
+	return v, nil
+}
+
+func (d *recDecoder) varint() (int32, error) {
+	v, err := d.varlong()
+	if err != nil {
+		return 0, err
 	}
 	if v < math.MinInt32 || v > math.MaxInt32 {
 		return 0, fmt.Errorf("varint %d overflows int32", v)
@@ -392,7 +452,7 @@ func (d *recDecoder) record(r *Record) error {
 	*r = Record{}
 	d.src.reset()
 	d.left = math.MaxInt64
-	length, err := binary.ReadVarint(d.src)
+	length, _, err := d.src.varint()
 	if err != nil {
 		return unexpected(err)
 	}
@@ -403,9 +463,9 @@ func (d *recDecoder) record(r *Record) error {
 	if _, err := d.ReadByte(); err != nil { // attributes: unused in v2
 		return err
 	}
-	ts, err := binary.ReadVarint(d)
+	ts, err := d.varlong()
 	if err != nil {
-		return fmt.Errorf("bad timestamp delta: %w", err)
+		return fmt.Errorf("timestamp delta: %w", err)
 	}
 	r.TimestampDelta = ts
 	if r.OffsetDelta, err = d.varint(); err != nil {

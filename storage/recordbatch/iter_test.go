@@ -335,3 +335,26 @@ func BenchmarkProduceChecks(b *testing.B) {
 func codecName(c int8) string {
 	return [...]string{"none", "gzip", "snappy", "lz4", "zstd"}[c]
 }
+
+// A bad xerial block in the middle stops the stream for good: the blocks
+// after it must not be read as if nothing happened.
+func TestXerialBadMiddleBlock(t *testing.T) {
+	raw := rawRecords(sampleRecords(300)) // several 32 KiB blocks
+	sec := compressed(t, CodecSnappy, raw)
+	first := binary.BigEndian.Uint32(sec[xerialHeaderLen:])
+	second := xerialHeaderLen + 4 + int(first)
+	if second+8 >= len(sec) {
+		t.Fatal("want at least two blocks")
+	}
+	bad := bytes.Clone(sec)
+	for i := second + 4; i < second+12; i++ {
+		bad[i] = 0xff
+	}
+	b := forge(t, CodecSnappy, 300, 299, bad)
+	if err := ValidateProduce(b, ProduceOptions{}); !errors.Is(err, ErrInvalidRecord) {
+		t.Fatalf("corrupt second block: %v", err)
+	}
+	if _, err := Records(b); err == nil {
+		t.Fatal("Records accepted it")
+	}
+}
