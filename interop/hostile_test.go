@@ -137,11 +137,12 @@ func TestHostileClients(t *testing.T) {
 
 	// Stage 1: the attacks that hold resources.
 	attackStart := time.Now()
-	idleHeld, idleFailed, idleErr := hostile.Idle(b.Addr, idle)
+	setupBy := attackStart.Add(30 * time.Second) // a broker that stops accepting must not stall the test
+	idleHeld, idleFailed, idleErr := hostile.Idle(b.Addr, idle, setupBy)
 	defer idleHeld.Close()
-	slow := hostile.Slowloris(b.Addr, slowlorisConns, 1<<20, time.Second)
+	slow := hostile.Slowloris(b.Addr, slowlorisConns, 1<<20, time.Second, setupBy)
 	defer slow.Close()
-	half := hostile.HalfSent(b.Addr, halfSentConns, halfSentFrame, halfSentBytes, 3*time.Second)
+	half := hostile.HalfSent(b.Addr, halfSentConns, halfSentFrame, halfSentBytes, 3*time.Second, setupBy)
 	defer half.Close()
 	fetches, fetchErr := hostile.FetchPipeline(b.Addr, fill, fetchPipelined, fetchMaxBytes)
 	if fetchErr != nil {
@@ -164,7 +165,7 @@ func TestHostileClients(t *testing.T) {
 	)
 	produce := func(what, topic string, batches [][]byte) {
 		defer wg.Done()
-		o := hostile.ProduceRaw(b.Addr, topic, batches, 60*time.Second)
+		o := hostile.ProduceRaw(b.Addr, topic, batches, 40*time.Second)
 		mu.Lock()
 		results = append(results, produced{what, o})
 		mu.Unlock()
@@ -190,13 +191,13 @@ func TestHostileClients(t *testing.T) {
 	go produce("lying count, compacted topic", lyingCompact, lyingFor([]byte("k"), 9))
 	go func() {
 		defer wg.Done()
-		r := hostile.Pipeline(b.Addr, pipelineConns, pipelineEach, time.Now().Add(60*time.Second))
+		r := hostile.Pipeline(b.Addr, pipelineConns, pipelineEach, time.Now().Add(40*time.Second))
 		mu.Lock()
 		pipeline = r
 		mu.Unlock()
 	}()
 	wg.Wait()
-	halfStats := half.Wait(30 * time.Second)
+	halfStats := half.Wait(time.Until(setupBy))
 
 	// Hold everything open for the rest of the window: the pair keeps
 	// running against a broker with all of it attached.
@@ -488,7 +489,17 @@ func startPair(t *testing.T, ctx context.Context, addr, topic string) *normalPai
 				return
 			case <-tick.C:
 			}
-			err := prod.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: binary.BigEndian.AppendUint64(nil, seq)}).FirstErr()
+			// Not ProduceSync: once a record is in flight, kgo waits for
+			// the broker's answer whatever the context says, and a
+			// broker that never answers must not hang the test.
+			acked := make(chan error, 1)
+			prod.Produce(ctx, &kgo.Record{Topic: topic, Value: binary.BigEndian.AppendUint64(nil, seq)}, func(_ *kgo.Record, err error) { acked <- err })
+			var err error
+			select {
+			case err = <-acked:
+			case <-ctx.Done():
+				return
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					p.fail(fmt.Errorf("produce %d: %w", seq, err))
@@ -543,7 +554,15 @@ func (p *normalPair) finish(t *testing.T, limit time.Duration) pairStats {
 	p.mu.s.maxConsumeGap = max(p.mu.s.maxConsumeGap, now.Sub(p.mu.lastConsumed))
 	p.mu.Unlock()
 	close(p.stopProducing)
-	<-p.prodDone
+	select {
+	case <-p.prodDone:
+	case <-time.After(limit):
+		// A produce the broker never answers: cancelling the pair's
+		// context ends it.
+		p.fail(fmt.Errorf("producer still waiting for an ack %v after the attacks", limit))
+		p.cancel()
+		<-p.prodDone
+	}
 	deadline := time.Now().Add(limit)
 	for {
 		s := p.snapshot()

@@ -98,9 +98,9 @@ func isPeerClosed(err error) bool {
 }
 
 // Idle opens n connections that never send a byte, dialing from a few
-// goroutines. It returns the held connections and how many dials failed
-// (with the first failure).
-func Idle(addr string, n int) (*Held, int, error) {
+// goroutines until deadline. It returns the held connections and how many
+// dials failed or were not tried (with the first failure).
+func Idle(addr string, n int, deadline time.Time) (*Held, int, error) {
 	h := newHeld()
 	var failed atomic.Int64
 	var first atomic.Value
@@ -111,7 +111,7 @@ func Idle(addr string, n int) (*Held, int, error) {
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(n) {
-				c, err := Dial(addr)
+				c, err := DialBy(addr, deadline)
 				if err != nil {
 					if failed.Add(1) == 1 {
 						first.Store(err)
@@ -179,12 +179,12 @@ type HalfSentStats struct {
 // bytes and send only the first send bytes of it, then hold. A write that
 // does not move for stall marks the connection stalled and it stops
 // writing. Wait returns the stats once every connection has stopped
-// writing.
-func HalfSent(addr string, n, frameSize, send int, stall time.Duration) *HalfSentAttack {
+// writing. Dialing stops at deadline.
+func HalfSent(addr string, n, frameSize, send int, stall time.Duration, deadline time.Time) *HalfSentAttack {
 	a := &HalfSentAttack{Held: newHeld(), written: make(chan struct{})}
 	var writers sync.WaitGroup
 	for i := 0; i < n; i++ {
-		c, err := Dial(addr)
+		c, err := DialBy(addr, deadline)
 		if err != nil {
 			continue
 		}
@@ -274,14 +274,15 @@ func (a *SlowlorisAttack) Trickled() int64 { return a.trickled.Load() }
 // (seen by a failing write).
 func (a *SlowlorisAttack) ClosedCount() int { return int(a.closedN.Load()) }
 
-// Slowloris opens n connections that announce a frame of frameSize bytes
-// and then send one byte of it per interval until Close.
-func Slowloris(addr string, n, frameSize int, interval time.Duration) *SlowlorisAttack {
+// Slowloris opens n connections (dialing until deadline) that announce a
+// frame of frameSize bytes and then send one byte of it per interval
+// until Close.
+func Slowloris(addr string, n, frameSize int, interval time.Duration, deadline time.Time) *SlowlorisAttack {
 	a := &SlowlorisAttack{Held: newHeld()}
 	var live []net.Conn // owned by the trickling goroutine once started
 	prefix := binary.BigEndian.AppendUint32(nil, uint32(frameSize))
 	for i := 0; i < n; i++ {
-		c, err := Dial(addr)
+		c, err := DialBy(addr, deadline)
 		if err != nil {
 			continue
 		}

@@ -81,7 +81,17 @@ func skipTags(b []byte) ([]byte, error) {
 
 // Dial connects with a bounded wait.
 func Dial(addr string) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	return DialBy(addr, time.Now().Add(5*time.Second))
+}
+
+// DialBy connects, waiting at most 5 s and never past deadline: a broker
+// whose accept queue is full must not hold an attack's setup for minutes.
+func DialBy(addr string, deadline time.Time) (net.Conn, error) {
+	wait := min(5*time.Second, time.Until(deadline))
+	if wait <= 0 {
+		return nil, fmt.Errorf("dial %s: deadline passed", addr)
+	}
+	c, err := net.DialTimeout("tcp", addr, wait)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
