@@ -80,6 +80,13 @@ type Config struct {
 	Logger    *slog.Logger
 	// Observer is told of every request (telemetry); nil: none, at no cost.
 	Observer protocol.Observer
+	// Listener is the listener this server is (nil: a PLAINTEXT one). On a
+	// SASL listener each connection gets a protocol.ConnAuth: until it has
+	// authenticated, frames are bounded by protocol.PreAuthMaxFrame and
+	// only the SASL requests and ApiVersions are served (any other closes
+	// the connection, as Kafka does); after SaslHandshake v0 its frames are
+	// raw SASL tokens.
+	Listener *protocol.Listener
 }
 
 func (c *Config) setDefaults() {
@@ -135,7 +142,8 @@ type Server struct {
 
 	engine  gnet.Engine
 	booted  chan struct{}
-	stop    chan struct{} // closed by Stop: ends the drain poller
+	stop    chan struct{} // closed by Stop or at shutdown: ends the drain poller
+	stopper sync.Once     // closes stop
 	nextID  atomic.Uint64
 	open    atomic.Int64
 	conns   sync.Map // id -> *connState, for sweeps and eviction
@@ -185,9 +193,8 @@ func (s *Server) Booted() <-chan struct{} { return s.booted }
 
 // Stop closes the listener and every connection.
 func (s *Server) Stop(ctx context.Context) error {
-	if s.stopped.CompareAndSwap(false, true) {
-		close(s.stop)
-	}
+	s.stopped.Store(true)
+	s.stopper.Do(func() { close(s.stop) })
 	select {
 	case <-s.booted:
 	case <-ctx.Done():
@@ -205,6 +212,9 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
+// OnShutdown ends the drain poller however the engine stopped.
+func (s *Server) OnShutdown(gnet.Engine) { s.stopper.Do(func() { close(s.stop) }) }
+
 // OnOpen admits a connection if under the limit.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if s.open.Add(1) > int64(s.cfg.MaxConnections) {
@@ -218,7 +228,10 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		conn:   c,
 		output: protocol.NewBudget("connection", s.cfg.MaxPendingBytes),
 	}
-	cs.info = &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String(), Output: cs.output}
+	cs.info = &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String(), Output: cs.output, Listener: s.cfg.Listener}
+	if l := s.cfg.Listener; l != nil && l.Security.SASL() && l.SASL != nil {
+		cs.info.Auth = protocol.NewConnAuth(l.SASL, func() { cs.close(closeAuth) })
+	}
 	cs.lastActive.Store(time.Now().UnixNano())
 	cs.out.pending = map[uint64]outFrame{}
 	c.SetContext(cs)
@@ -429,8 +442,12 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			}
 			lb, _ := c.Peek(4)
 			size := int(int32(binary.BigEndian.Uint32(lb)))
-			if size < 0 || size > s.cfg.MaxRequestBytes {
-				s.log.Warn("closing connection: request size out of bounds", "size", size, "limit", s.cfg.MaxRequestBytes, "remote", cs.info.RemoteAddr)
+			limit := s.cfg.MaxRequestBytes
+			if a := cs.info.Auth; a != nil && a.PreAuth() {
+				limit = min(limit, protocol.PreAuthMaxFrame)
+			}
+			if size < 0 || size > limit {
+				s.log.Warn("closing connection: request size out of bounds", "size", size, "limit", limit, "remote", cs.info.RemoteAddr)
 				return cs.refuse(closeRequestSize)
 			}
 			if s.obs != nil && cs.frameStart.IsZero() {
@@ -645,14 +662,8 @@ type outFrame struct {
 // first bytes arrived and framed when it was whole. On the event loop.
 func (cs *connState) dispatch(frame []byte, held int64, read, framed time.Time) bool {
 	s := cs.srv
-	h, body, err := protocol.ParseHeader(frame)
-	if err != nil && !errors.Is(err, protocol.ErrUnknownKey) {
-		s.log.Warn("closing connection: bad request header", "err", err, "remote", cs.info.RemoteAddr)
-		return false
-	}
-	req, err := s.handler.Decode(h, body)
-	if err != nil {
-		s.log.Warn("closing connection: cannot serve request", "err", err, "key", h.Key, "version", h.Version, "client_id", h.ClientID, "remote", cs.info.RemoteAddr)
+	req, ok := cs.decode(frame)
+	if !ok {
 		return false
 	}
 	seq := cs.nextSeq
@@ -672,6 +683,33 @@ func (cs *connState) dispatch(frame []byte, held int64, read, framed time.Time) 
 	})
 	s.handler.Serve(req)
 	return true
+}
+
+// decode makes a frame a request: a raw SASL token while the connection
+// is in SaslHandshake v0's phase, else a header and body. false closes
+// the connection (a refused request before authentication is counted as
+// closeAuth here). On the event loop.
+func (cs *connState) decode(frame []byte) (*protocol.Request, bool) {
+	s, auth := cs.srv, cs.info.Auth
+	if auth != nil && auth.Raw() {
+		return protocol.NewRawSASLRequest(frame), true
+	}
+	h, body, err := protocol.ParseHeader(frame)
+	if err != nil && !errors.Is(err, protocol.ErrUnknownKey) {
+		s.log.Warn("closing connection: bad request header", "err", err, "remote", cs.info.RemoteAddr)
+		return nil, false
+	}
+	if auth != nil && !auth.Admits(h.Key, time.Now()) {
+		s.log.Warn("closing connection: request not allowed before SASL authentication (or after its session expired)", "key", h.Key, "client_id", h.ClientID, "remote", cs.info.RemoteAddr)
+		cs.refuse(closeAuth)
+		return nil, false
+	}
+	req, err := s.handler.Decode(h, body)
+	if err != nil {
+		s.log.Warn("closing connection: cannot serve request", "err", err, "key", h.Key, "version", h.Version, "client_id", h.ClientID, "remote", cs.info.RemoteAddr)
+		return nil, false
+	}
+	return req, true
 }
 
 // complete queues a finished response and writes every response that is
