@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -88,7 +89,9 @@ func TestHostileClients(t *testing.T) {
 	var args []string
 	bound := int64(hostileDefaultPeak)
 	setting := "defaults"
-	if strings.Contains(string(help), "max-memory") {
+	// HOSTILE_MAX_MEMORY=default runs the broker at its defaults, to
+	// measure them against the 1 GiB bound.
+	if strings.Contains(string(help), "max-memory") && os.Getenv("HOSTILE_MAX_MEMORY") != "default" {
 		args = append(args, "--max-memory", fmt.Sprintf("%dMiB", hostileMaxMemory>>20))
 		bound = hostileMaxMemory + hostileBaseline
 		setting = fmt.Sprintf("--max-memory %d MiB", hostileMaxMemory>>20)
@@ -137,6 +140,7 @@ func TestHostileClients(t *testing.T) {
 
 	// Stage 1: the attacks that hold resources.
 	attackStart := time.Now()
+	marks := &timeline{start: attackStart}
 	setupBy := attackStart.Add(30 * time.Second) // a broker that stops accepting must not stall the test
 	idleHeld, idleFailed, idleErr := hostile.Idle(b.Addr, idle, setupBy)
 	defer idleHeld.Close()
@@ -151,17 +155,21 @@ func TestHostileClients(t *testing.T) {
 		defer fetches.Close()
 	}
 
-	// Stage 2, while those hold: bad batches and a request flood.
+	marks.add("idle, slowloris, half-sent and fetch pipeline set up")
+
+	// Stage 2, while those hold, one kind at a time so a stall can be
+	// told apart: bad batches, then a request flood.
+	halfStats := half.Wait(time.Until(setupBy))
+	marks.add("half-sent frames written")
 	bombs := <-bombsReady
 	type produced struct {
 		what     string
 		outcomes []hostile.ProduceOutcome
 	}
 	var (
-		mu       sync.Mutex
-		results  []produced
-		pipeline hostile.PipelineResult
-		wg       sync.WaitGroup
+		mu      sync.Mutex
+		results []produced
+		wg      sync.WaitGroup
 	)
 	produce := func(what, topic string, batches [][]byte) {
 		defer wg.Done()
@@ -179,6 +187,8 @@ func TestHostileClients(t *testing.T) {
 		go produce(bm.name+" bomb, plain topic", bombPlain, batches)
 		go produce(bm.name+" bomb, compacted topic", bombCompact, batches)
 	}
+	wg.Wait()
+	marks.add("bombs answered")
 	lyingFor := func(key []byte, value int) [][]byte {
 		lb, err := hostile.Batch(hostile.BatchSpec{Codec: hostile.CodecNone, Records: 1, Declared: lyingDeclared, Key: key, ValueSize: value})
 		if err != nil {
@@ -186,18 +196,13 @@ func TestHostileClients(t *testing.T) {
 		}
 		return [][]byte{lb, lb, lb}
 	}
-	wg.Add(3)
+	wg.Add(2)
 	go produce("lying count, plain topic", lyingPlain, lyingFor(nil, 10))
 	go produce("lying count, compacted topic", lyingCompact, lyingFor([]byte("k"), 9))
-	go func() {
-		defer wg.Done()
-		r := hostile.Pipeline(b.Addr, pipelineConns, pipelineEach, time.Now().Add(40*time.Second))
-		mu.Lock()
-		pipeline = r
-		mu.Unlock()
-	}()
 	wg.Wait()
-	halfStats := half.Wait(time.Until(setupBy))
+	marks.add("lying counts answered")
+	pipeline := hostile.Pipeline(b.Addr, pipelineConns, pipelineEach, time.Now().Add(40*time.Second))
+	marks.add("pipelined requests answered")
 
 	// Hold everything open for the rest of the window: the pair keeps
 	// running against a broker with all of it attached.
@@ -210,6 +215,7 @@ func TestHostileClients(t *testing.T) {
 	idleClosed := idleHeld.ClosedByPeer()
 	slowClosed, trickled := slow.ClosedCount(), slow.Trickled()
 	attackEnd := time.Now()
+	marks.add("held to the end of the window")
 	for _, h := range []interface{ Close() }{idleHeld, slow, half} {
 		h.Close()
 	}
@@ -231,8 +237,11 @@ func TestHostileClients(t *testing.T) {
 	// Figures.
 	t.Logf("memory setting: %s; peak RSS bound %d MiB; safety cap %d MiB", setting, bound>>20, safety>>20)
 	t.Logf("broker peak RSS (VmHWM) %d MiB; killed by the safety cap: %v", peak>>20, watch.KilledAt() > 0)
-	t.Logf("attack window %.1fs; normal pair: %d acked, %d consumed, max ack gap %v, max consume gap %v, %d errors",
-		attackEnd.Sub(attackStart).Seconds(), ps.acked, ps.consumed, ps.maxAckGap.Round(time.Millisecond), ps.maxConsumeGap.Round(time.Millisecond), ps.errCount)
+	t.Logf("attack window %.1fs: %s", attackEnd.Sub(attackStart).Seconds(), marks)
+	t.Logf("normal pair: %d acked, %d consumed, %d errors; max ack gap %v (ended %s), max consume gap %v (ended %s)",
+		ps.acked, ps.consumed, ps.errCount,
+		ps.maxAckGap.Round(time.Millisecond), marks.during(ps.ackGapEnd),
+		ps.maxConsumeGap.Round(time.Millisecond), marks.during(ps.consumeGapEnd))
 	t.Logf("idle: %d dialed (%d failed: %v), %d closed by the broker; slowloris: %d conns, %d bytes trickled, %d closed by the broker",
 		idleHeld.Len(), idleFailed, idleErr, idleClosed, slow.Len(), trickled, slowClosed)
 	t.Logf("half-sent frames: %d conns, %d MiB taken by the broker, %d completed, %d stalled, %d closed",
@@ -303,6 +312,35 @@ func TestHostileClients(t *testing.T) {
 			}
 		})
 	}
+}
+
+// timeline names the phases of the attack window by when they ended.
+type timeline struct {
+	start time.Time
+	names []string
+	ends  []time.Time
+}
+
+func (tl *timeline) add(name string) {
+	tl.names, tl.ends = append(tl.names, name), append(tl.ends, time.Now())
+}
+
+// during says at which point of the window t fell.
+func (tl *timeline) during(t time.Time) string {
+	for i, end := range tl.ends {
+		if !t.After(end) {
+			return fmt.Sprintf("at +%.1fs, before %q", t.Sub(tl.start).Seconds(), tl.names[i])
+		}
+	}
+	return fmt.Sprintf("at +%.1fs, after the window", t.Sub(tl.start).Seconds())
+}
+
+func (tl *timeline) String() string {
+	var parts []string
+	for i, name := range tl.names {
+		parts = append(parts, fmt.Sprintf("%s +%.1fs", name, tl.ends[i].Sub(tl.start).Seconds()))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // dedupe folds repeated outcomes into "x (n×)".
@@ -418,6 +456,7 @@ func pollUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 type pairStats struct {
 	acked, consumed          int64
 	maxAckGap, maxConsumeGap time.Duration
+	ackGapEnd, consumeGapEnd time.Time // when each longest gap ended
 	errCount, outOfOrder     int
 	firstErr                 error
 }
@@ -460,6 +499,13 @@ func (p *normalPair) resetGaps() {
 	now := time.Now()
 	p.mu.lastAck, p.mu.lastConsumed = now, now
 	p.mu.s.maxAckGap, p.mu.s.maxConsumeGap = 0, 0
+}
+
+// noteGap keeps the longest gap and when it ended; p.mu must be held.
+func (p *normalPair) noteGap(longest *time.Duration, end *time.Time, last, now time.Time) {
+	if gap := now.Sub(last); gap > *longest {
+		*longest, *end = gap, now
+	}
 }
 
 func startPair(t *testing.T, ctx context.Context, addr, topic string) *normalPair {
@@ -508,7 +554,7 @@ func startPair(t *testing.T, ctx context.Context, addr, topic string) *normalPai
 			}
 			p.mu.Lock()
 			now := time.Now()
-			p.mu.s.maxAckGap = max(p.mu.s.maxAckGap, now.Sub(p.mu.lastAck))
+			p.noteGap(&p.mu.s.maxAckGap, &p.mu.s.ackGapEnd, p.mu.lastAck, now)
 			p.mu.lastAck = now
 			p.mu.s.acked++
 			p.mu.Unlock()
@@ -535,7 +581,7 @@ func startPair(t *testing.T, ctx context.Context, addr, topic string) *normalPai
 				}
 				next++
 				now := time.Now()
-				p.mu.s.maxConsumeGap = max(p.mu.s.maxConsumeGap, now.Sub(p.mu.lastConsumed))
+				p.noteGap(&p.mu.s.maxConsumeGap, &p.mu.s.consumeGapEnd, p.mu.lastConsumed, now)
 				p.mu.lastConsumed = now
 				p.mu.s.consumed++
 			})
@@ -550,8 +596,8 @@ func (p *normalPair) finish(t *testing.T, limit time.Duration) pairStats {
 	t.Helper()
 	p.mu.Lock()
 	now := time.Now()
-	p.mu.s.maxAckGap = max(p.mu.s.maxAckGap, now.Sub(p.mu.lastAck))
-	p.mu.s.maxConsumeGap = max(p.mu.s.maxConsumeGap, now.Sub(p.mu.lastConsumed))
+	p.noteGap(&p.mu.s.maxAckGap, &p.mu.s.ackGapEnd, p.mu.lastAck, now)
+	p.noteGap(&p.mu.s.maxConsumeGap, &p.mu.s.consumeGapEnd, p.mu.lastConsumed, now)
 	p.mu.Unlock()
 	close(p.stopProducing)
 	select {
