@@ -10,6 +10,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(2, 0, 11, (*Server).listOffsets) }
@@ -21,7 +23,15 @@ func (s *Server) listOffsets(r *Request) {
 		for _, rt := range req.Topics {
 			ot := kmsg.NewListOffsetsResponseTopic()
 			ot.Topic = rt.Topic
+			allowed := s.authorized(r, acls.Describe, acls.Topic, rt.Topic)
 			for _, rp := range rt.Partitions {
+				if !allowed {
+					op := kmsg.NewListOffsetsResponseTopicPartition()
+					op.Partition, op.Timestamp, op.Offset, op.LeaderEpoch = rp.Partition, -1, -1, -1
+					op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					ot.Partitions = append(ot.Partitions, op)
+					continue
+				}
 				ot.Partitions = append(ot.Partitions, s.listOffset(req, rt.Topic, rp))
 			}
 			resp.Topics = append(resp.Topics, ot)

@@ -5,6 +5,10 @@ package protocol
 // and the broker's auto.create.topics.enable is true. Every partition is led
 // by the cluster's leader (this node when single); the voters are its
 // replicas and the voters the leader hears from its ISR.
+//
+// ACLs: a listing of all topics leaves out those the principal may not
+// DESCRIBE; a named one answers TOPIC_AUTHORIZATION_FAILED; auto-creation
+// needs CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED).
 
 import (
 	"errors"
@@ -12,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/topics"
 )
 
@@ -23,15 +28,15 @@ func (s *Server) metadata(r *Request) {
 	if allowAuto && topics.AutoCreate(s.topics.Broker()) {
 		for _, t := range req.Topics {
 			if t.Topic != nil && s.topics.Get(*t.Topic) == nil {
-				s.async(r, func() kmsg.Response { return s.buildMetadata(req, true) })
+				s.async(r, func() kmsg.Response { return s.buildMetadata(r, req, true) })
 				return
 			}
 		}
 	}
-	r.Respond(s.buildMetadata(req, false))
+	r.Respond(s.buildMetadata(r, req, false))
 }
 
-func (s *Server) buildMetadata(req *kmsg.MetadataRequest, create bool) *kmsg.MetadataResponse {
+func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create bool) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, b := range s.cluster.Brokers() {
 		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
@@ -42,7 +47,9 @@ func (s *Server) buildMetadata(req *kmsg.MetadataRequest, create bool) *kmsg.Met
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.topics.List() {
-			resp.Topics = append(resp.Topics, s.topicMetadata(t))
+			if s.authorizedQuiet(r, acls.Describe, acls.Topic, t.Name) {
+				resp.Topics = append(resp.Topics, s.topicMetadata(t))
+			}
 		}
 		return resp
 	}
@@ -50,7 +57,15 @@ func (s *Server) buildMetadata(req *kmsg.MetadataRequest, create bool) *kmsg.Met
 		var t *topics.Topic
 		switch {
 		case rt.Topic != nil:
+			if !s.authorized(r, acls.Describe, acls.Topic, *rt.Topic) {
+				resp.Topics = append(resp.Topics, deniedTopicMetadata(rt.Topic, rt.TopicID))
+				continue
+			}
 			t = s.topics.Get(*rt.Topic)
+			if t == nil && create && s.authz != nil && !s.authorizedQuiet(r, acls.Create, acls.Cluster, acls.ClusterName) && !s.authorized(r, acls.Create, acls.Topic, *rt.Topic) {
+				resp.Topics = append(resp.Topics, deniedTopicMetadata(rt.Topic, rt.TopicID))
+				continue
+			}
 			if t == nil && create {
 				var err error
 				t, err = s.topics.Create(topics.CreateSpec{Name: *rt.Topic, Partitions: -1, ReplicationFactor: -1})
@@ -68,6 +83,10 @@ func (s *Server) buildMetadata(req *kmsg.MetadataRequest, create bool) *kmsg.Met
 			}
 		default:
 			t = s.topics.GetByID(rt.TopicID)
+			if t != nil && !s.authorized(r, acls.Describe, acls.Topic, t.Name) {
+				resp.Topics = append(resp.Topics, deniedTopicMetadata(nil, rt.TopicID))
+				continue
+			}
 		}
 		if t == nil {
 			mt := kmsg.NewMetadataResponseTopic()
@@ -84,6 +103,14 @@ func (s *Server) buildMetadata(req *kmsg.MetadataRequest, create bool) *kmsg.Met
 		resp.Topics = append(resp.Topics, s.topicMetadata(t))
 	}
 	return resp
+}
+
+// deniedTopicMetadata is a topic the principal may not describe.
+func deniedTopicMetadata(name *string, id [16]byte) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic, mt.TopicID = name, id
+	mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+	return mt
 }
 
 func (s *Server) topicMetadata(t *topics.Topic) kmsg.MetadataResponseTopic {

@@ -16,6 +16,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(8, 0, 9, (*Server).offsetCommit) }
@@ -29,6 +31,9 @@ func (s *Server) offsetCommit(r *Request) {
 	// order of fwd's partitions.
 	var targets []*int16
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
+	// Kafka's checks: READ on the group (every partition answers
+	// GROUP_AUTHORIZATION_FAILED), then READ on each topic.
+	groupOK := s.authorized(r, acls.Read, acls.Group, req.Group)
 	for i, rt := range req.Topics {
 		out := &resp.Topics[i]
 		*out = kmsg.NewOffsetCommitResponseTopic()
@@ -36,10 +41,19 @@ func (s *Server) offsetCommit(r *Request) {
 		t := s.topics.Get(rt.Topic)
 		out.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
 		var ft *kmsg.OffsetCommitRequestTopic
+		topicOK := groupOK && s.authorized(r, acls.Read, acls.Topic, rt.Topic)
 		for j, rp := range rt.Partitions {
 			op := &out.Partitions[j]
 			*op = kmsg.NewOffsetCommitResponseTopicPartition()
 			op.Partition = rp.Partition
+			if !groupOK {
+				op.ErrorCode = kerr.GroupAuthorizationFailed.Code
+				continue
+			}
+			if !topicOK {
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/group"
 )
 
@@ -28,6 +29,13 @@ func (s *Server) offsetFetch(r *Request) {
 	resp.Groups = make([]kmsg.OffsetFetchResponseGroup, len(req.Groups))
 	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, rg := range req.Groups {
+		if !s.authorized(r, acls.Describe, acls.Group, rg.Group) {
+			g := kmsg.NewOffsetFetchResponseGroup()
+			g.Group, g.ErrorCode = rg.Group, kerr.GroupAuthorizationFailed.Code
+			resp.Groups[i] = g
+			finish()
+			continue
+		}
 		q := group.FetchQuery{MemberID: rg.MemberID, MemberEpoch: rg.MemberEpoch, RequireStable: req.RequireStable}
 		// resolved[k] is false for a v10 topic id that names no topic.
 		var resolved []bool
@@ -48,6 +56,7 @@ func (s *Server) offsetFetch(r *Request) {
 			}
 		}
 		s.groups.FetchOffsets(rg.Group, q, func(g kmsg.OffsetFetchResponseGroup) {
+			s.filterFetchedTopics(r, &g, rg.Topics == nil)
 			if req.Version >= 10 {
 				g.Topics = s.fetchTopicIDs(rg.Topics, resolved, g)
 			}
@@ -107,32 +116,72 @@ func (s *Server) offsetFetchSingle(r *Request, req *kmsg.OffsetFetchRequest, res
 			q.Topics = append(q.Topics, group.FetchTopic{Topic: rt.Topic, Partitions: rt.Partitions})
 		}
 	}
+	if !s.authorized(r, acls.Describe, acls.Group, req.Group) {
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		s.offsetFetchSingleAnswer(r, req, resp, g)
+		return
+	}
 	s.groups.FetchOffsets(req.Group, q, func(g kmsg.OffsetFetchResponseGroup) {
-		if g.ErrorCode != 0 && req.Version < 2 {
-			for _, rt := range req.Topics {
-				ot := kmsg.NewOffsetFetchResponseTopic()
-				ot.Topic = rt.Topic
-				for _, p := range rt.Partitions {
-					op := kmsg.NewOffsetFetchResponseTopicPartition()
-					op.Partition, op.Offset, op.ErrorCode = p, -1, g.ErrorCode
-					ot.Partitions = append(ot.Partitions, op)
-				}
-				resp.Topics = append(resp.Topics, ot)
-			}
-			r.Respond(resp)
-			return
+		s.filterFetchedTopics(r, &g, req.Topics == nil && req.Version >= 2)
+		s.offsetFetchSingleAnswer(r, req, resp, g)
+	})
+}
+
+// filterFetchedTopics applies DESCRIBE on each topic, as Kafka does: an
+// all-topics fetch leaves out the topics the principal may not describe, a
+// named topic answers TOPIC_AUTHORIZATION_FAILED in each partition.
+func (s *Server) filterFetchedTopics(r *Request, g *kmsg.OffsetFetchResponseGroup, all bool) {
+	if s.authz == nil || g.ErrorCode != 0 {
+		return
+	}
+	// Copies: the group's answer is not this handler's to modify.
+	out := make([]kmsg.OffsetFetchResponseGroupTopic, 0, len(g.Topics))
+	for _, gt := range g.Topics {
+		if s.authorizedQuiet(r, acls.Describe, acls.Topic, gt.Topic) {
+			out = append(out, gt)
+			continue
 		}
-		resp.ErrorCode = g.ErrorCode
-		for _, gt := range g.Topics {
+		if all {
+			continue
+		}
+		s.denied(r, acls.Describe, acls.Topic, gt.Topic, string(acls.ReasonNoMatch))
+		gt.Partitions = append([]kmsg.OffsetFetchResponseGroupTopicPartition(nil), gt.Partitions...)
+		for j := range gt.Partitions {
+			gt.Partitions[j].Offset, gt.Partitions[j].LeaderEpoch, gt.Partitions[j].Metadata = -1, -1, nil
+			gt.Partitions[j].ErrorCode = kerr.TopicAuthorizationFailed.Code
+		}
+		out = append(out, gt)
+	}
+	g.Topics = out
+}
+
+// offsetFetchSingleAnswer builds a v0-v7 answer from the group's.
+func (s *Server) offsetFetchSingleAnswer(r *Request, req *kmsg.OffsetFetchRequest, resp *kmsg.OffsetFetchResponse, g kmsg.OffsetFetchResponseGroup) {
+	if g.ErrorCode != 0 && req.Version < 2 {
+		for _, rt := range req.Topics {
 			ot := kmsg.NewOffsetFetchResponseTopic()
-			ot.Topic = gt.Topic
-			for _, gp := range gt.Partitions {
+			ot.Topic = rt.Topic
+			for _, p := range rt.Partitions {
 				op := kmsg.NewOffsetFetchResponseTopicPartition()
-				op.Partition, op.Offset, op.LeaderEpoch, op.Metadata, op.ErrorCode = gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata, gp.ErrorCode
+				op.Partition, op.Offset, op.ErrorCode = p, -1, g.ErrorCode
 				ot.Partitions = append(ot.Partitions, op)
 			}
 			resp.Topics = append(resp.Topics, ot)
 		}
 		r.Respond(resp)
-	})
+		return
+	}
+	resp.ErrorCode = g.ErrorCode
+	for _, gt := range g.Topics {
+		ot := kmsg.NewOffsetFetchResponseTopic()
+		ot.Topic = gt.Topic
+		for _, gp := range gt.Partitions {
+			op := kmsg.NewOffsetFetchResponseTopicPartition()
+			op.Partition, op.Offset, op.LeaderEpoch, op.Metadata, op.ErrorCode = gp.Partition, gp.Offset, gp.LeaderEpoch, gp.Metadata, gp.ErrorCode
+			ot.Partitions = append(ot.Partitions, op)
+		}
+		resp.Topics = append(resp.Topics, ot)
+	}
+	r.Respond(resp)
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(10, 0, 6, (*Server).findCoordinator) }
@@ -32,6 +34,9 @@ func (s *Server) findCoordinator(r *Request) {
 	if req.Version < 4 {
 		resp.ErrorCode, resp.ErrorMessage = code, msg
 		if code == 0 {
+			resp.ErrorCode = s.coordinatorAuth(r, req.CoordinatorType, req.CoordinatorKey)
+		}
+		if resp.ErrorCode == 0 {
 			resp.NodeID, resp.Host, resp.Port = coord.ID, coord.Host, coord.Port
 		} else {
 			resp.NodeID, resp.Port = -1, -1
@@ -43,6 +48,9 @@ func (s *Server) findCoordinator(r *Request) {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key, c.ErrorCode, c.ErrorMessage = key, code, msg
 		if code == 0 {
+			c.ErrorCode = s.coordinatorAuth(r, req.CoordinatorType, key)
+		}
+		if c.ErrorCode == 0 {
 			c.NodeID, c.Host, c.Port = coord.ID, coord.Host, coord.Port
 		} else {
 			c.NodeID, c.Port = -1, -1
@@ -50,4 +58,17 @@ func (s *Server) findCoordinator(r *Request) {
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	r.Respond(resp)
+}
+
+// coordinatorAuth is Kafka's check before naming a coordinator: DESCRIBE on
+// the group or the transactional id.
+func (s *Server) coordinatorAuth(r *Request, keyType int8, key string) int16 {
+	switch {
+	case s.authz == nil:
+	case keyType == 0 && !s.authorized(r, acls.Describe, acls.Group, key):
+		return kerr.GroupAuthorizationFailed.Code
+	case keyType == 1 && !s.authorized(r, acls.Describe, acls.TransactionalID, key):
+		return kerr.TransactionalIDAuthorizationFailed.Code
+	}
+	return 0
 }

@@ -9,8 +9,10 @@ package protocol
 import (
 	"net"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/group"
 )
 
@@ -18,6 +20,12 @@ func init() { register(11, 0, 9, (*Server).joinGroup) }
 
 func (s *Server) joinGroup(r *Request) {
 	req := r.Msg.(*kmsg.JoinGroupRequest)
+	if !s.authorized(r, acls.Read, acls.Group, req.Group) {
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		r.Respond(resp)
+		return
+	}
 	s.groups.JoinGroup(req, groupClient(r), func(resp *kmsg.JoinGroupResponse) { r.Respond(resp) })
 }
 

@@ -4,11 +4,22 @@ package protocol
 // or member is UNKNOWN_MEMBER_ID, a stale generation ILLEGAL_GENERATION, a
 // rebalance REBALANCE_IN_PROGRESS.
 
-import "github.com/twmb/franz-go/pkg/kmsg"
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
+)
 
 func init() { register(12, 0, 4, (*Server).heartbeat) }
 
 func (s *Server) heartbeat(r *Request) {
 	req := r.Msg.(*kmsg.HeartbeatRequest)
+	if !s.authorized(r, acls.Read, acls.Group, req.Group) {
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		r.Respond(resp)
+		return
+	}
 	s.groups.Heartbeat(req, func(resp *kmsg.HeartbeatResponse) { r.Respond(resp) })
 }

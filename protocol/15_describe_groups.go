@@ -11,6 +11,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(15, 0, 6, (*Server).describeGroups) }
@@ -25,13 +27,20 @@ func (s *Server) describeGroups(r *Request) {
 	resp.Groups = make([]kmsg.DescribeGroupsResponseGroup, len(req.Groups))
 	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, id := range req.Groups {
+		if !s.authorized(r, acls.Describe, acls.Group, id) {
+			g := kmsg.NewDescribeGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups[i] = g
+			finish()
+			continue
+		}
 		s.groups.DescribeGroup(id, func(g kmsg.DescribeGroupsResponseGroup) {
 			if req.Version < 6 && g.ErrorCode == kerr.GroupIDNotFound.Code {
 				g.ErrorCode, g.ErrorMessage = 0, nil
 			}
 			g.AuthorizedOperations = -2147483648
 			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
-				g.AuthorizedOperations = groupOperations
+				g.AuthorizedOperations = s.authorizedOps(r, acls.Group, id, groupOperations)
 			}
 			resp.Groups[i] = g
 			finish()

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(16, 0, 5, (*Server).listGroups) }
@@ -26,8 +28,14 @@ func (s *Server) listGroups(r *Request) {
 		}
 		return false
 	}
+	// Kafka lists every group to DESCRIBE on the cluster, else the groups
+	// the principal may describe.
+	all := s.authz == nil || s.authorizedQuiet(r, acls.Describe, acls.Cluster, acls.ClusterName)
 	for _, g := range s.groups.ListGroups() {
 		if !matches(req.StatesFilter, g.State) || !matches(req.TypesFilter, g.Type) {
+			continue
+		}
+		if !all && !s.authorizedQuiet(r, acls.Describe, acls.Group, g.Group) {
 			continue
 		}
 		lg := kmsg.NewListGroupsResponseGroup()

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
@@ -31,6 +32,14 @@ func (s *Server) createTopics(r *Request) {
 			if seen[rt.Topic] > 1 {
 				ot.ErrorCode = kerr.InvalidRequest.Code
 				msg := fmt.Sprintf("topic '%s' appears more than once in the request", rt.Topic)
+				ot.ErrorMessage = &msg
+				resp.Topics = append(resp.Topics, ot)
+				continue
+			}
+			// Kafka's check: CREATE on the cluster, or on the topic.
+			if s.authz != nil && !s.authorizedQuiet(r, acls.Create, acls.Cluster, acls.ClusterName) && !s.authorized(r, acls.Create, acls.Topic, rt.Topic) {
+				ot.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				msg := "not authorized to create topic '" + rt.Topic + "'"
 				ot.ErrorMessage = &msg
 				resp.Topics = append(resp.Topics, ot)
 				continue

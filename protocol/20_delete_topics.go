@@ -6,6 +6,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(20, 0, 6, (*Server).deleteTopics) }
@@ -27,11 +29,21 @@ func (s *Server) deleteTopics(r *Request) {
 			name := ""
 			if rt.Topic != nil {
 				name = *rt.Topic
-			} else if t := s.topics.GetByID(rt.TopicID); t != nil {
+			} else if t := s.topics.GetByID(rt.TopicID); t != nil && s.authorizedQuiet(r, acls.Describe, acls.Topic, t.Name) {
 				name = t.Name
 				ot.Topic = &t.Name
 			} else {
+				// An id the principal may not describe is not told apart
+				// from an unknown one, as Kafka answers.
 				ot.ErrorCode = kerr.UnknownTopicID.Code
+				if t != nil {
+					ot.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				}
+				resp.Topics = append(resp.Topics, ot)
+				continue
+			}
+			if !s.authorized(r, acls.Delete, acls.Topic, name) {
+				ot.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				resp.Topics = append(resp.Topics, ot)
 				continue
 			}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(21, 0, 2, (*Server).deleteRecords) }
@@ -20,10 +22,15 @@ func (s *Server) deleteRecords(r *Request) {
 		ot := &resp.Topics[i]
 		ot.Topic = rt.Topic
 		ot.Partitions = make([]kmsg.DeleteRecordsResponseTopicPartition, len(rt.Partitions))
+		allowed := s.authorized(r, acls.Delete, acls.Topic, rt.Topic)
 		for j, rp := range rt.Partitions {
 			op := &ot.Partitions[j]
 			*op = kmsg.NewDeleteRecordsResponseTopicPartition()
 			op.Partition, op.LowWatermark = rp.Partition, -1
+			if !allowed {
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			p := s.topics.Partition(rt.Topic, rp.Partition)
 			if p == nil {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code

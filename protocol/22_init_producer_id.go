@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/cluster"
 )
@@ -27,6 +28,15 @@ func (s *Server) initProducerID(r *Request) {
 	req := r.Msg.(*kmsg.InitProducerIDRequest)
 	if req.TransactionalID != nil {
 		s.initTransactionalProducer(r, req)
+		return
+	}
+	// Kafka 4's rule for idempotent producers: IDEMPOTENT_WRITE on the
+	// cluster, or WRITE on some topic.
+	if s.authz != nil && !s.authorizedQuiet(r, acls.IdempotentWrite, acls.Cluster, acls.ClusterName) && !s.authorizedAny(r, acls.Write, acls.Topic) {
+		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		r.Respond(resp)
 		return
 	}
 	s.async(r, func() kmsg.Response {
@@ -74,6 +84,8 @@ func (s *Server) initTransactionalProducer(r *Request, req *kmsg.InitProducerIDR
 	switch {
 	case *req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	case !s.authorized(r, acls.Write, acls.TransactionalID, *req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case s.txns == nil:
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:

@@ -7,6 +7,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(23, 0, 4, (*Server).offsetForLeaderEpoch) }
@@ -17,12 +19,15 @@ func (s *Server) offsetForLeaderEpoch(r *Request) {
 	for _, rt := range req.Topics {
 		ot := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		ot.Topic = rt.Topic
+		allowed := s.authorized(r, acls.Describe, acls.Topic, rt.Topic)
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			op.Partition = rp.Partition
 			op.LeaderEpoch, op.EndOffset = -1, -1
 			p := s.topics.Partition(rt.Topic, rp.Partition)
 			switch {
+			case !allowed:
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case !s.cluster.Serving():

@@ -9,8 +9,12 @@ package protocol
 // OPERATION_NOT_ATTEMPTED, as Kafka does. Before v2, PRODUCER_FENCED is
 // answered as INVALID_PRODUCER_EPOCH.
 //
+// ACLs: WRITE on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// for all its partitions), then WRITE on each topic (TOPIC_AUTHORIZATION_FAILED,
+// the rest OPERATION_NOT_ATTEMPTED).
+//
 // Deviation: Kafka serves v4+ only to brokers (CLUSTER_ACTION); Regent
-// serves it to any client (ACLs are not enforced on it).
+// serves it to any client, with the same checks as v0-3.
 
 import (
 	"sync"
@@ -18,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/txn"
 )
 
@@ -63,14 +68,15 @@ func (s *Server) addPartitionsToTxn(r *Request) {
 		r.Respond(resp)
 	}
 	for i := range txns {
-		s.addTxnPartitions(req.Version, &txns[i], &results[i], finish)
+		s.addTxnPartitions(r, &txns[i], &results[i], finish)
 	}
 	finish()
 }
 
 // addTxnPartitions serves one transaction of the request into out and
 // calls done once.
-func (s *Server) addTxnPartitions(version int16, rt *kmsg.AddPartitionsToTxnRequestTransaction, out *kmsg.AddPartitionsToTxnResponseTransaction, done func()) {
+func (s *Server) addTxnPartitions(r *Request, rt *kmsg.AddPartitionsToTxnRequestTransaction, out *kmsg.AddPartitionsToTxnResponseTransaction, done func()) {
+	version := r.Version
 	*out = kmsg.NewAddPartitionsToTxnResponseTransaction()
 	out.TransactionalID = rt.TransactionalID
 	var parts []txn.TopicPartition
@@ -103,8 +109,17 @@ func (s *Server) addTxnPartitions(version int16, rt *kmsg.AddPartitionsToTxnRequ
 		fill(nil, kerr.InvalidRequest.Code)
 		done()
 		return
+	case !s.authorized(r, acls.Write, acls.TransactionalID, rt.TransactionalID):
+		fill(nil, kerr.TransactionalIDAuthorizationFailed.Code)
+		done()
+		return
 	case s.txns == nil:
 		fill(nil, kerr.CoordinatorNotAvailable.Code)
+		done()
+		return
+	}
+	if codes, ok := s.txnTopicsAuthorized(r, parts); !ok {
+		fill(codes, 0)
 		done()
 		return
 	}
@@ -133,4 +148,35 @@ func (s *Server) addTxnPartitions(version int16, rt *kmsg.AddPartitionsToTxnRequ
 		fill(nil, txnErrorCode(res.Err, fencedKnown))
 		done()
 	})
+}
+
+// txnTopicsAuthorized checks WRITE on each partition's topic: partitions of
+// a topic the principal may not write get TOPIC_AUTHORIZATION_FAILED and,
+// if there are any, the rest OPERATION_NOT_ATTEMPTED, as Kafka answers.
+func (s *Server) txnTopicsAuthorized(r *Request, parts []txn.TopicPartition) (codes []int16, ok bool) {
+	if s.authz == nil {
+		return nil, true
+	}
+	codes = make([]int16, len(parts))
+	ok = true
+	checked := map[string]bool{}
+	for i, p := range parts {
+		allowed, seen := checked[p.Topic]
+		if !seen {
+			allowed = s.authorized(r, acls.Write, acls.Topic, p.Topic)
+			checked[p.Topic] = allowed
+		}
+		if !allowed {
+			codes[i] = kerr.TopicAuthorizationFailed.Code
+			ok = false
+		}
+	}
+	if !ok {
+		for i := range codes {
+			if codes[i] == 0 {
+				codes[i] = kerr.OperationNotAttempted.Code
+			}
+		}
+	}
+	return codes, ok
 }

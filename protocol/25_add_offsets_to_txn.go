@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/txn"
 )
 
@@ -22,6 +23,10 @@ func (s *Server) addOffsetsToTxn(r *Request) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case req.Group == "":
 		resp.ErrorCode = kerr.InvalidGroupID.Code
+	case !s.authorized(r, acls.Write, acls.TransactionalID, req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case !s.authorized(r, acls.Read, acls.Group, req.Group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
 	case s.txns == nil:
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/txn"
 )
 
@@ -27,6 +28,8 @@ func (s *Server) endTxn(r *Request) {
 	switch {
 	case req.TransactionalID == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
+	case !s.authorized(r, acls.Write, acls.TransactionalID, req.TransactionalID):
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case s.txns == nil:
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:

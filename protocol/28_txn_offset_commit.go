@@ -11,6 +11,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(28, 0, 5, (*Server).txnOffsetCommit) }
@@ -30,6 +32,10 @@ func (s *Server) txnOffsetCommit(r *Request) {
 		refuse = kerr.InvalidRequest.Code
 	case req.Group == "":
 		refuse = kerr.InvalidGroupID.Code
+	case !s.authorized(r, acls.Write, acls.TransactionalID, req.TransactionalID):
+		refuse = kerr.TransactionalIDAuthorizationFailed.Code
+	case !s.authorized(r, acls.Read, acls.Group, req.Group):
+		refuse = kerr.GroupAuthorizationFailed.Code
 	case s.txns == nil:
 		refuse = kerr.CoordinatorNotAvailable.Code
 	}
@@ -40,6 +46,7 @@ func (s *Server) txnOffsetCommit(r *Request) {
 		t := s.topics.Get(rt.Topic)
 		out.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
 		var ft *kmsg.TxnOffsetCommitRequestTopic
+		topicOK := refuse != 0 || s.authorized(r, acls.Read, acls.Topic, rt.Topic)
 		for j, rp := range rt.Partitions {
 			op := &out.Partitions[j]
 			*op = kmsg.NewTxnOffsetCommitResponseTopicPartition()
@@ -47,6 +54,9 @@ func (s *Server) txnOffsetCommit(r *Request) {
 			switch {
 			case refuse != 0:
 				op.ErrorCode = refuse
+				continue
+			case !topicOK:
+				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
 			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code

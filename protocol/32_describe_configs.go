@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
 
@@ -23,6 +24,11 @@ func (s *Server) describeConfigs(r *Request) {
 		or := kmsg.NewDescribeConfigsResponseResource()
 		or.ResourceType, or.ResourceName = rr.ResourceType, rr.ResourceName
 		var entries []logconfig.Entry
+		if err := s.configAuthError(r, rr.ResourceType, rr.ResourceName, acls.DescribeConfigs); err != nil {
+			or.ErrorCode, or.ErrorMessage = errorCode(err), errorMessage(err)
+			resp.Resources = append(resp.Resources, or)
+			continue
+		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
 			t := s.topics.Get(rr.ResourceName)

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
 
@@ -25,11 +26,12 @@ func (s *Server) alterConfigs(r *Request) {
 			for _, c := range rr.Configs {
 				configs[c.Name] = c.Value
 			}
-			var err error
-			switch rr.ResourceType {
-			case kmsg.ConfigResourceTypeTopic:
+			err := s.configAuthError(r, rr.ResourceType, rr.ResourceName, acls.AlterConfigs)
+			switch {
+			case err != nil:
+			case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 				err = s.alterTopicConfigs(rr.ResourceName, configs, req.ValidateOnly)
-			case kmsg.ConfigResourceTypeBroker:
+			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 				err = s.alterBrokerConfigs(rr.ResourceName, configs, req.ValidateOnly)
 			default:
 				err = &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("resource type %d is not supported by Regent", rr.ResourceType)}

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/topics"
 )
 
@@ -16,6 +18,11 @@ func init() { register(35, 0, 4, (*Server).describeLogDirs) }
 func (s *Server) describeLogDirs(r *Request) {
 	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.authorizedCluster(r, acls.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		r.Respond(resp)
+		return
+	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir, _ = filepath.Abs(s.cfg.DataDir)
 	var fs syscall.Statfs_t

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/topics"
 )
 
@@ -19,8 +20,11 @@ func (s *Server) createPartitions(r *Request) {
 			ot := kmsg.NewCreatePartitionsResponseTopic()
 			ot.Topic = rt.Topic
 			var err error
+			if !s.authorized(r, acls.Alter, acls.Topic, rt.Topic) {
+				err = &topics.Error{Code: kerr.TopicAuthorizationFailed, Msg: "not authorized to alter topic '" + rt.Topic + "'"}
+			}
 			for _, a := range rt.Assignment {
-				if aerr := s.checkAssignment(a.Replicas); aerr != nil {
+				if aerr := s.checkAssignment(a.Replicas); aerr != nil && err == nil {
 					err = &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: aerr.Error()}
 				}
 			}

@@ -7,6 +7,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(42, 0, 3, (*Server).deleteGroups) }
@@ -17,6 +19,13 @@ func (s *Server) deleteGroups(r *Request) {
 	resp.Groups = make([]kmsg.DeleteGroupsResponseGroup, len(req.Groups))
 	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, id := range req.Groups {
+		if !s.authorized(r, acls.Delete, acls.Group, id) {
+			g := kmsg.NewDeleteGroupsResponseGroup()
+			g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups[i] = g
+			finish()
+			continue
+		}
 		s.groups.DeleteGroup(id, func(g kmsg.DeleteGroupsResponseGroup) {
 			if g.ErrorCode != 0 && g.ErrorMessage == nil {
 				if err := kerr.ErrorForCode(g.ErrorCode); err != nil {

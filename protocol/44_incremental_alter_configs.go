@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
 
@@ -25,9 +26,10 @@ func (s *Server) incrementalAlterConfigs(r *Request) {
 			for _, c := range rr.Configs {
 				ops = append(ops, logconfig.Op{Key: c.Name, Value: c.Value, Op: int8(c.Op)})
 			}
-			var err error
-			switch rr.ResourceType {
-			case kmsg.ConfigResourceTypeTopic:
+			err := s.configAuthError(r, rr.ResourceType, rr.ResourceName, acls.AlterConfigs)
+			switch {
+			case err != nil:
+			case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 				t := s.topics.Get(rr.ResourceName)
 				if t == nil {
 					err = &kerrMsg{kerr.UnknownTopicOrPartition, fmt.Sprintf("topic '%s' does not exist", rr.ResourceName)}
@@ -40,7 +42,7 @@ func (s *Server) incrementalAlterConfigs(r *Request) {
 					break
 				}
 				err = s.topics.SetConfigs(rr.ResourceName, next, req.ValidateOnly)
-			case kmsg.ConfigResourceTypeBroker:
+			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 				configs := map[string]*string{}
 				for _, op := range ops {
 					switch op.Op {

@@ -9,23 +9,38 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(47, 0, 0, (*Server).offsetDelete) }
 
 func (s *Server) offsetDelete(r *Request) {
 	req := r.Msg.(*kmsg.OffsetDeleteRequest)
+	if !s.authorized(r, acls.Delete, acls.Group, req.Group) {
+		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		r.Respond(resp)
+		return
+	}
 	fwd := *req
 	fwd.Topics = nil
-	// unknown[i][j]: partition j of topic i does not exist.
-	unknown := make([][]bool, len(req.Topics))
+	// refused[i][j] is the code of partition j of topic i answered here
+	// (unknown, or a topic the principal may not read); 0: asked of the
+	// group.
+	refused := make([][]int16, len(req.Topics))
 	for i, rt := range req.Topics {
 		t := s.topics.Get(rt.Topic)
-		unknown[i] = make([]bool, len(rt.Partitions))
+		readable := s.authorized(r, acls.Read, acls.Topic, rt.Topic)
+		refused[i] = make([]int16, len(rt.Partitions))
 		ft := kmsg.OffsetDeleteRequestTopic{Topic: rt.Topic}
 		for j, rp := range rt.Partitions {
+			if !readable {
+				refused[i][j] = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				unknown[i][j] = true
+				refused[i][j] = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
 			ft.Partitions = append(ft.Partitions, rp)
@@ -51,8 +66,8 @@ func (s *Server) offsetDelete(r *Request) {
 				op := kmsg.NewOffsetDeleteResponseTopicPartition()
 				op.Partition = rp.Partition
 				switch {
-				case unknown[i][j]:
-					op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				case refused[i][j] != 0:
+					op.ErrorCode = refused[i][j]
 				case next < len(got):
 					op.ErrorCode = got[next].ErrorCode
 					next++

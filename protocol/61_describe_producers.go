@@ -9,6 +9,8 @@ package protocol
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(61, 0, 0, (*Server).describeProducers) }
@@ -20,9 +22,15 @@ func (s *Server) describeProducers(r *Request) {
 		for _, rt := range req.Topics {
 			ot := kmsg.NewDescribeProducersResponseTopic()
 			ot.Topic = rt.Topic
+			readable := s.authorized(r, acls.Read, acls.Topic, rt.Topic)
 			for _, idx := range rt.Partitions {
 				op := kmsg.NewDescribeProducersResponseTopicPartition()
 				op.Partition = idx
+				if !readable {
+					op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					ot.Partitions = append(ot.Partitions, op)
+					continue
+				}
 				p := s.topics.Partition(rt.Topic, idx)
 				if p == nil || !s.cluster.Serving() {
 					op.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/txn"
 )
 
@@ -40,6 +41,9 @@ func (s *Server) describeTransactions(r *Request) {
 		switch {
 		case id == "":
 			out.ErrorCode = kerr.InvalidRequest.Code
+			continue
+		case !s.authorized(r, acls.Describe, acls.TransactionalID, id):
+			out.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			continue
 		case s.txns == nil:
 			out.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/txn"
 )
 
@@ -51,6 +52,10 @@ func (s *Server) listTransactions(r *Request) {
 		f.Pattern = re
 	}
 	for _, sum := range s.txns.List(f) {
+		// Kafka lists only the ids the principal may describe.
+		if !s.authorizedQuiet(r, acls.Describe, acls.TransactionalID, sum.ID) {
+			continue
+		}
 		ts := kmsg.NewListTransactionsResponseTransactionState()
 		ts.TransactionalID, ts.ProducerID, ts.TransactionState = sum.ID, sum.ProducerID, sum.State.String()
 		resp.TransactionStates = append(resp.TransactionStates, ts)

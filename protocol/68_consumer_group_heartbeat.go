@@ -9,8 +9,10 @@ package protocol
 // over, keeping its offsets.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/topics"
 )
 
@@ -18,6 +20,27 @@ func init() { register(68, 0, 1, (*Server).consumerGroupHeartbeat) }
 
 func (s *Server) consumerGroupHeartbeat(r *Request) {
 	req := r.Msg.(*kmsg.ConsumerGroupHeartbeatRequest)
+	if s.authz != nil {
+		// Kafka's checks: READ on the group, DESCRIBE on every topic the
+		// member subscribes to by name.
+		code := int16(0)
+		if !s.authorized(r, acls.Read, acls.Group, req.Group) {
+			code = kerr.GroupAuthorizationFailed.Code
+		} else {
+			for _, t := range req.SubscribedTopicNames {
+				if !s.authorized(r, acls.Describe, acls.Topic, t) {
+					code = kerr.TopicAuthorizationFailed.Code
+					break
+				}
+			}
+		}
+		if code != 0 {
+			resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+			resp.ErrorCode = code
+			r.Respond(resp)
+			return
+		}
+	}
 	s.groups.ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s.topics}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
 		r.Respond(resp)
 	})

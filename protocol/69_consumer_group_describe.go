@@ -7,7 +7,10 @@ package protocol
 // reports.
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
 )
 
 func init() { register(69, 0, 1, (*Server).consumerGroupDescribe) }
@@ -18,10 +21,17 @@ func (s *Server) consumerGroupDescribe(r *Request) {
 	resp.Groups = make([]kmsg.ConsumerGroupDescribeResponseGroup, len(req.Groups))
 	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, id := range req.Groups {
+		if !s.authorized(r, acls.Describe, acls.Group, id) {
+			g := kmsg.NewConsumerGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = id, kerr.GroupAuthorizationFailed.Code
+			resp.Groups[i] = g
+			finish()
+			continue
+		}
 		s.groups.ConsumerGroupDescribe(id, func(g kmsg.ConsumerGroupDescribeResponseGroup) {
 			g.AuthorizedOperations = -2147483648
 			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
-				g.AuthorizedOperations = groupOperations
+				g.AuthorizedOperations = s.authorizedOps(r, acls.Group, id, groupOperations)
 			}
 			resp.Groups[i] = g
 			finish()

@@ -5,6 +5,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/topics"
 )
 
@@ -29,6 +30,10 @@ func errorMessage(err error) *string {
 	var te *topics.Error
 	if errors.As(err, &te) {
 		return &te.Msg
+	}
+	var ae *acls.Error
+	if errors.As(err, &ae) {
+		return &ae.Msg
 	}
 	msg := err.Error()
 	return &msg

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
@@ -48,6 +49,10 @@ type Server struct {
 	// nodePIDs allocates producer ids for idempotent producers on a node
 	// that is not the leader (nil: single node).
 	nodePIDs *ProducerIDs
+	// authz checks every request's principal (nil: no authorizer, all
+	// allowed); denials hears of its refusals. Set before serving.
+	authz   *acls.Authorizer
+	denials DenialObserver
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional

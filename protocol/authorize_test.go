@@ -1,0 +1,224 @@
+package protocol
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
+)
+
+// denialCounter is a DenialObserver that counts.
+type denialCounter struct {
+	mu sync.Mutex
+	n  map[string]int // "OPERATION/RESOURCE_TYPE"
+}
+
+func (d *denialCounter) ACLDenied(_ context.Context, op, rt string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.n == nil {
+		d.n = map[string]int{}
+	}
+	d.n[op+"/"+rt]++
+}
+
+func (d *denialCounter) count(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[key]
+}
+
+// aclServer is groupServer with an authorizer (no super users; the
+// allow-everyone switch is allowAll) and the counting observer. Requests
+// made with call come from User:ANONYMOUS at 10.1.2.3.
+func aclServer(t *testing.T, allowAll *atomic.Bool) (*Server, *acls.Store, *denialCounter) {
+	t.Helper()
+	s := groupServer(t)
+	store, err := acls.Open(acls.Options{DataDir: t.TempDir(), Logger: s.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(store.Close)
+	obs := &denialCounter{}
+	s.SetAuthorizer(acls.NewAuthorizer(store, nil, allowAll.Load), obs)
+	return s, store, obs
+}
+
+func anon(rt kmsg.ACLResourceType, pt kmsg.ACLResourcePatternType, name string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) acls.ACL {
+	return acls.ACL{ResourceType: rt, ResourceName: name, PatternType: pt, Principal: AnonymousPrincipal, Host: "*", Operation: op, Permission: perm}
+}
+
+func metadataTopics(t *testing.T, s *Server, names ...string) []kmsg.MetadataResponseTopic {
+	t.Helper()
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 12
+	if names == nil {
+		req.Topics = nil
+	} else {
+		for _, n := range names {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(n)
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	return call[*kmsg.MetadataResponse](t, s, req).Topics
+}
+
+func TestACLAPIsWithoutAuthorizer(t *testing.T) {
+	s := groupServer(t)
+	req := kmsg.NewPtrCreateACLsRequest()
+	req.Version = 3
+	c := kmsg.NewCreateACLsRequestCreation()
+	c.ResourceType, c.ResourceName, c.ResourcePatternType = acls.Topic, "t", acls.Literal
+	c.Principal, c.Host, c.Operation, c.PermissionType = "User:a", "*", acls.Read, acls.Allow
+	req.Creations = append(req.Creations, c)
+	resp := call[*kmsg.CreateACLsResponse](t, s, req)
+	if len(resp.Results) != 1 || resp.Results[0].ErrorCode != kerr.SecurityDisabled.Code {
+		t.Fatalf("CreateAcls without an authorizer: %+v, want SECURITY_DISABLED", resp.Results)
+	}
+	// And everything else is served as before.
+	if got := metadataTopics(t, s); len(got) != 1 {
+		t.Fatalf("metadata without an authorizer: %d topics, want 1", len(got))
+	}
+}
+
+func TestAuthorizationDenied(t *testing.T) {
+	var allowAll atomic.Bool
+	s, _, obs := aclServer(t, &allowAll)
+
+	if got := metadataTopics(t, s); len(got) != 0 {
+		t.Fatalf("all-topics metadata shows %d topics the principal may not describe", len(got))
+	}
+	if got := metadataTopics(t, s, "t"); len(got) != 1 || got[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("named metadata: %+v, want TOPIC_AUTHORIZATION_FAILED", got)
+	}
+	if obs.count("DESCRIBE/TOPIC") != 1 {
+		t.Fatalf("denials counted %v, want one DESCRIBE/TOPIC (the listing is filtered silently)", obs.n)
+	}
+
+	join := kmsg.NewPtrJoinGroupRequest()
+	join.Version, join.Group, join.ProtocolType = 5, "g", "consumer"
+	join.SessionTimeoutMillis, join.RebalanceTimeoutMillis = 10000, 10000
+	join.Protocols = []kmsg.JoinGroupRequestProtocol{{Name: "range"}}
+	if resp := call[*kmsg.JoinGroupResponse](t, s, join); resp.ErrorCode != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("JoinGroup: %v, want GROUP_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.ErrorCode))
+	}
+
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 4, 1, []string{"tx"}
+	if resp := call[*kmsg.FindCoordinatorResponse](t, s, fc); resp.Coordinators[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("FindCoordinator(txn): %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Coordinators[0].ErrorCode))
+	}
+
+	ipid := kmsg.NewPtrInitProducerIDRequest()
+	ipid.Version = 4
+	if resp := call[*kmsg.InitProducerIDResponse](t, s, ipid); resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("idempotent InitProducerId: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	ipid.TransactionalID = kmsg.StringPtr("tx")
+	if resp := call[*kmsg.InitProducerIDResponse](t, s, ipid); resp.ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("transactional InitProducerId: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.ErrorCode))
+	}
+
+	lo := kmsg.NewPtrListOffsetsRequest()
+	lo.Version = 7
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = "t"
+	lt.Partitions = []kmsg.ListOffsetsRequestTopicPartition{{Partition: 0, Timestamp: -1}}
+	lo.Topics = append(lo.Topics, lt)
+	if resp := call[*kmsg.ListOffsetsResponse](t, s, lo); resp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("ListOffsets: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.Version = 7
+	ctt := kmsg.NewCreateTopicsRequestTopic()
+	ctt.Topic, ctt.NumPartitions, ctt.ReplicationFactor = "new", 1, 1
+	ct.Topics = append(ct.Topics, ctt)
+	if resp := call[*kmsg.CreateTopicsResponse](t, s, ct); resp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("CreateTopics: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Topics[0].ErrorCode))
+	}
+
+	dc := kmsg.NewPtrDescribeConfigsRequest()
+	dc.Version = 4
+	dc.Resources = []kmsg.DescribeConfigsRequestResource{{ResourceType: kmsg.ConfigResourceTypeBroker, ResourceName: "1"}}
+	if resp := call[*kmsg.DescribeConfigsResponse](t, s, dc); resp.Resources[0].ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("DescribeConfigs(broker): %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Resources[0].ErrorCode))
+	}
+
+	da := kmsg.NewPtrDescribeACLsRequest()
+	da.Version, da.ResourceType, da.ResourcePatternType = 3, kmsg.ACLResourceTypeAny, kmsg.ACLResourcePatternTypeAny
+	da.Operation, da.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	if resp := call[*kmsg.DescribeACLsResponse](t, s, da); resp.ErrorCode != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("DescribeAcls: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.ErrorCode))
+	}
+
+	// allow.everyone.if.no.acl.found opens what no ACL names.
+	allowAll.Store(true)
+	if got := metadataTopics(t, s); len(got) != 1 {
+		t.Fatalf("with allow.everyone.if.no.acl.found, all-topics metadata shows %d topics, want 1", len(got))
+	}
+}
+
+// TestACLRoundTrip: ACLs created, described and deleted through the
+// protocol take effect on the next request.
+func TestACLRoundTrip(t *testing.T) {
+	var allowAll atomic.Bool
+	s, store, _ := aclServer(t, &allowAll)
+	// The operator's grant: ANONYMOUS may manage ACLs.
+	if err := store.Create([]acls.ACL{anon(acls.Cluster, acls.Literal, acls.ClusterName, acls.Alter, acls.Allow)}); err != nil {
+		t.Fatal(err)
+	}
+
+	create := kmsg.NewPtrCreateACLsRequest()
+	create.Version = 3
+	for _, a := range []acls.ACL{
+		anon(acls.Topic, acls.Prefixed, "t", acls.Read, acls.Allow),
+		anon(acls.Group, acls.Literal, "g", acls.Read, acls.Deny),
+		{ResourceType: acls.Topic, ResourceName: "x", PatternType: kmsg.ACLResourcePatternTypeMatch, Principal: "User:a", Host: "*", Operation: acls.Read, Permission: acls.Allow},
+	} {
+		c := kmsg.NewCreateACLsRequestCreation()
+		c.ResourceType, c.ResourceName, c.ResourcePatternType = a.ResourceType, a.ResourceName, a.PatternType
+		c.Principal, c.Host, c.Operation, c.PermissionType = a.Principal, a.Host, a.Operation, a.Permission
+		create.Creations = append(create.Creations, c)
+	}
+	cr := call[*kmsg.CreateACLsResponse](t, s, create)
+	if len(cr.Results) != 3 || cr.Results[0].ErrorCode != 0 || cr.Results[1].ErrorCode != 0 || cr.Results[2].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("CreateAcls results %+v, want ok, ok, INVALID_REQUEST (MATCH cannot be created)", cr.Results)
+	}
+	if got := metadataTopics(t, s); len(got) != 1 {
+		t.Fatalf("READ on prefix t implies DESCRIBE on t: metadata shows %d topics, want 1", len(got))
+	}
+
+	// ALTER on the cluster implies DESCRIBE: DescribeAcls is allowed.
+	da := kmsg.NewPtrDescribeACLsRequest()
+	da.Version, da.ResourceType, da.ResourcePatternType = 3, acls.Topic, kmsg.ACLResourcePatternTypeMatch
+	da.ResourceName = kmsg.StringPtr("t-1")
+	da.Operation, da.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	dr := call[*kmsg.DescribeACLsResponse](t, s, da)
+	if dr.ErrorCode != 0 || len(dr.Resources) != 1 || dr.Resources[0].ResourceName != "t" || dr.Resources[0].ResourcePatternType != acls.Prefixed || len(dr.Resources[0].ACLs) != 1 {
+		t.Fatalf("DescribeAcls MATCH t-1: %+v", dr)
+	}
+
+	del := kmsg.NewPtrDeleteACLsRequest()
+	del.Version = 3
+	f := kmsg.NewDeleteACLsRequestFilter()
+	f.ResourceType, f.ResourcePatternType = acls.Topic, kmsg.ACLResourcePatternTypeAny
+	f.Operation, f.PermissionType = kmsg.ACLOperationAny, kmsg.ACLPermissionTypeAny
+	del.Filters = append(del.Filters, f)
+	delr := call[*kmsg.DeleteACLsResponse](t, s, del)
+	if len(delr.Results) != 1 || delr.Results[0].ErrorCode != 0 || len(delr.Results[0].MatchingACLs) != 1 || delr.Results[0].MatchingACLs[0].ResourceName != "t" {
+		t.Fatalf("DeleteAcls: %+v", delr.Results)
+	}
+	if got := metadataTopics(t, s); len(got) != 0 {
+		t.Fatalf("after the delete, metadata shows %d topics, want 0", len(got))
+	}
+	if n := store.Set().Len(); n != 2 {
+		t.Fatalf("%d bindings left, want 2 (cluster ALTER and group DENY)", n)
+	}
+}
