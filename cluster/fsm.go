@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"archive/tar"
 	"fmt"
 	"io"
 	"sync"
@@ -21,11 +22,15 @@ type fsm struct {
 	// its state is stale until the restart, so nothing is applied to it or
 	// snapshotted from it.
 	restarting atomic.Bool
-	// lastApplied is the index of the last entry ApplyBatch finished
-	// applying to the state (written on the FSM goroutine). raft's own
-	// AppliedIndex is set when an entry is handed to the FSM, before it is
-	// applied, and moves on while a restarting node discards entries, so it
-	// cannot say what the state directory holds; see Raft.StateIndex.
+	// lastApplied is the index of the last command (or configuration)
+	// entry whose effects are in the state directory: set by ApplyBatch
+	// once a batch is applied, and by a restore to the index the snapshot
+	// recorded; written on the FSM goroutine (or NewRaft's, restoring at
+	// start). raft's own AppliedIndex is set when an entry is handed to the
+	// FSM, before it is applied, and moves on while a restarting node
+	// discards entries, so it cannot say what the state holds. Entries the
+	// FSM never sees (no-ops, barriers) do not move it, so two nodes that
+	// applied the same commands report the same value.
 	lastApplied atomic.Uint64
 
 	// opening serializes a snapshot restore with the caller opening the
@@ -107,6 +112,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	}
 	f.wait(&wg)
 	if n := len(logs); n > 0 {
+		// Invariant: lastApplied only grows (entries come in log order).
 		f.lastApplied.Store(logs[n-1].Index)
 	}
 	return out
@@ -131,7 +137,14 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if f.restarting.Load() {
 		return nil, fmt.Errorf("node restarting to load an installed snapshot")
 	}
-	return captureState(f.r.o.StateDir, f.r.o.Dir)
+	// On the FSM goroutine, between batches: lastApplied is exactly what
+	// the capture holds.
+	s, err := captureState(f.r.o.StateDir, f.r.o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	s.index = f.lastApplied.Load()
+	return s, nil
 }
 
 // Restore implements raft.FSM. While NewRaft runs (the local snapshot at
@@ -146,7 +159,23 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.opening.Lock()
 	defer f.opening.Unlock()
 	if !f.opening.opened {
-		return restoreState(rc, f.r.o.StateDir)
+		index, err := restoreState(rc, f.r.o.StateDir)
+		if err != nil {
+			return err
+		}
+		f.lastApplied.Store(index)
+		return nil
+	}
+	// A snapshot of exactly what this state holds (the leader resends one
+	// whose answer it missed: the node that received it first restarted
+	// before answering) changes nothing: applying is deterministic, and
+	// between that state index and the snapshot's raft index there are no
+	// commands, so whatever raft applies next is new here too. Restarting
+	// for it would only make the leader send it again.
+	if index, ok := readStateIndex(tar.NewReader(rc)); ok && index == f.lastApplied.Load() && !f.restarting.Load() {
+		f.r.log.Info("the installed snapshot holds this node's state: no restart", "state_index", index)
+		_, _ = io.Copy(io.Discard, rc)
+		return nil
 	}
 	if f.r.o.OnRuntimeRestore == nil {
 		return fmt.Errorf("snapshot install on a running node needs a restart")

@@ -240,6 +240,13 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	r.raft = ra
 	// From here the caller opens StateDir: later installs restart the node.
 	r.fsm.markOpened()
+	if r.fsm.lastApplied.Load() == 0 {
+		// Restored from a snapshot that did not record its state index
+		// (taken before it was): the snapshot's raft index is the
+		// closest bound.
+		snap, _ := strconv.ParseUint(ra.Stats()["last_snapshot_index"], 10, 64)
+		r.fsm.lastApplied.CompareAndSwap(0, snap)
+	}
 	if !existing && !o.Join {
 		var servers []raft.Server
 		for _, p := range o.Peers {
@@ -652,25 +659,14 @@ func (r *Raft) Status(nodes func(int32) (Peer, bool)) Status {
 	return s
 }
 
-// StateIndex is the raft index up to which this node's state directory
-// holds every command: the last entry the FSM finished applying, or the
-// snapshot the state was restored from or captured at, if later. Unlike
-// raft's AppliedIndex (set when entries are handed to the FSM) it is never
-// ahead of the files, and it does not move while the node is restarting to
-// load an installed snapshot. Entries the FSM never sees (no-ops,
-// barriers) do not advance it, so compare it with another node's
+// StateIndex is the raft index of the last command whose effects are in
+// this node's state directory: applied (not just handed to the FSM, as
+// raft's AppliedIndex counts), or restored from a snapshot that recorded
+// it. It does not move while the node is restarting to load an installed
+// snapshot. No-op and barrier entries do not count, so nodes that applied
+// the same commands report the same index: compare it with another node's
 // StateIndex, not with a commit index.
-func (r *Raft) StateIndex() uint64 {
-	applied := r.fsm.lastApplied.Load()
-	// Read the snapshot index before the flag: restarting is set before
-	// raft records an installed snapshot, so with the flag still clear the
-	// index read is one this state holds.
-	snap, _ := strconv.ParseUint(r.raft.Stats()["last_snapshot_index"], 10, 64)
-	if r.fsm.restarting.Load() {
-		return applied
-	}
-	return max(applied, snap)
-}
+func (r *Raft) StateIndex() uint64 { return r.fsm.lastApplied.Load() }
 
 // Stats is raft's own statistics map.
 func (r *Raft) Stats() map[string]string { return r.raft.Stats() }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -21,7 +22,16 @@ import (
 type stateSnapshot struct {
 	dir   string // the staging directory of links
 	files []snapFile
+	// index is the FSM's lastApplied at capture (see fsm.lastApplied),
+	// stored in the snapshot so that a node restored from it knows which
+	// commands its state holds.
+	index uint64
 }
+
+// stateIndexEntry names the snapshot entry holding stateSnapshot.index.
+// It is not a state file (none is named so at the top of the state
+// directory): restoreState reads it instead of writing it.
+const stateIndexEntry = ".regent-state-index"
 
 type snapFile struct {
 	rel  string
@@ -95,6 +105,13 @@ func (s *stateSnapshot) Persist(sink raft.SnapshotSink) error {
 
 func (s *stateSnapshot) write(w io.Writer) error {
 	tw := tar.NewWriter(w)
+	idx := []byte(strconv.FormatUint(s.index, 10))
+	if err := tw.WriteHeader(&tar.Header{Name: stateIndexEntry, Mode: 0o644, Size: int64(len(idx)), Typeflag: tar.TypeReg}); err != nil {
+		return fmt.Errorf("snapshot state index: %w", err)
+	}
+	if _, err := tw.Write(idx); err != nil {
+		return fmt.Errorf("snapshot state index: %w", err)
+	}
 	for _, f := range s.files {
 		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(f.rel), Mode: 0o644, Size: f.size, Typeflag: tar.TypeReg}); err != nil {
 			return fmt.Errorf("snapshot %s: %w", f.rel, err)
@@ -115,41 +132,69 @@ func (s *stateSnapshot) write(w io.Writer) error {
 // Release implements raft.FSMSnapshot.
 func (s *stateSnapshot) Release() { _ = os.RemoveAll(s.dir) }
 
-// restoreState replaces stateDir's contents with a snapshot's.
-func restoreState(r io.Reader, stateDir string) error {
+// readStateIndex reads a snapshot's first entry, the state index it
+// recorded; ok is false for a snapshot from before it was recorded (or
+// one that cannot be read, which the restore then reports).
+func readStateIndex(tr *tar.Reader) (index uint64, ok bool) {
+	h, err := tr.Next()
+	if err != nil || h.Name != stateIndexEntry {
+		return 0, false
+	}
+	raw, err := io.ReadAll(io.LimitReader(tr, 32))
+	if err != nil {
+		return 0, false
+	}
+	index, err = strconv.ParseUint(string(raw), 10, 64)
+	return index, err == nil
+}
+
+// restoreState replaces stateDir's contents with a snapshot's and returns
+// the state index the snapshot was taken at (0 in snapshots from before
+// it was recorded).
+func restoreState(r io.Reader, stateDir string) (index uint64, err error) {
 	if err := os.RemoveAll(stateDir); err != nil {
-		return fmt.Errorf("clear state dir: %w", err)
+		return 0, fmt.Errorf("clear state dir: %w", err)
 	}
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
+		return 0, fmt.Errorf("create state dir: %w", err)
 	}
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return index, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read snapshot: %w", err)
+			return 0, fmt.Errorf("read snapshot: %w", err)
+		}
+		if h.Name == stateIndexEntry {
+			raw, err := io.ReadAll(io.LimitReader(tr, 32))
+			if err == nil {
+				index, err = strconv.ParseUint(string(raw), 10, 64)
+			}
+			if err != nil {
+				return 0, fmt.Errorf("snapshot state index: %w", err)
+			}
+			continue
 		}
 		rel := filepath.FromSlash(h.Name)
 		if !filepath.IsLocal(rel) {
-			return fmt.Errorf("snapshot entry %q escapes the state directory", h.Name)
+			return 0, fmt.Errorf("snapshot entry %q escapes the state directory", h.Name)
 		}
 		path := filepath.Join(stateDir, rel)
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("restore %s: %w", rel, err)
+			return 0, fmt.Errorf("restore %s: %w", rel, err)
 		}
 		f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 		if err != nil {
-			return fmt.Errorf("restore %s: %w", rel, err)
+			return 0, fmt.Errorf("restore %s: %w", rel, err)
 		}
 		_, err = io.Copy(f, tr)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("restore %s: %w", rel, err)
+			return 0, fmt.Errorf("restore %s: %w", rel, err)
 		}
 	}
 }
