@@ -13,6 +13,10 @@ package protocol
 // counts, offsets or compressed contents that contradict the header, and
 // for compressed records inflating past 32 x max.message.bytes, within
 // 16-256 MiB (Kafka has no such bound; it stops decompression bombs).
+//
+// ACLs: a transactional produce needs WRITE on its transactional id (else
+// every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each
+// topic WRITE (else its partitions answer TOPIC_AUTHORIZATION_FAILED).
 
 import (
 	"sync"
@@ -20,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/partition"
 )
 
@@ -33,6 +38,13 @@ func (s *Server) produce(r *Request) {
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for i, rt := range req.Topics {
 			resp.Topics[i] = produceTopicError(rt, kerr.InvalidRequiredAcks)
+		}
+		r.Respond(resp)
+		return
+	}
+	if req.TransactionID != nil && !s.authorized(r, acls.Write, acls.TransactionalID, *req.TransactionID) {
+		for i, rt := range req.Topics {
+			resp.Topics[i] = produceTopicError(rt, kerr.TransactionalIDAuthorizationFailed)
 		}
 		r.Respond(resp)
 		return
@@ -64,11 +76,23 @@ func (s *Server) produce(r *Request) {
 		if req.Version >= 13 {
 			t = s.topics.GetByID(rt.TopicID)
 		}
+		writable := true
+		if s.authz != nil {
+			name := rt.Topic
+			if req.Version >= 13 && t != nil {
+				name = t.Name
+			}
+			writable = (req.Version >= 13 && t == nil) || s.authorized(r, acls.Write, acls.Topic, name)
+		}
 		for j, rp := range rt.Partitions {
 			po := &out.Partitions[j]
 			*po = kmsg.NewProduceResponseTopicPartition()
 			po.Partition = rp.Partition
 			po.BaseOffset, po.LogAppendTime, po.LogStartOffset = -1, -1, -1
+			if !writable {
+				po.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				po.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if req.Version >= 13 && t == nil {

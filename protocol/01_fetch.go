@@ -5,6 +5,8 @@ package protocol
 // arrives, min.bytes is met or max.wait.ms passes. Batches are served as
 // stored, never re-encoded. read_committed fetches stop at the last stable
 // offset and carry the aborted transactions of the range they return.
+// ACLs: each topic needs READ (else its partitions answer
+// TOPIC_AUTHORIZATION_FAILED, and are never read).
 
 import (
 	"errors"
@@ -13,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/recordbatch"
@@ -34,6 +37,7 @@ type fetchItem struct {
 	maxBytes int32
 	epoch    int32
 	cached   *sessionPartition // nil when sessionless
+	denied   bool              // the principal may not READ the topic
 }
 
 func (s *Server) fetch(r *Request) {
@@ -48,7 +52,7 @@ func (s *Server) fetch(r *Request) {
 		if r.Conn != nil {
 			out = r.Conn.Output
 		}
-		resp, held := s.doFetch(r.Msg.(*kmsg.FetchRequest), out, r.Tracer())
+		resp, held := s.doFetch(r, r.Msg.(*kmsg.FetchRequest), out, r.Tracer())
 		// The connection counts the response's bytes from here on (the
 		// reply charges them before it returns), so the fetch's share is
 		// handed over, not freed early.
@@ -142,7 +146,7 @@ func fetchResponseSize(resp *kmsg.FetchResponse) int {
 // of the long-poll wait. It returns the response and the bytes it holds of
 // the fetch and out budgets (see reserveFetch), for the caller to release
 // once the response is handed over.
-func (s *Server) doFetch(req *kmsg.FetchRequest, out *Budget, tr RequestTrace) (resp *kmsg.FetchResponse, held int) {
+func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr RequestTrace) (resp *kmsg.FetchResponse, held int) {
 	resp = req.ResponseKind().(*kmsg.FetchResponse)
 	defer func() {
 		// A panic (answered by fetch's recover) must not keep budget.
@@ -222,6 +226,23 @@ func (s *Server) doFetch(req *kmsg.FetchRequest, out *Budget, tr RequestTrace) (
 			for _, rp := range rt.Partitions {
 				items = append(items, reqItem(rt, rp))
 			}
+		}
+	}
+
+	if s.authz != nil {
+		// Decided once per topic per request, not per long-poll pass.
+		readable := map[string]bool{}
+		for i := range items {
+			topic := items[i].key.topic
+			if topic == "" {
+				continue // a topic id naming no topic: UNKNOWN_TOPIC_ID
+			}
+			ok, seen := readable[topic]
+			if !seen {
+				ok = s.authorized(r, acls.Read, acls.Topic, topic)
+				readable[topic] = ok
+			}
+			items[i].denied = !ok
 		}
 	}
 
@@ -335,6 +356,12 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 		rp.PreferredReadReplica = -1
 		// librdkafka refuses a null record set; Kafka sends an empty one.
 		rp.RecordBatches = []byte{}
+		if it.denied {
+			rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+			out[i] = rp
+			anyErr = true
+			continue
+		}
 		p := s.topics.Partition(it.key.topic, it.key.partition)
 		if p == nil {
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code

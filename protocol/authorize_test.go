@@ -222,3 +222,49 @@ func TestACLRoundTrip(t *testing.T) {
 		t.Fatalf("%d bindings left, want 2 (cluster ALTER and group DENY)", n)
 	}
 }
+
+func TestProduceFetchAuthorization(t *testing.T) {
+	var allowAll atomic.Bool
+	s, store, obs := aclServer(t, &allowAll)
+
+	produce := kmsg.NewPtrProduceRequest()
+	produce.Version, produce.Acks, produce.TimeoutMillis = 9, 1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = "t"
+	pt.Partitions = []kmsg.ProduceRequestTopicPartition{{Partition: 0}}
+	produce.Topics = append(produce.Topics, pt)
+	if resp := call[*kmsg.ProduceResponse](t, s, produce); resp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("Produce: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	produce.TransactionID = kmsg.StringPtr("tx")
+	if resp := call[*kmsg.ProduceResponse](t, s, produce); resp.Topics[0].Partitions[0].ErrorCode != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Fatalf("transactional Produce: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	if obs.count("WRITE/TOPIC") != 1 || obs.count("WRITE/TRANSACTIONAL_ID") != 1 {
+		t.Fatalf("denials counted %v", obs.n)
+	}
+
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Version, fetch.MaxWaitMillis, fetch.SessionEpoch = 12, 0, -1
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "t"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.Partition, fp.PartitionMaxBytes = 0, 1<<20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	if resp := call[*kmsg.FetchResponse](t, s, fetch); resp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("Fetch: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+
+	// READ allows the fetch (and implies DESCRIBE), not the produce.
+	if err := store.Create([]acls.ACL{anon(acls.Topic, acls.Literal, "t", acls.Read, acls.Allow)}); err != nil {
+		t.Fatal(err)
+	}
+	if resp := call[*kmsg.FetchResponse](t, s, fetch); resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("Fetch with READ: %v", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+	produce.TransactionID = nil
+	if resp := call[*kmsg.ProduceResponse](t, s, produce); resp.Topics[0].Partitions[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("Produce with READ only: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
+	}
+}
