@@ -147,6 +147,8 @@ var brokerDefs = func() []Def {
 			"Replication factor of a topic created without one, including auto-created topics."),
 		brokerDef("auto.create.topics.enable", TypeBoolean, "true", true, nil, ro, enf,
 			"Whether Metadata and Produce requests for an unknown topic create it."),
+		brokerDef("allow.everyone.if.no.acl.found", TypeBoolean, "false", true, nil, ro, enf,
+			"With --authorizer acl: whether a resource no ACL applies to is open to every principal."),
 		brokerDef("offsets.topic.replication.factor", TypeShort, "3", true, integralV(TypeShort, bnd(1), nil), ro, enf,
 			"Replication factor of __consumer_offsets, capped at the number of live brokers when it is created."),
 		brokerDef("offsets.topic.num.partitions", TypeInt, "50", true, integralV(TypeInt, bnd(1), nil), ro, enf,
