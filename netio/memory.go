@@ -58,12 +58,13 @@ const (
 	closeFrameTimeout                      // a frame not whole within FrameTimeout (slowloris)
 	closeWriteStall                        // responses unsent for WriteTimeout (a client that never reads)
 	closeIdle                              // idle for IdleTimeout
+	closeAuth                              // SASL refused, or a request not allowed before authentication
 	numCloseReasons
 )
 
 var closeReasonNames = [numCloseReasons]string{
 	"max_connections", "request_size", "bad_request", "request_budget",
-	"inbound_flood", "frame_timeout", "write_stall", "idle",
+	"inbound_flood", "frame_timeout", "write_stall", "idle", "auth",
 }
 
 // closeCounts counts connections closed by the server, by reason.

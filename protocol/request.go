@@ -27,6 +27,9 @@ type Request struct {
 	// before the request is served and never change afterwards.
 	trace     RequestTrace
 	recording bool
+	// rawSASL marks a raw SASL token (SaslHandshake v0's framing) served
+	// as a SaslAuthenticate: answered with a raw token, not a response.
+	rawSASL bool
 }
 
 // ConnInfo is what handlers may know of the connection a request came on.
@@ -40,7 +43,14 @@ type ConnInfo struct {
 	// Principal is who the connection authenticated as, in Kafka's form
 	// "User:NAME" (SASL sets it after a login, mTLS sets "User:CN"); empty
 	// means "User:ANONYMOUS". The authorizer checks it on every request.
+	// SASL writes it once, before answering the successful login, so every
+	// later request of the connection reads it.
 	Principal string
+	// Listener is the listener the connection came in on (nil: a default
+	// PLAINTEXT one).
+	Listener *Listener
+	// Auth is the connection's SASL state (nil: not a SASL listener).
+	Auth *ConnAuth
 }
 
 // AnonymousPrincipal is Kafka's principal for unauthenticated connections.
@@ -74,6 +84,10 @@ func (r *Request) RespondSized(resp kmsg.Response, sizeHint int) {
 		return
 	}
 	resp.SetVersion(r.Version)
+	switch r.Key {
+	case 3, 10, 60:
+		r.advertiseListener(resp)
+	}
 	frame := AppendResponseFrame(make([]byte, 0, sizeHint), r.CorrelationID, resp)
 	if r.trace != nil {
 		r.trace.Responded(len(frame))

@@ -17,6 +17,7 @@ import (
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
+	"github.com/regent-broker/regent/actors/users"
 )
 
 // Config is what handlers need to know of the node.
@@ -49,6 +50,8 @@ type Server struct {
 	// nodePIDs allocates producer ids for idempotent producers on a node
 	// that is not the leader (nil: single node).
 	nodePIDs *ProducerIDs
+	// users is the SCRAM credential store (nil: none); set before serving.
+	users *users.Store
 	// authz checks every request's principal (nil: no authorizer, all
 	// allowed); denials hears of its refusals. Set before serving.
 	authz   *acls.Authorizer

@@ -1,0 +1,52 @@
+package protocol
+
+// SaslAuthenticate: versions 0-2, and the raw tokens of SaslHandshake
+// v0's legacy framing (NewRawSASLRequest). A step runs off the event loop
+// (PLAIN salts the password: milliseconds of CPU). A refusal answers
+// SASL_AUTHENTICATION_FAILED with a message (raw framing: no answer, as
+// Kafka's) and closes the connection after a short delay. v1+ carries the
+// session lifetime (KIP-368) when connections.max.reauth.ms is set.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func init() { register(36, 0, 2, (*Server).saslAuthenticate) }
+
+func (s *Server) saslAuthenticate(r *Request) {
+	req := r.Msg.(*kmsg.SASLAuthenticateRequest)
+	a := r.Conn.Auth
+	if a == nil {
+		resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = kerr.IllegalSaslState.Code
+		msg := "SASL is not enabled on this listener"
+		resp.ErrorMessage = &msg
+		r.Respond(resp)
+		return
+	}
+	go func() {
+		out := a.authenticate(r.Context(), r.Conn, req.SASLAuthBytes, time.Now())
+		if r.rawSASL {
+			if out.code != 0 {
+				r.NoResponse() // the connection closes after the delay
+				return
+			}
+			r.respondRaw(out.reply)
+			return
+		}
+		resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
+		resp.ErrorCode = out.code
+		if out.msg != "" {
+			resp.ErrorMessage = &out.msg
+		}
+		resp.SASLAuthBytes = out.reply
+		if resp.SASLAuthBytes == nil {
+			resp.SASLAuthBytes = []byte{}
+		}
+		resp.SessionLifetimeMillis = out.lifetime.Milliseconds()
+		r.Respond(resp)
+	}()
+}
