@@ -16,17 +16,30 @@ import (
 // Config is the node's configuration. DefaultConfig gives the zero-config
 // defaults: 127.0.0.1:9092, data under ./data.
 type Config struct {
-	Listen         string
-	Advertise      string
-	DataDir        string
-	Fsync          string
-	FlushInterval  time.Duration
-	RetentionCheck time.Duration
-	LogLevel       string
-	LogFormat      string
-	BrokerConfigs  string
-	MaxConnections int
-	IdleTimeout    time.Duration
+	Listen    string
+	Advertise string
+	// Listeners, when set, replaces Listen: NAME://host:port entries
+	// (PLAINTEXT, SASL_PLAINTEXT; SSL and SASL_SSL once TLS is served);
+	// AdvertisedListeners gives each name the address clients are told.
+	Listeners           string
+	AdvertisedListeners string
+	// SASL on SASL_* listeners: the enabled mechanisms, OAUTHBEARER's
+	// JWKS file and its issuer and audience checks, and
+	// connections.max.reauth.ms (0: sessions do not expire).
+	SASLMechanisms    string
+	SASLOAuthJWKS     string
+	SASLOAuthIssuer   string
+	SASLOAuthAudience string
+	ReauthAfter       time.Duration
+	DataDir           string
+	Fsync             string
+	FlushInterval     time.Duration
+	RetentionCheck    time.Duration
+	LogLevel          string
+	LogFormat         string
+	BrokerConfigs     string
+	MaxConnections    int
+	IdleTimeout       time.Duration
 	// MaxMemory is what the network edge and fetches may hold, split into
 	// the request, response and fetch budgets (netio.NewBudgets); the Go
 	// runtime's soft memory limit is set from it too.
@@ -101,6 +114,7 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 func DefaultConfig() Config {
 	return Config{
 		Listen:          "127.0.0.1:9092",
+		SASLMechanisms:  "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 		DataDir:         "./data",
 		Fsync:           "interval",
 		FlushInterval:   time.Second,
@@ -129,6 +143,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("--data must not be empty")
+	}
+	if err := c.validateSecurity(); err != nil {
+		return err
 	}
 	if c.Fsync != "interval" && c.Fsync != "always" {
 		return fmt.Errorf("--fsync %q: want interval or always", c.Fsync)

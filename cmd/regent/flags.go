@@ -57,6 +57,8 @@ Usage:
                                 regent cluster status --admin host:port
                                 regent cluster add-voter --admin host:port --id N --kafka host:port --raft host:port [--node-admin host:port]
                                 regent cluster remove-voter --admin host:port --id N
+  regent users add NAME --mechanism SCRAM-SHA-512 --password-file F --data DIR
+                              a SCRAM user in a stopped single node's store
   regent version              print the version and commit
 
 Every flag has an environment twin: REGENT_ and the flag's name in

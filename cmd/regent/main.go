@@ -31,6 +31,8 @@ func regent(args []string, getenv func(string) string, stdout, stderr io.Writer)
 		switch args[0] {
 		case "cluster":
 			return clusterCommand(args[1:], stdout, stderr)
+		case "users":
+			return usersCommand(args[1:], stdout, stderr)
 		case "version", "--version", "-version":
 			fmt.Fprintln(stdout, versionLine())
 			return 0
@@ -94,6 +96,25 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.SetOutput(io.Discard)
 	fs.Var(addrValue{p: &c.Listen}, "listen", "`host:port` to listen on")
 	fs.Var(addrValue{p: &c.Advertise, optional: true}, "advertise", "`host:port` clients are told to connect to; default: the listen address")
+	fs.Var(checkedString{p: &c.Listeners, check: func(s string) error {
+		if s == "" {
+			return nil
+		}
+		_, err := parseListeners(s)
+		return err
+	}}, "listeners", "listeners as Kafka names them, comma-separated NAME://host:port with NAME PLAINTEXT or SASL_PLAINTEXT (e.g. PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094); replaces --listen")
+	fs.Var(checkedString{p: &c.AdvertisedListeners, check: func(s string) error {
+		if s == "" {
+			return nil
+		}
+		_, err := parseListeners(s)
+		return err
+	}}, "advertised-listeners", "NAME://host:port per listener that clients of that listener are told to connect to; default: each listener's address")
+	fs.Var(checkedString{p: &c.SASLMechanisms, check: checkMechanisms}, "sasl-mechanisms", "SASL mechanisms served on SASL_* listeners, comma-separated: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
+	fs.StringVar(&c.SASLOAuthJWKS, "sasl-oauthbearer-jwks", c.SASLOAuthJWKS, "JSON Web Key Set `file` whose public keys sign OAUTHBEARER tokens")
+	fs.StringVar(&c.SASLOAuthIssuer, "sasl-oauthbearer-issuer", c.SASLOAuthIssuer, "issuer (iss) OAUTHBEARER tokens must carry; empty: any")
+	fs.StringVar(&c.SASLOAuthAudience, "sasl-oauthbearer-audience", c.SASLOAuthAudience, "audience (aud) OAUTHBEARER tokens must include; empty: any")
+	fs.Var(reauthValue{p: &c.ReauthAfter}, "connections-max-reauth-ms", "Kafka's connections.max.reauth.ms: a SASL session lasts this long (or until its token expires), then the client must re-authenticate or is disconnected; 0: off")
 	fs.Var(checkedString{p: &c.DataDir, check: func(s string) error {
 		if s == "" {
 			return errors.New("want a directory")

@@ -24,6 +24,7 @@ import (
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
+	"github.com/regent-broker/regent/actors/users"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/netio"
 	"github.com/regent-broker/regent/protocol"
@@ -83,10 +84,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if cfg.Fsync == "always" && !cfg.Clustered() {
 		sync = partition.SyncAlways
 	}
-	adv := cfg.Advertise
-	if adv == "" {
-		adv = cfg.Listen
+	// The first listener's advertised address is the node's address in
+	// the cluster and the default one in Metadata.
+	lspecs, advertised, err := cfg.listeners()
+	if err != nil {
+		return err
 	}
+	adv := advertised[primaryListener(lspecs).Name]
 	host, port, _ := splitHostPort(adv)
 
 	// The replicator: a Local one, or raft. In cluster mode the broker
@@ -143,6 +147,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open topics: %w", err)
 	}
 	logger.Info("recovered topics", "topics", len(reg.List()), "took", time.Since(start).Round(time.Millisecond))
+	// SCRAM credentials: opened whatever the listeners, so that users can
+	// be created before a SASL listener is turned on.
+	userStore, err := users.Open(users.Options{DataDir: stateDir, Repl: repl, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open SCRAM credentials: %w", err)
+	}
+	defer userStore.Close()
 	pids, err := protocol.NewProducerIDs(stateDir, repl)
 	if err != nil {
 		return err
@@ -197,6 +208,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
+	srv.SetUsers(userStore)
+	listeners, err := buildListeners(cfg, lspecs, advertised, userStore, tel, logger)
+	if err != nil {
+		return err
+	}
 	if raftRepl != nil {
 		nodePIDs, err := protocol.OpenNodeProducerIDs(cfg.DataDir, cfg.NodeID)
 		if err != nil {
@@ -204,14 +220,20 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 		srv.SetNodeProducerIDs(nodePIDs)
 	}
-	nsrv := netio.New(netio.Config{
-		Addr: cfg.Listen, Multicore: true, Logger: logger,
-		MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
-		Budgets:  budgets,
-		Observer: tel.Observer(),
-	}, srv)
+	// One netio server per listener; they share the memory budgets (and
+	// so the bounds), MaxConnections applies to each.
+	var nsrvs []*netio.Server
+	for i, l := range listeners {
+		nsrvs = append(nsrvs, netio.New(netio.Config{
+			Addr: lspecs[i].Addr, Multicore: true, Logger: logger.With("listener", l.Name),
+			MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
+			Budgets:  budgets,
+			Observer: tel.Observer(),
+			Listener: l,
+		}, srv))
+	}
 	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
-		st := nsrv.MemoryStats()
+		st := nsrvs[0].MemoryStats()
 		bs := make([]telemetry.MemoryBudget, len(st.Budgets))
 		for i, b := range st.Budgets {
 			bs[i] = telemetry.MemoryBudget{Name: b.Name, Used: b.Used, Capacity: b.Capacity}
@@ -219,6 +241,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		cs := make([]telemetry.ConnectionsClosed, len(st.Closed))
 		for i, c := range st.Closed {
 			cs[i] = telemetry.ConnectionsClosed{Reason: c.Reason, Count: c.Count}
+		}
+		for _, o := range nsrvs[1:] {
+			for i, c := range o.MemoryStats().Closed {
+				cs[i].Count += c.Count
+			}
 		}
 		return bs, cs
 	}); err != nil {
@@ -234,7 +261,14 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 		return ""
 	}
-	if err := tel.ObserveBroker(telemetry.Broker{ForEachPartition: reg.ForEachPartition, Connections: nsrv.OpenConnections, TopicName: topicName}); err != nil {
+	connections := func() int64 {
+		var n int64
+		for _, o := range nsrvs {
+			n += o.OpenConnections()
+		}
+		return n
+	}
+	if err := tel.ObserveBroker(telemetry.Broker{ForEachPartition: reg.ForEachPartition, Connections: connections, TopicName: topicName}); err != nil {
 		return err
 	}
 
@@ -246,8 +280,17 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			}
 		}()
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- nsrv.Run() }()
+	// Each listener's Run ends with its index: a listener that failed
+	// (its address taken) is not stopped again nor waited for.
+	type ended struct {
+		i   int
+		err error
+	}
+	errc := make(chan ended, len(nsrvs))
+	for i, o := range nsrvs {
+		go func() { errc <- ended{i, o.Run()} }()
+	}
+	failed := -1
 
 	flush := time.NewTicker(cfg.FlushInterval)
 	defer flush.Stop()
@@ -259,9 +302,11 @@ loop:
 		select {
 		case <-ctx.Done():
 			break loop
-		case err := <-errc:
-			runErr = err
-			errc = nil
+		case e := <-errc:
+			runErr, failed = e.err, e.i
+			if runErr == nil {
+				runErr = fmt.Errorf("listener %s stopped", listeners[e.i].Name)
+			}
 			break loop
 		case <-flush.C:
 			// In cluster mode the raft log is the durable copy; the
@@ -282,10 +327,17 @@ loop:
 	logger.Info("shutting down")
 	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if errc != nil {
-		if err := nsrv.Stop(stopCtx); err != nil {
-			logger.Warn("network stop", "err", err)
+	running := 0
+	for i, o := range nsrvs {
+		if i == failed {
+			continue
 		}
+		running++
+		if err := o.Stop(stopCtx); err != nil {
+			logger.Warn("network stop", "err", err, "listener", listeners[i].Name)
+		}
+	}
+	for range running {
 		select {
 		case <-errc:
 		case <-stopCtx.Done():

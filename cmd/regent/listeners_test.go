@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/regent-broker/regent/protocol"
+)
+
+func TestListeners(t *testing.T) {
+	for _, tc := range []struct {
+		args    []string
+		want    []listenerSpec
+		adv     map[string]string
+		wantErr string
+	}{
+		{args: nil, want: []listenerSpec{{"PLAINTEXT", protocol.Plaintext, "127.0.0.1:9092"}}, adv: map[string]string{"PLAINTEXT": "127.0.0.1:9092"}},
+		{args: []string{"--listen", "127.0.0.1:1", "--advertise", "b.example:1"}, want: []listenerSpec{{"PLAINTEXT", protocol.Plaintext, "127.0.0.1:1"}}, adv: map[string]string{"PLAINTEXT": "b.example:1"}},
+		{
+			args: []string{"--listeners", "plaintext://127.0.0.1:1,SASL_PLAINTEXT://127.0.0.1:2", "--advertised-listeners", "SASL_PLAINTEXT://b.example:2"},
+			want: []listenerSpec{{"PLAINTEXT", protocol.Plaintext, "127.0.0.1:1"}, {"SASL_PLAINTEXT", protocol.SASLPlaintext, "127.0.0.1:2"}},
+			adv:  map[string]string{"PLAINTEXT": "127.0.0.1:1", "SASL_PLAINTEXT": "b.example:2"},
+		},
+		{args: []string{"--listeners", "SASL_SSL://127.0.0.1:2"}, wantErr: "TLS listeners"},
+		{args: []string{"--listeners", "SSL://127.0.0.1:2"}, wantErr: "TLS listeners"},
+		{args: []string{"--listeners", "PLAINTEXT://127.0.0.1:1,PLAINTEXT://127.0.0.1:2"}, wantErr: "named twice"},
+		{args: []string{"--listeners", "127.0.0.1:1"}, wantErr: "NAME://host:port"},
+		{args: []string{"--listeners", "PLAINTEXT://127.0.0.1:1", "--advertised-listeners", "SASL_PLAINTEXT://b:2"}, wantErr: "not a listener"},
+		{args: []string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:1", "--sasl-mechanisms", "OAUTHBEARER"}, wantErr: "--sasl-oauthbearer-jwks"},
+		{args: []string{"--sasl-mechanisms", "PLAIN,GSSAPI"}, wantErr: "GSSAPI"},
+	} {
+		c, err := parseConfig(tc.args, func(string) string { return "" })
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%v: err %v, want one with %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		ls, adv, err := c.listeners()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ls) != len(tc.want) {
+			t.Errorf("%v: listeners %+v, want %+v", tc.args, ls, tc.want)
+			continue
+		}
+		for i := range ls {
+			if ls[i] != tc.want[i] {
+				t.Errorf("%v: listener %d %+v, want %+v", tc.args, i, ls[i], tc.want[i])
+			}
+		}
+		for k, v := range tc.adv {
+			if adv[k] != v {
+				t.Errorf("%v: advertised %s %q, want %q", tc.args, k, adv[k], v)
+			}
+		}
+	}
+}
+
+func TestUsersAddCommand(t *testing.T) {
+	dir := t.TempDir()
+	pw := dir + "/pw"
+	if err := writeFile(pw, "s3cret\n"); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb strings.Builder
+	if code := regent([]string{"users", "add", "admin", "--mechanism", "SCRAM-SHA-256", "--password-file", pw, "--data", dir + "/data"}, func(string) string { return "" }, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if code := regent([]string{"users", "add", "admin", "--mechanism", "MD5", "--password-file", pw, "--data", dir + "/data"}, func(string) string { return "" }, &out, &errb); code == 0 {
+		t.Fatal("an unknown mechanism was accepted")
+	}
+	if code := regent([]string{"users", "add"}, func(string) string { return "" }, &out, &errb); code != 2 {
+		t.Fatalf("no name: exit %d, want 2", code)
+	}
+}
+
+func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
