@@ -41,6 +41,7 @@ const (
 	bombsPerConn    = 3
 	lyingDeclared   = 1_000_000_000
 	attackHold      = 15 * time.Second // the attacks stay open at least this long
+	slowlorisLimit  = 50 * time.Second // the broker closes trickling connections by then
 	maxStall        = 2 * time.Second
 	hostileDeadline = 150 * time.Second
 )
@@ -204,8 +205,12 @@ func TestHostileClients(t *testing.T) {
 	pipeline := hostile.Pipeline(b.Addr, pipelineConns, pipelineEach, time.Now().Add(40*time.Second))
 	marks.add("pipelined requests answered")
 
-	// Hold everything open for the rest of the window: the pair keeps
-	// running against a broker with all of it attached.
+	// Hold everything open while the broker's frame deadline cuts the
+	// slowloris connections (Kafka has none; ours is 30 s), and at least
+	// for the rest of the window: the pair keeps running against a
+	// broker with all of it attached.
+	slowCut := pollFor(ctx, attackStart.Add(slowlorisLimit), func() bool { return slow.ClosedCount() >= slow.Len() })
+	marks.add("slowloris connections cut")
 	if left := time.Until(attackStart.Add(attackHold)); left > 0 {
 		select {
 		case <-time.After(left):
@@ -266,6 +271,9 @@ func TestHostileClients(t *testing.T) {
 	}
 	if peak >= bound {
 		t.Errorf("broker peak RSS %d MiB, bound %d MiB (%s)", peak>>20, bound>>20, setting)
+	}
+	if !slowCut {
+		t.Errorf("slowloris: %d of %d connections still open %v after they began", slow.Len()-slowClosed, slow.Len(), slowlorisLimit)
 	}
 	if idleFailed > 0 {
 		t.Errorf("%d of %d idle connections could not connect, first: %v", idleFailed, idle, idleErr)
@@ -438,6 +446,21 @@ func freshRoundTrip(ctx context.Context, addr, topic string) error {
 		got += fs.NumRecords()
 	}
 	return nil
+}
+
+// pollFor polls cond every 100 ms until it holds (true) or deadline
+// passes or ctx ends (false).
+func pollFor(ctx context.Context, deadline time.Time, cond func() bool) bool {
+	for !cond() {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+		}
+	}
+	return true
 }
 
 // pollUntil polls cond every 20 ms until it holds or limit passes.
