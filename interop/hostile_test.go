@@ -59,16 +59,22 @@ func TestHostileClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), hostileDeadline)
 	defer cancel()
 
-	idle := raiseFileLimit(t, idleConns+slowlorisConns+halfSentConns+500)
+	idle := hostileRaiseFileLimit(t, idleConns+slowlorisConns+halfSentConns+500)
 
 	// Bombs are built while the broker binary builds and starts.
 	type bomb struct {
 		name  string
 		batch []byte
 	}
-	bombsReady := make(chan []bomb, 1)
+	type built struct {
+		bombs []bomb
+		err   error
+	}
+	// Buffered, and the goroutine does not touch t: a test that ends
+	// early leaves it to finish on its own.
+	bombsReady := make(chan built, 1)
 	go func() {
-		var out []bomb
+		var out built
 		for _, c := range []struct {
 			name  string
 			codec int8
@@ -77,10 +83,10 @@ func TestHostileClients(t *testing.T) {
 			// want of a key before it looks at their size.
 			b, err := hostile.Batch(hostile.BatchSpec{Codec: c.codec, Records: bombRecords, Key: []byte("k"), ValueSize: 1 << 20})
 			if err != nil {
-				t.Errorf("build %s bomb: %v", c.name, err)
-				continue
+				out.err = fmt.Errorf("build %s bomb: %w", c.name, err)
+				break
 			}
-			out = append(out, bomb{c.name, b})
+			out.bombs = append(out.bombs, bomb{c.name, b})
 		}
 		bombsReady <- out
 	}()
@@ -120,7 +126,7 @@ func TestHostileClients(t *testing.T) {
 		after        = "hostile-after"
 	)
 	adm := newAdmin(t, b.Addr)
-	compact := map[string]*string{"cleanup.policy": kgoStr("compact")}
+	compact := map[string]*string{"cleanup.policy": hostileStr("compact")}
 	for _, tc := range []struct {
 		topic string
 		cfg   map[string]*string
@@ -131,9 +137,9 @@ func TestHostileClients(t *testing.T) {
 	}
 	fillTopic(t, ctx, b.Addr, fill, fillBytes)
 
-	pair := startPair(t, ctx, b.Addr, normal)
+	pair := startHostilePair(t, ctx, b.Addr, normal)
 	defer pair.stop()
-	pollUntil(t, 20*time.Second, "the normal pair to warm up", func() bool {
+	hostilePollUntil(t, 20*time.Second, "the normal pair to warm up", func() bool {
 		s := pair.snapshot()
 		return s.acked >= 20 && s.consumed >= 20
 	})
@@ -141,7 +147,7 @@ func TestHostileClients(t *testing.T) {
 
 	// Stage 1: the attacks that hold resources.
 	attackStart := time.Now()
-	marks := &timeline{start: attackStart}
+	marks := &hostileTimeline{start: attackStart}
 	setupBy := attackStart.Add(30 * time.Second) // a broker that stops accepting must not stall the test
 	idleHeld, idleFailed, idleErr := hostile.Idle(b.Addr, idle, setupBy)
 	defer idleHeld.Close()
@@ -162,7 +168,11 @@ func TestHostileClients(t *testing.T) {
 	// told apart: bad batches, then a request flood.
 	halfStats := half.Wait(time.Until(setupBy))
 	marks.add("half-sent frames written")
-	bombs := <-bombsReady
+	bb := <-bombsReady
+	if bb.err != nil {
+		t.Error(bb.err)
+	}
+	bombs := bb.bombs
 	type produced struct {
 		what     string
 		outcomes []hostile.ProduceOutcome
@@ -209,7 +219,7 @@ func TestHostileClients(t *testing.T) {
 	// slowloris connections (Kafka has none; ours is 30 s), and at least
 	// for the rest of the window: the pair keeps running against a
 	// broker with all of it attached.
-	slowCut := pollFor(ctx, attackStart.Add(slowlorisLimit), func() bool { return slow.ClosedCount() >= slow.Len() })
+	slowCut := hostilePollFor(ctx, attackStart.Add(slowlorisLimit), func() bool { return slow.ClosedCount() >= slow.Len() })
 	marks.add("slowloris connections cut")
 	if left := time.Until(attackStart.Add(attackHold)); left > 0 {
 		select {
@@ -233,7 +243,7 @@ func TestHostileClients(t *testing.T) {
 	// The broker is alive and serves a fresh client.
 	if gone, how := b.Exited(); gone {
 		t.Errorf("broker died during the attacks: %s (safety cap %d MiB fired at %d MiB)", how, safety>>20, watch.KilledAt()>>20)
-	} else if err := freshRoundTrip(ctx, b.Addr, after); err != nil {
+	} else if err := hostileRoundTrip(ctx, b.Addr, after); err != nil {
 		t.Errorf("a fresh client after the attacks: %v", err)
 	}
 	watch.Stop()
@@ -300,7 +310,7 @@ func TestHostileClients(t *testing.T) {
 				codes = append(codes, fmt.Sprintf("%s %q", kerr.ErrorForCode(o.Code), o.Message))
 			}
 		}
-		t.Logf("%s: %s", r.what, strings.Join(dedupe(codes), "; "))
+		t.Logf("%s: %s", r.what, strings.Join(hostileDedupe(codes), "; "))
 		if acked > 0 {
 			t.Errorf("%s: %d of %d batches acked", r.what, acked, len(r.outcomes))
 		}
@@ -322,19 +332,19 @@ func TestHostileClients(t *testing.T) {
 	}
 }
 
-// timeline names the phases of the attack window by when they ended.
-type timeline struct {
+// hostileTimeline names the phases of the attack window by when they ended.
+type hostileTimeline struct {
 	start time.Time
 	names []string
 	ends  []time.Time
 }
 
-func (tl *timeline) add(name string) {
+func (tl *hostileTimeline) add(name string) {
 	tl.names, tl.ends = append(tl.names, name), append(tl.ends, time.Now())
 }
 
 // during says at which point of the window t fell.
-func (tl *timeline) during(t time.Time) string {
+func (tl *hostileTimeline) during(t time.Time) string {
 	for i, end := range tl.ends {
 		if !t.After(end) {
 			return fmt.Sprintf("at +%.1fs, before %q", t.Sub(tl.start).Seconds(), tl.names[i])
@@ -343,7 +353,7 @@ func (tl *timeline) during(t time.Time) string {
 	return fmt.Sprintf("at +%.1fs, after the window", t.Sub(tl.start).Seconds())
 }
 
-func (tl *timeline) String() string {
+func (tl *hostileTimeline) String() string {
 	var parts []string
 	for i, name := range tl.names {
 		parts = append(parts, fmt.Sprintf("%s +%.1fs", name, tl.ends[i].Sub(tl.start).Seconds()))
@@ -351,8 +361,8 @@ func (tl *timeline) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// dedupe folds repeated outcomes into "x (n×)".
-func dedupe(s []string) []string {
+// hostileDedupe folds repeated outcomes into "x (n×)".
+func hostileDedupe(s []string) []string {
 	var out []string
 	for i := 0; i < len(s); {
 		j := i
@@ -369,12 +379,12 @@ func dedupe(s []string) []string {
 	return out
 }
 
-func kgoStr(s string) *string { return &s }
+func hostileStr(s string) *string { return &s }
 
-// raiseFileLimit makes room for want descriptors in this process (and in
+// hostileRaiseFileLimit makes room for want descriptors in this process (and in
 // the broker, which inherits the limit) and returns how many idle
 // connections fit.
-func raiseFileLimit(t *testing.T, want int) int {
+func hostileRaiseFileLimit(t *testing.T, want int) int {
 	t.Helper()
 	var lim syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
@@ -420,8 +430,8 @@ func fillTopic(t *testing.T, ctx context.Context, addr, topic string, n int) {
 	errs.Range(func(k, _ any) bool { t.Fatalf("fill %s: %v", topic, k); return false })
 }
 
-// freshRoundTrip produces ten records with a new client and reads them back.
-func freshRoundTrip(ctx context.Context, addr, topic string) error {
+// hostileRoundTrip produces ten records with a new client and reads them back.
+func hostileRoundTrip(ctx context.Context, addr, topic string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
@@ -448,9 +458,9 @@ func freshRoundTrip(ctx context.Context, addr, topic string) error {
 	return nil
 }
 
-// pollFor polls cond every 100 ms until it holds (true) or deadline
+// hostilePollFor polls cond every 100 ms until it holds (true) or deadline
 // passes or ctx ends (false).
-func pollFor(ctx context.Context, deadline time.Time, cond func() bool) bool {
+func hostilePollFor(ctx context.Context, deadline time.Time, cond func() bool) bool {
 	for !cond() {
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return false
@@ -463,8 +473,8 @@ func pollFor(ctx context.Context, deadline time.Time, cond func() bool) bool {
 	return true
 }
 
-// pollUntil polls cond every 20 ms until it holds or limit passes.
-func pollUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
+// hostilePollUntil polls cond every 20 ms until it holds or limit passes.
+func hostilePollUntil(t *testing.T, limit time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for !cond() {
@@ -475,8 +485,8 @@ func pollUntil(t *testing.T, limit time.Duration, what string, cond func() bool)
 	}
 }
 
-// pairStats is what the normal producer/consumer pair saw.
-type pairStats struct {
+// hostilePairStats is what the normal producer/consumer pair saw.
+type hostilePairStats struct {
 	acked, consumed          int64
 	maxAckGap, maxConsumeGap time.Duration
 	ackGapEnd, consumeGapEnd time.Time // when each longest gap ended
@@ -484,10 +494,10 @@ type pairStats struct {
 	firstErr                 error
 }
 
-// normalPair is a producer at acks=all sending sequence numbers to one
+// hostilePair is a producer at acks=all sending sequence numbers to one
 // partition and a consumer reading them, each timing the gaps between its
 // successive events.
-type normalPair struct {
+type hostilePair struct {
 	cancel             context.CancelFunc
 	prodDone, consDone chan struct{}
 	stopProducing      chan struct{}
@@ -495,12 +505,12 @@ type normalPair struct {
 
 	mu struct {
 		sync.Mutex
-		s                     pairStats
+		s                     hostilePairStats
 		lastAck, lastConsumed time.Time
 	}
 }
 
-func (p *normalPair) fail(err error) {
+func (p *hostilePair) fail(err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mu.s.errCount == 0 {
@@ -509,14 +519,14 @@ func (p *normalPair) fail(err error) {
 	p.mu.s.errCount++
 }
 
-func (p *normalPair) snapshot() pairStats {
+func (p *hostilePair) snapshot() hostilePairStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.mu.s
 }
 
 // resetGaps starts gap timing afresh (after the warm-up).
-func (p *normalPair) resetGaps() {
+func (p *hostilePair) resetGaps() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := time.Now()
@@ -525,16 +535,16 @@ func (p *normalPair) resetGaps() {
 }
 
 // noteGap keeps the longest gap and when it ended; p.mu must be held.
-func (p *normalPair) noteGap(longest *time.Duration, end *time.Time, last, now time.Time) {
+func (p *hostilePair) noteGap(longest *time.Duration, end *time.Time, last, now time.Time) {
 	if gap := now.Sub(last); gap > *longest {
 		*longest, *end = gap, now
 	}
 }
 
-func startPair(t *testing.T, ctx context.Context, addr, topic string) *normalPair {
+func startHostilePair(t *testing.T, ctx context.Context, addr, topic string) *hostilePair {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	p := &normalPair{cancel: cancel, prodDone: make(chan struct{}), consDone: make(chan struct{}), stopProducing: make(chan struct{})}
+	p := &hostilePair{cancel: cancel, prodDone: make(chan struct{}), consDone: make(chan struct{}), stopProducing: make(chan struct{})}
 	prod, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(10*time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -615,7 +625,7 @@ func startPair(t *testing.T, ctx context.Context, addr, topic string) *normalPai
 
 // finish stops producing, counts the gap still open at that moment, waits
 // up to limit for the consumer to read every acked record, and stops both.
-func (p *normalPair) finish(t *testing.T, limit time.Duration) pairStats {
+func (p *hostilePair) finish(t *testing.T, limit time.Duration) hostilePairStats {
 	t.Helper()
 	p.mu.Lock()
 	now := time.Now()
@@ -645,7 +655,7 @@ func (p *normalPair) finish(t *testing.T, limit time.Duration) pairStats {
 }
 
 // stop cancels both clients and waits for them; idempotent.
-func (p *normalPair) stop() {
+func (p *hostilePair) stop() {
 	p.once.Do(func() {
 		p.cancel()
 		<-p.prodDone
