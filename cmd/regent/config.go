@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/netio"
 	"github.com/regent-broker/regent/telemetry"
@@ -51,6 +52,12 @@ type Config struct {
 	// TxnMaxTimeout caps transaction.timeout.ms (Kafka's
 	// transaction.max.timeout.ms); above it INVALID_TRANSACTION_TIMEOUT.
 	TxnMaxTimeout time.Duration
+	// Authorizer is "none" (every request allowed; "" too) or "acl"
+	// (Kafka's ACLs, managed with CreateAcls and DeleteAcls, with the
+	// broker config allow.everyone.if.no.acl.found); SuperUsers
+	// ("User:a;User:b") are allowed everything.
+	Authorizer string
+	SuperUsers string
 
 	// Telemetry, all off by default.
 	OtelExporter    string  // none, otlp-grpc, otlp-http, stdout
@@ -125,6 +132,7 @@ func DefaultConfig() Config {
 		IdleTimeout:     10 * time.Minute,
 		MaxMemory:       netio.DefaultMaxMemory,
 		TxnMaxTimeout:   time.Hour,
+		Authorizer:      "none",
 		OtelExporter:    "none",
 		OtelSampleRatio: 1,
 		NodeID:          1,
@@ -158,6 +166,12 @@ func (c Config) Validate() error {
 	}
 	if _, err := c.brokerOverrides(); err != nil {
 		return err
+	}
+	if c.Authorizer != "" && c.Authorizer != "none" && c.Authorizer != "acl" {
+		return fmt.Errorf("--authorizer %q: want none or acl", c.Authorizer)
+	}
+	if err := checkSuperUsers(c.SuperUsers); err != nil {
+		return fmt.Errorf("--super-users: %w", err)
 	}
 	if c.OtelSampleRatio < 0 || c.OtelSampleRatio > 1 {
 		return fmt.Errorf("--otel-sample-ratio %v: want 0..1", c.OtelSampleRatio)
@@ -311,5 +325,16 @@ func (v bytesValue) Set(s string) error {
 		return fmt.Errorf("want at least %s", formatBytes(v.min))
 	}
 	*v.p = n
+	return nil
+}
+
+// checkSuperUsers checks Kafka's super.users form: principals "Type:Name"
+// separated by ';' (empty: none).
+func checkSuperUsers(s string) error {
+	for _, u := range acls.ParseSuperUsers(s) {
+		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {
+			return fmt.Errorf("%q is not a principal of the form User:NAME", u)
+		}
+	}
 	return nil
 }

@@ -131,6 +131,8 @@ func newFlagSet(c *Config) *flag.FlagSet {
 		return err
 	}}, "broker-config", "comma-separated broker config overrides, e.g. num.partitions=3,auto.create.topics.enable=false")
 	fs.Var(millisValue{p: &c.TxnMaxTimeout}, "txn-max-timeout-ms", "largest transaction.timeout.ms a producer may ask for")
+	fs.Var(choiceValue{p: &c.Authorizer, choices: []string{"none", "acl"}}, "authorizer", "'none' (every request allowed) or 'acl' (Kafka's ACLs; with --broker-config allow.everyone.if.no.acl.found=true, resources no ACL names stay open)")
+	fs.Var(checkedString{p: &c.SuperUsers, check: checkSuperUsers}, "super-users", "principals allowed everything with --authorizer acl, Kafka's super.users form: 'User:admin;User:ops'")
 	fs.Var(addrValue{p: &c.Pprof, optional: true}, "pprof", "serve Go's pprof on this loopback `host:port`, for profiling")
 	fs.Var(intValue[int]{p: &c.MaxConnections, min: 1, max: 1<<31 - 1}, "max-connections", "maximum open client connections")
 	fs.Var(durationValue{p: &c.IdleTimeout, min: time.Millisecond}, "idle-timeout", "close connections idle this long")

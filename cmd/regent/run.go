@@ -20,6 +20,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/topics"
@@ -176,6 +177,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open transactions: %w", err)
 	}
+	// ACLs are replicated and kept whatever --authorizer says, so that a
+	// node started without one still applies the cluster's changes.
+	aclStore, err := acls.Open(acls.Options{DataDir: stateDir, Repl: repl, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open acls: %w", err)
+	}
+	defer aclStore.Close()
 	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
 	// One memory setting: the edge's request and response budgets and the
 	// fetch budget are shares of it (netio.Budgets).
@@ -208,6 +216,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
+	if cfg.Authorizer == "acl" {
+		// allow.everyone.if.no.acl.found is read-only: read it once.
+		allowEveryone := strings.EqualFold(reg.Broker().Overrides["allow.everyone.if.no.acl.found"], "true")
+		srv.SetAuthorizer(acls.NewAuthorizer(aclStore, acls.ParseSuperUsers(cfg.SuperUsers), func() bool { return allowEveryone }), tel.DenialObserver())
+		logger.Info("authorizer on", "acls", aclStore.Set().Len(), "super_users", cfg.SuperUsers, "allow_everyone_if_no_acl_found", allowEveryone)
+	}
 	srv.SetUsers(userStore)
 	listeners, err := buildListeners(cfg, lspecs, advertised, userStore, tel, logger)
 	if err != nil {
