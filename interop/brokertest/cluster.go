@@ -125,6 +125,11 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	}
 	Binary(t) // build before any clock starts
 	c := &Cluster{t: t, extra: extra, nodes: map[int32]*Node{}}
+	// The first TempDir registers the removal of the test's temporary
+	// directories; cleanups run last-registered first, so registering it
+	// before shutdown removes the nodes' directories after the nodes are
+	// dead, not while one still writes there ("directory not empty").
+	_ = t.TempDir()
 	t.Cleanup(c.shutdown)
 	ports := freePorts(t, 3*n)
 	var nodes []*Node
