@@ -124,7 +124,7 @@ func (o *oauthSession) Step(msg []byte, now time.Time) ([]byte, bool, error) {
 	}
 	sub, exp, err := o.v.Validate(token, now)
 	if err != nil {
-		return nil, true, &Failure{Reason: "bad_token", Msg: "Authentication failed: invalid OAUTHBEARER token", Err: err}
+		return nil, true, &Failure{Reason: "bad_token", Msg: "Authentication failed: OAUTHBEARER token refused (invalid_token)", Err: err}
 	}
 	if authz != "" && authz != sub {
 		return nil, true, &Failure{Reason: "authorization_id", Msg: "Authentication failed: OAUTHBEARER authorization id must be empty or the token's subject"}

@@ -1,0 +1,411 @@
+package interop_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/regent-broker/regent/interop/brokertest"
+	"github.com/regent-broker/regent/interop/testwait"
+)
+
+func loopback(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t)) }
+
+// saslBroker starts a broker with a PLAINTEXT and a SASL_PLAINTEXT
+// listener; extra flags are appended.
+func saslBroker(t *testing.T, extra ...string) (b *brokertest.Broker, plainAddr, saslAddr string) {
+	t.Helper()
+	plainAddr, saslAddr = loopback(t), loopback(t)
+	args := append([]string{"--listeners", "PLAINTEXT://" + plainAddr + ",SASL_PLAINTEXT://" + saslAddr}, extra...)
+	return brokertest.StartAt(t, plainAddr, args...), plainAddr, saslAddr
+}
+
+func newClient(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// roundTrip produces n records to topic with cl and consumes them back
+// with a second client made of the same options.
+func roundTrip(t *testing.T, ctx context.Context, topic, tag string, opts ...kgo.Opt) {
+	t.Helper()
+	p := newClient(t, append(opts, kgo.DefaultProduceTopic(topic))...)
+	const n = 20
+	for i := range n {
+		if err := p.ProduceSync(ctx, kgo.StringRecord(fmt.Sprintf("%s-%d", tag, i))).FirstErr(); err != nil {
+			t.Fatalf("%s: produce: %v", tag, err)
+		}
+	}
+	c := newClient(t, append(opts, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+	seen := 0
+	for seen < n {
+		fs := c.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("%s: consumed %d of %d: %v", tag, seen, n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("%s: fetch: %v", tag, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if strings.HasPrefix(string(r.Value), tag+"-") {
+				seen++
+			}
+		})
+	}
+}
+
+// pingErr is the error a client gets on its first request.
+func pingErr(t *testing.T, addr string, m sasl.Mechanism) error {
+	t.Helper()
+	cl := newClient(t, kgo.SeedBrokers(addr), kgo.SASL(m), kgo.RequestRetries(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	_, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+	return err
+}
+
+// writeFrame writes a request frame (header v1: no tags) for req.
+func writeFrame(t *testing.T, c net.Conn, corr int32, req kmsg.Request) {
+	t.Helper()
+	b := make([]byte, 4, 64)
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(corr))
+	b = binary.BigEndian.AppendUint16(b, 4)
+	b = append(b, "test"...)
+	if req.IsFlexible() {
+		b = append(b, 0)
+	}
+	b = req.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	if _, err := c.Write(b); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+// readFrame reads one length-prefixed frame; an error when the
+// connection closes or nothing comes within the deadline.
+func readFrame(c net.Conn, within time.Duration) ([]byte, error) {
+	_ = c.SetReadDeadline(time.Now().Add(within))
+	var lb [4]byte
+	if _, err := io.ReadFull(c, lb[:]); err != nil {
+		return nil, err
+	}
+	b := make([]byte, binary.BigEndian.Uint32(lb[:]))
+	_, err := io.ReadFull(c, b)
+	return b, err
+}
+
+// closedWithin reports whether the broker closes c within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	buf := make([]byte, 4096)
+	for {
+		if _, err := c.Read(buf); err != nil {
+			var ne net.Error
+			return !(errors.As(err, &ne) && ne.Timeout())
+		}
+	}
+}
+
+func dial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestSASLPlaintextListener: a broker with PLAINTEXT and SASL_PLAINTEXT
+// listeners; users created over PLAINTEXT with AlterUserScramCredentials;
+// franz-go clients produce and consume over SASL_PLAINTEXT with
+// SCRAM-SHA-256, SCRAM-SHA-512 and PLAIN; Metadata advertises each
+// listener's own address; wrong passwords, unknown users, requests before
+// authentication and a 1 MiB first frame are refused while other clients
+// go on; the legacy SaslHandshake v0 framing works; a session past
+// connections.max.reauth.ms is closed; failures are counted in
+// regent_auth_failures_total.
+func TestSASLPlaintextListener(t *testing.T) {
+	metrics := loopback(t)
+	_, plainAddr, saslAddr := saslBroker(t, "--metrics-listen", metrics, "--connections-max-reauth-ms", "1500")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	adm := kadm.NewClient(newClient(t, kgo.SeedBrokers(plainAddr)))
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "alice-pw"},
+		{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 8192, Password: "alice-pw"},
+		{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 100, Password: "bob-pw"}, // too few iterations
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res["alice"].Err != nil || !errors.Is(res["bob"].Err, kerr.UnacceptableCredential) {
+		t.Fatalf("alter results: alice %v, bob %v (want UNACCEPTABLE_CREDENTIAL)", res["alice"].Err, res["bob"].Err)
+	}
+	desc, err := adm.DescribeUserSCRAMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := desc["alice"]; d.Err != nil || len(d.CredInfos) != 2 || len(desc) != 1 {
+		t.Fatalf("described: %+v", desc)
+	}
+	if d, _ := adm.DescribeUserSCRAMs(ctx, "nobody"); !errors.Is(d["nobody"].Err, kerr.ResourceNotFound) {
+		t.Fatalf("describe unknown user: %+v", d)
+	}
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "sasl-topic"); err != nil {
+		t.Fatal(err)
+	}
+
+	scram256 := scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism()
+	scram512 := scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha512Mechanism()
+	plainM := plain.Auth{User: "alice", Pass: "alice-pw"}.AsMechanism()
+	for _, m := range []sasl.Mechanism{scram256, scram512, plainM} {
+		roundTrip(t, ctx, "sasl-topic", m.Name(), kgo.SeedBrokers(saslAddr), kgo.SASL(m))
+	}
+
+	// Each listener advertises itself.
+	for _, tc := range []struct {
+		addr string
+		opts []kgo.Opt
+	}{{plainAddr, nil}, {saslAddr, []kgo.Opt{kgo.SASL(scram512)}}} {
+		md, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, newClient(t, append(tc.opts, kgo.SeedBrokers(tc.addr))...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := net.JoinHostPort(md.Brokers[0].Host, fmt.Sprint(md.Brokers[0].Port)); got != tc.addr {
+			t.Errorf("Metadata on %s advertises %s", tc.addr, got)
+		}
+	}
+
+	// Refusals.
+	for name, m := range map[string]sasl.Mechanism{
+		"wrong password (SCRAM-SHA-256)": scram.Auth{User: "alice", Pass: "nope"}.AsSha256Mechanism(),
+		"wrong password (SCRAM-SHA-512)": scram.Auth{User: "alice", Pass: "nope"}.AsSha512Mechanism(),
+		"wrong password (PLAIN)":         plain.Auth{User: "alice", Pass: "nope"}.AsMechanism(),
+		"unknown user (SCRAM-SHA-512)":   scram.Auth{User: "mallory", Pass: "x"}.AsSha512Mechanism(),
+		"unknown user (PLAIN)":           plain.Auth{User: "mallory", Pass: "x"}.AsMechanism(),
+	} {
+		if err := pingErr(t, saslAddr, m); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+			t.Errorf("%s: %v, want SASL_AUTHENTICATION_FAILED", name, err)
+		}
+	}
+	// A request before authentication closes the connection.
+	c := dial(t, saslAddr)
+	writeFrame(t, c, 1, kmsg.NewPtrMetadataRequest())
+	if !closedWithin(c, 5*time.Second) {
+		t.Error("Metadata before authentication: connection left open")
+	}
+	// A 1 MiB first frame closes the connection, before it is read.
+	c = dial(t, saslAddr)
+	big := make([]byte, 4+1<<20)
+	binary.BigEndian.PutUint32(big, 1<<20)
+	go func() { _, _ = c.Write(big) }()
+	if !closedWithin(c, 5*time.Second) {
+		t.Error("1 MiB first frame: connection left open")
+	}
+
+	// Legacy framing: SaslHandshake v0, then a raw PLAIN token, answered
+	// with an empty raw token; then requests are served.
+	legacy := func(pass string) net.Conn {
+		c := dial(t, saslAddr)
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 0, "PLAIN"
+		writeFrame(t, c, 1, hs)
+		b, err := readFrame(c, 5*time.Second)
+		if err != nil || len(b) < 6 || binary.BigEndian.Uint16(b[4:]) != 0 {
+			t.Fatalf("SaslHandshake v0: %x %v", b, err)
+		}
+		tok := append(binary.BigEndian.AppendUint32(nil, uint32(len(pass)+7)), "\x00alice\x00"+pass...)
+		if _, err := c.Write(tok); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	c = legacy("alice-pw")
+	if b, err := readFrame(c, 10*time.Second); err != nil || len(b) != 0 {
+		t.Fatalf("legacy PLAIN: reply %x, %v; want an empty token", b, err)
+	}
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 1
+	writeFrame(t, c, 2, md)
+	if b, err := readFrame(c, 5*time.Second); err != nil || binary.BigEndian.Uint32(b) != 2 {
+		t.Fatalf("Metadata after legacy PLAIN: %v", err)
+	}
+	if c = legacy("wrong"); !closedWithin(c, 5*time.Second) {
+		t.Error("legacy PLAIN with a wrong password: connection left open")
+	}
+
+	// KIP-368: SaslAuthenticate v1 tells the session lifetime; past it
+	// without re-authenticating, the next request closes the connection.
+	c = dial(t, saslAddr)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "PLAIN"
+	writeFrame(t, c, 1, hs)
+	if _, err := readFrame(c, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version, au.SASLAuthBytes = 1, []byte("\x00alice\x00alice-pw")
+	authAt := time.Now()
+	writeFrame(t, c, 2, au)
+	b, err := readFrame(c, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar := kmsg.NewPtrSASLAuthenticateResponse()
+	ar.Version = 1
+	if err := ar.ReadFrom(b[4:]); err != nil || ar.ErrorCode != 0 || ar.SessionLifetimeMillis <= 0 || ar.SessionLifetimeMillis > 1500 {
+		t.Fatalf("SaslAuthenticate v1: %+v %v", ar, err)
+	}
+	var closedAt time.Time
+	testwait.For(t, "the expired session's connection to be closed", 10*time.Second, func() bool {
+		writeFrame(t, c, 3, md)
+		if _, err := readFrame(c, 200*time.Millisecond); err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				return false
+			}
+			closedAt = time.Now()
+			return true
+		}
+		return false
+	})
+	if closedAt.Sub(authAt) < 1400*time.Millisecond {
+		t.Errorf("closed %v after authenticating, before the 1.5 s session ended", closedAt.Sub(authAt))
+	}
+	// A franz-go client re-authenticates on its own and goes on.
+	p := newClient(t, kgo.SeedBrokers(saslAddr), kgo.SASL(scram512), kgo.DefaultProduceTopic("sasl-topic"))
+	start := time.Now()
+	// Producing for over two session lifetimes (bounded in count too).
+	for i := 0; time.Since(start) < 4*time.Second && i < 100000; i++ {
+		if err := p.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint("reauth-", i))).FirstErr(); err != nil {
+			t.Fatalf("produce %d across re-authentications: %v", i, err)
+		}
+	}
+
+	// The broker is unaffected; failures are counted.
+	roundTrip(t, ctx, "sasl-topic", "after", kgo.SeedBrokers(saslAddr), kgo.SASL(scram256))
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`regent_auth_failures_total{mechanism="SCRAM-SHA-256"`, `reason="bad_password"`, `reason="unknown_user"`, `mechanism="PLAIN"`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(string(body), "auth_failures"))
+		}
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestSASLOfflineAdminAndOAuthBearer: a first admin written with `regent
+// users add` into a stopped broker's data directory logs in with
+// SCRAM-SHA-512; OAUTHBEARER accepts a JWT signed by a key of the JWKS
+// file and refuses expired, forged and wrong-audience ones; a mechanism
+// not enabled is refused.
+func TestSASLOfflineAdminAndOAuthBearer(t *testing.T) {
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("admin-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	out, err := exec.Command(brokertest.Binary(t), "users", "add", "admin", "--mechanism", "SCRAM-SHA-512", "--password-file", pw, "--data", data).CombinedOutput()
+	if err != nil {
+		t.Fatalf("regent users add: %v\n%s", err, out)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := filepath.Join(dir, "jwks.json")
+	raw, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256), Use: "sig"}}})
+	if err := os.WriteFile(jwks, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plainAddr, saslAddr := loopback(t), loopback(t)
+	brokertest.StartIn(t, data, plainAddr, "--listeners", "PLAINTEXT://"+plainAddr+",SASL_PLAINTEXT://"+saslAddr,
+		"--sasl-mechanisms", "SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-jwks", jwks,
+		"--sasl-oauthbearer-issuer", "https://issuer.test", "--sasl-oauthbearer-audience", "regent")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	admin := scram.Auth{User: "admin", Pass: "admin-secret"}.AsSha512Mechanism()
+	if _, err := kadm.NewClient(newClient(t, kgo.SeedBrokers(saslAddr), kgo.SASL(admin))).CreateTopic(ctx, 1, 1, nil, "oauth-topic"); err != nil {
+		t.Fatalf("the offline admin: %v", err)
+	}
+	if err := pingErr(t, saslAddr, plain.Auth{User: "admin", Pass: "admin-secret"}.AsMechanism()); !errors.Is(err, kerr.UnsupportedSaslMechanism) {
+		t.Errorf("PLAIN, not enabled: %v, want UNSUPPORTED_SASL_MECHANISM", err)
+	}
+
+	sign := func(k *ecdsa.PrivateKey, c jwt.Claims) string {
+		s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: k}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, err := jwt.Signed(s).Claims(c).Serialize()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	now := time.Now()
+	good := jwt.Claims{Subject: "svc", Issuer: "https://issuer.test", Audience: jwt.Audience{"regent"}, Expiry: jwt.NewNumericDate(now.Add(time.Hour))}
+	bearer := func(tok string) sasl.Mechanism { return oauth.Auth{Token: tok}.AsMechanism() }
+	roundTrip(t, ctx, "oauth-topic", "oauth", kgo.SeedBrokers(saslAddr), kgo.SASL(bearer(sign(key, good))))
+
+	other, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	expired, aud := good, good
+	expired.Expiry = jwt.NewNumericDate(now.Add(-time.Hour))
+	aud.Audience = jwt.Audience{"someone-else"}
+	for name, tok := range map[string]string{
+		"expired":        sign(key, expired),
+		"forged":         sign(other, good),
+		"wrong audience": sign(key, aud),
+	} {
+		if err := pingErr(t, saslAddr, bearer(tok)); !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "invalid_token") {
+			t.Errorf("%s token: %v, want SASL_AUTHENTICATION_FAILED (invalid_token)", name, err)
+		}
+	}
+}
