@@ -202,3 +202,53 @@ func TestACLEnforcement(t *testing.T) {
 		}
 	}
 }
+
+// TestACLKafkaAclsTool: Kafka's own kafka-acls (AclCommand, 4.3) adds,
+// lists and removes bindings on Regent, LITERAL and PREFIXED, for topics,
+// groups, the cluster and transactional ids.
+func TestACLKafkaAclsTool(t *testing.T) {
+	lib := kafkaLib(t)
+	b := brokertest.Start(t, "--authorizer", "acl", "--super-users", anonymous)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const acl = "org.apache.kafka.tools.AclCommand"
+	server := []string{"--bootstrap-server", b.Addr}
+	run := func(args ...string) string { return kafkaTool(t, ctx, lib, acl, append(server, args...)...) }
+
+	run("--add", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe", "--topic", "orders", "--group", "billing")
+	run("--add", "--deny-principal", "User:mallory", "--deny-host", "10.0.0.9", "--operation", "All", "--topic", "pay-", "--resource-pattern-type", "prefixed")
+	run("--add", "--allow-principal", "User:ops", "--operation", "Alter", "--cluster")
+	run("--add", "--allow-principal", "User:alice", "--operation", "Write", "--transactional-id", "tx-1")
+
+	out := run("--list")
+	for _, want := range []string{
+		"name=orders, patternType=LITERAL", "name=billing, patternType=LITERAL",
+		"name=pay-, patternType=PREFIXED", "name=kafka-cluster, patternType=LITERAL", "name=tx-1, patternType=LITERAL",
+		"principal=User:alice, host=*, operation=READ, permissionType=ALLOW",
+		"principal=User:mallory, host=10.0.0.9, operation=ALL, permissionType=DENY",
+		"principal=User:ops, host=*, operation=ALTER, permissionType=ALLOW",
+	} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("kafka-acls --list lacks %q:\n%s", want, out)
+		}
+	}
+	// --list with a topic lists what applies to it, prefixes included.
+	if out := run("--list", "--topic", "pay-in", "--resource-pattern-type", "match"); !strings.Contains(out, "name=pay-, patternType=PREFIXED") || strings.Contains(out, "orders") {
+		t.Fatalf("kafka-acls --list --topic pay-in --resource-pattern-type match:\n%s", out)
+	}
+	if out := run("--list", "--principal", "User:ops"); !strings.Contains(out, "kafka-cluster") || strings.Contains(out, "orders") {
+		t.Fatalf("kafka-acls --list --principal User:ops:\n%s", out)
+	}
+
+	run("--remove", "--force", "--allow-principal", "User:alice", "--operation", "Read", "--operation", "Describe", "--topic", "orders", "--group", "billing")
+	out = run("--list")
+	if strings.Contains(out, "name=orders") || strings.Contains(out, "name=billing") || !strings.Contains(out, "name=pay-") {
+		t.Fatalf("after --remove:\n%s", out)
+	}
+	run("--remove", "--force", "--topic", "pay-", "--resource-pattern-type", "prefixed")
+	run("--remove", "--force", "--cluster")
+	run("--remove", "--force", "--transactional-id", "tx-1")
+	if out := run("--list"); strings.Contains(out, "patternType") {
+		t.Fatalf("bindings left after removing them all:\n%s", out)
+	}
+}
