@@ -59,12 +59,14 @@ const (
 	closeWriteStall                        // responses unsent for WriteTimeout (a client that never reads)
 	closeIdle                              // idle for IdleTimeout
 	closeAuth                              // SASL refused, or a request not allowed before authentication
+	closeTLSHandshake                      // TLS handshake failed or not done within FrameTimeout
 	numCloseReasons
 )
 
 var closeReasonNames = [numCloseReasons]string{
 	"max_connections", "request_size", "bad_request", "request_budget",
 	"inbound_flood", "frame_timeout", "write_stall", "idle", "auth",
+	"tls_handshake",
 }
 
 // closeCounts counts connections closed by the server, by reason.

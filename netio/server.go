@@ -22,6 +22,7 @@ package netio
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -87,6 +88,10 @@ type Config struct {
 	// the connection, as Kafka does); after SaslHandshake v0 its frames are
 	// raw SASL tokens.
 	Listener *protocol.Listener
+	// TLS, when set, serves this listener with crypto/tls on the standard
+	// library's listener instead of gnet (gnet has no TLS): same framing,
+	// dispatch, ordering and limits (see tls.go).
+	TLS *tls.Config
 }
 
 func (c *Config) setDefaults() {
@@ -140,7 +145,8 @@ type Server struct {
 	// close has not run yet.
 	evicting evictions
 
-	engine  gnet.Engine
+	engine  gnet.Engine // the gnet engine (plaintext listeners)
+	tls     tlsServer   // the crypto/tls front door (Config.TLS set)
 	booted  chan struct{}
 	stop    chan struct{} // closed by Stop or at shutdown: ends the drain poller
 	stopper sync.Once     // closes stop
@@ -173,6 +179,9 @@ func (s *Server) OpenConnections() int64 { return s.open.Load() }
 
 // Run serves until Stop; it returns once the engine has shut down.
 func (s *Server) Run() error {
+	if s.cfg.TLS != nil {
+		return s.runTLS()
+	}
 	err := gnet.Run(s, "tcp://"+s.cfg.Addr,
 		gnet.WithMulticore(s.cfg.Multicore),
 		gnet.WithReuseAddr(true),
@@ -200,6 +209,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if s.cfg.TLS != nil {
+		return s.stopTLS(ctx)
+	}
 	return s.engine.Stop(ctx)
 }
 
@@ -223,20 +235,28 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.log.Warn("connection refused: limit reached", "limit", s.cfg.MaxConnections, "remote", c.RemoteAddr().String())
 		return nil, gnet.Close
 	}
+	cs := s.newConn(c, c.RemoteAddr().String(), c.LocalAddr().String(), "")
+	c.SetContext(cs)
+	return nil, gnet.None
+}
+
+// newConn makes an admitted connection's state and registers it.
+// principal is what the transport proved ("User:CN" of a verified client
+// certificate; empty: none); a SASL login replaces it.
+func (s *Server) newConn(c edgeConn, remote, local, principal string) *connState {
 	cs := &connState{
 		srv:    s,
 		conn:   c,
 		output: protocol.NewBudget("connection", s.cfg.MaxPendingBytes),
 	}
-	cs.info = &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: c.RemoteAddr().String(), LocalAddr: c.LocalAddr().String(), Output: cs.output, Listener: s.cfg.Listener}
+	cs.info = &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: remote, LocalAddr: local, Output: cs.output, Listener: s.cfg.Listener, Principal: principal}
 	if l := s.cfg.Listener; l != nil && l.Security.SASL() && l.SASL != nil {
 		cs.info.Auth = protocol.NewConnAuth(l.SASL, func() { cs.close(closeAuth) })
 	}
 	cs.lastActive.Store(time.Now().UnixNano())
 	cs.out.pending = map[uint64]outFrame{}
-	c.SetContext(cs)
 	s.conns.Store(cs.info.ID, cs)
-	return nil, gnet.None
+	return cs
 }
 
 // OnClose forgets the connection and gives back what it held; answers
@@ -246,6 +266,13 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	if !ok {
 		return gnet.None
 	}
+	s.closeConn(cs)
+	return gnet.None
+}
+
+// closeConn forgets a closed connection and gives back what it held. On
+// the connection's loop (gnet's, or the TLS connection's loop lock).
+func (s *Server) closeConn(cs *connState) {
 	s.open.Add(-1)
 	s.conns.Delete(cs.info.ID)
 	s.unwatch(cs)
@@ -273,7 +300,6 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	cs.out.Unlock()
 	cs.releaseOutput(bytes)
 	cs.inFlight.Add(-dropped)
-	return gnet.None
 }
 
 // OnTick closes idle connections, connections whose frame is late and
@@ -373,7 +399,17 @@ func (s *Server) unwatch(cs *connState) {
 // a paused connection and to account its sent bytes.
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	cs, ok := c.Context().(*connState)
-	if !ok || cs.closing.Load() {
+	if !ok {
+		return gnet.Close
+	}
+	return s.traffic(cs)
+}
+
+// traffic frames what cs's input holds and accounts its output. On cs's
+// loop.
+func (s *Server) traffic(cs *connState) gnet.Action {
+	c := cs.conn
+	if cs.closing.Load() {
 		// Closing (another connection chose it for the request budget,
 		// or a timeout): read nothing more.
 		return gnet.Close
@@ -560,10 +596,27 @@ func (s *Server) reserve(cs *connState, n int64) bool {
 	return true
 }
 
-// connState is one connection's state.
+// edgeConn is what a connection's state needs of its transport: a gnet
+// connection, or a TLS connection (tlsConn) that behaves like one. Input
+// methods and OutboundBuffered are called on the connection's loop; the
+// others from any goroutine. AsyncWritev's writes happen in call order and
+// its callback runs on the loop (its gnet.Conn argument may be nil).
+type edgeConn interface {
+	Peek(n int) ([]byte, error)
+	Discard(n int) (int, error)
+	Read(p []byte) (int, error)
+	InboundBuffered() int
+	OutboundBuffered() int
+	AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error
+	Wake(cb gnet.AsyncCallback) error
+	Close() error
+}
+
+// connState is one connection's state. Its "loop" is the gnet event loop
+// that owns the connection, or a TLS connection's loop lock.
 type connState struct {
 	srv  *Server
-	conn gnet.Conn
+	conn edgeConn
 	info *protocol.ConnInfo
 
 	// nextSeq numbers requests; owned by the event loop.
@@ -758,13 +811,13 @@ func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace
 	}
 	count := int64(len(batch))
 	// Writes are queued under out's lock, so gnet runs them in sequence.
-	err := cs.conn.AsyncWritev(batch, func(c gnet.Conn, err error) error {
+	err := cs.conn.AsyncWritev(batch, func(_ gnet.Conn, err error) error {
 		// On the event loop, after gnet wrote what the socket took and
 		// buffered the rest.
 		if err != nil {
 			cs.releaseOutput(n)
 		} else {
-			ob := int64(c.OutboundBuffered())
+			ob := int64(cs.conn.OutboundBuffered())
 			if sent := n + cs.outSnap - ob; sent > 0 {
 				cs.releaseOutput(sent)
 			}

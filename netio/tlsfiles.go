@@ -1,0 +1,128 @@
+package netio
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+)
+
+// ClientAuth is Kafka's ssl.client.auth: whether a TLS listener asks
+// clients for a certificate.
+type ClientAuth string
+
+const (
+	ClientAuthNone      ClientAuth = "none"      // no certificate asked for
+	ClientAuthRequested ClientAuth = "requested" // asked for, verified if given
+	ClientAuthRequired  ClientAuth = "required"  // a verified certificate is needed
+)
+
+// ParseClientAuth reads none|requested|required ("" is none).
+func ParseClientAuth(v string) (ClientAuth, error) {
+	switch ClientAuth(v) {
+	case "", ClientAuthNone:
+		return ClientAuthNone, nil
+	case ClientAuthRequested, ClientAuthRequired:
+		return ClientAuth(v), nil
+	}
+	return "", fmt.Errorf("tls client auth %q: want none, requested or required", v)
+}
+
+// TLSFiles names PEM files: a certificate chain and its key, and the CAs
+// that client (or, for cluster links, peer) certificates must chain to.
+type TLSFiles struct {
+	Cert, Key string
+	CA        string // PEM bundle; needed unless ClientAuth is none
+	// ClientAuth applies to ServerConfig; ClientConfig always uses CA as
+	// its roots and presents Cert.
+	ClientAuth ClientAuth
+}
+
+// CertStore serves the certificates of TLSFiles to every handshake and
+// reloads them on demand (SIGHUP): connections open keep going, new
+// handshakes get the new files. Safe for concurrent use.
+type CertStore struct {
+	files TLSFiles
+	cur   atomic.Pointer[loadedCerts]
+}
+
+type loadedCerts struct {
+	cert *tls.Certificate
+	pool *x509.CertPool // nil: no CA file
+}
+
+// NewCertStore loads the files; they must be valid now.
+func NewCertStore(files TLSFiles) (*CertStore, error) {
+	if files.Cert == "" || files.Key == "" {
+		return nil, errors.New("tls: a certificate and a key file are both needed")
+	}
+	if files.ClientAuth != ClientAuthNone && files.ClientAuth != "" && files.CA == "" {
+		return nil, fmt.Errorf("tls: client auth %s needs a CA file to verify client certificates", files.ClientAuth)
+	}
+	cs := &CertStore{files: files}
+	if err := cs.Reload(); err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+// Reload reads the files again. On an error the certificates in use are
+// kept and the error says what is wrong with the new ones.
+func (c *CertStore) Reload() error {
+	cert, err := tls.LoadX509KeyPair(c.files.Cert, c.files.Key)
+	if err != nil {
+		return fmt.Errorf("tls: load %s and %s: %w", c.files.Cert, c.files.Key, err)
+	}
+	l := &loadedCerts{cert: &cert}
+	if c.files.CA != "" {
+		pem, err := os.ReadFile(c.files.CA)
+		if err != nil {
+			return fmt.Errorf("tls: read CA bundle: %w", err)
+		}
+		l.pool = x509.NewCertPool()
+		if !l.pool.AppendCertsFromPEM(pem) {
+			return fmt.Errorf("tls: no certificate in CA bundle %s", c.files.CA)
+		}
+	}
+	c.cur.Store(l)
+	return nil
+}
+
+// ServerConfig is a listener's config: TLS 1.2 at least, the current
+// certificate and client CAs read at each handshake.
+func (c *CertStore) ServerConfig() *tls.Config {
+	auth := tls.NoClientCert
+	switch c.files.ClientAuth {
+	case ClientAuthRequested:
+		auth = tls.VerifyClientCertIfGiven
+	case ClientAuthRequired:
+		auth = tls.RequireAndVerifyClientCert
+	}
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			l := c.cur.Load()
+			return &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{*l.cert},
+				ClientAuth:   auth,
+				ClientCAs:    l.pool,
+			}, nil
+		},
+	}
+}
+
+// ClientConfig is a dialer's config for links between nodes and for the
+// admin commands: it presents the current certificate and trusts CA.
+func (c *CertStore) ClientConfig() *tls.Config {
+	l := c.cur.Load()
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		RootCAs:    l.pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return c.cur.Load().cert, nil
+		},
+	}
+}
