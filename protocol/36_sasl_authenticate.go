@@ -8,6 +8,7 @@ package protocol
 // session lifetime (KIP-368) when connections.max.reauth.ms is set.
 
 import (
+	"runtime/debug"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +29,15 @@ func (s *Server) saslAuthenticate(r *Request) {
 		return
 	}
 	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				// A mechanism that panics refuses the login; the
+				// connection is closed, the broker goes on.
+				s.log.ErrorContext(r.Context(), "SASL step panicked", "panic", p, "stack", string(debug.Stack()))
+				a.close()
+				r.NoResponse()
+			}
+		}()
 		out := a.authenticate(r.Context(), r.Conn, req.SASLAuthBytes, time.Now())
 		if r.rawSASL {
 			if out.code != 0 {

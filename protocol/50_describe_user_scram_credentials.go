@@ -4,8 +4,8 @@ package protocol
 // every user with a credential; a named user without one is answered
 // RESOURCE_NOT_FOUND, a name given twice DUPLICATE_RESOURCE, as Kafka's.
 // Only mechanisms and iteration counts are told, never salts or keys.
-// Without a credential store (no SASL configured anywhere) every user is
-// unknown.
+// Without a credential store every user is unknown. ACLs: DESCRIBE on the
+// cluster, else CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/users"
 )
 
@@ -25,6 +26,11 @@ func (s *Server) SetUsers(u *users.Store) { s.users = u }
 func (s *Server) describeUserScramCredentials(r *Request) {
 	req := r.Msg.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.authorizedCluster(r, acls.Describe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		r.Respond(resp)
+		return
+	}
 	var (
 		names []string
 		count = map[string]int{}

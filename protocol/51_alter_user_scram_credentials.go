@@ -10,7 +10,8 @@ package protocol
 // with any of these has none of its changes applied (re-checked in apply,
 // where a deletion racing another may still fail alone). The changes are
 // one replicated command; on a cluster follower every user gets
-// NOT_CONTROLLER, as other admin writes there.
+// NOT_CONTROLLER, as other admin writes there. ACLs: ALTER on the cluster,
+// else every user gets CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 import (
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/users"
 )
 
@@ -25,7 +27,32 @@ func init() { register(51, 0, 0, (*Server).alterUserScramCredentials) }
 
 func (s *Server) alterUserScramCredentials(r *Request) {
 	req := r.Msg.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	if !s.authorizedCluster(r, acls.Alter) {
+		r.Respond(s.refuseAlterScram(req))
+		return
+	}
 	s.async(r, func() kmsg.Response { return s.alterScram(req) })
+}
+
+// refuseAlterScram answers every user CLUSTER_AUTHORIZATION_FAILED.
+func (s *Server) refuseAlterScram(req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(u string) {
+		if !seen[u] {
+			seen[u] = true
+			res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+			res.User, res.ErrorCode = u, kerr.ClusterAuthorizationFailed.Code
+			resp.Results = append(resp.Results, res)
+		}
+	}
+	for _, d := range req.Deletions {
+		add(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		add(u.Name)
+	}
+	return resp
 }
 
 func (s *Server) alterScram(req *kmsg.AlterUserSCRAMCredentialsRequest) kmsg.Response {
