@@ -409,3 +409,35 @@ func TestSASLOfflineAdminAndOAuthBearer(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaConfigsUsers: Kafka's own kafka-configs (4.3) adds, describes
+// and deletes SCRAM credentials through a PLAINTEXT listener, and the
+// user it made logs in over SASL_PLAINTEXT with SCRAM-SHA-512 (and, with
+// the credential deleted, no longer does).
+func TestKafkaConfigsUsers(t *testing.T) {
+	lib := kafkaLib(t)
+	_, plainAddr, saslAddr := saslBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const configs = "kafka.admin.ConfigCommand"
+	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", plainAddr, "--alter", "--entity-type", "users", "--entity-name", "carol",
+		"--add-config", "SCRAM-SHA-512=[iterations=8192,password=carol-secret],SCRAM-SHA-256=[password=carol-secret]")
+	out := kafkaTool(t, ctx, lib, configs, "--bootstrap-server", plainAddr, "--describe", "--entity-type", "users", "--entity-name", "carol")
+	if !strings.Contains(out, "SCRAM-SHA-512=iterations=8192") || !strings.Contains(out, "SCRAM-SHA-256=iterations=4096") {
+		t.Fatalf("kafka-configs --describe users:\n%s", out)
+	}
+	if err := pingErr(t, saslAddr, scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha512Mechanism()); err != nil {
+		t.Fatalf("carol over SCRAM-SHA-512: %v", err)
+	}
+	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", plainAddr, "--alter", "--entity-type", "users", "--entity-name", "carol", "--delete-config", "SCRAM-SHA-512")
+	out = kafkaTool(t, ctx, lib, configs, "--bootstrap-server", plainAddr, "--describe", "--entity-type", "users", "--entity-name", "carol")
+	if strings.Contains(out, "SCRAM-SHA-512") || !strings.Contains(out, "SCRAM-SHA-256") {
+		t.Fatalf("after --delete-config SCRAM-SHA-512:\n%s", out)
+	}
+	if err := pingErr(t, saslAddr, scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha512Mechanism()); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("carol over SCRAM-SHA-512 after the delete: %v, want SASL_AUTHENTICATION_FAILED", err)
+	}
+	if err := pingErr(t, saslAddr, scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha256Mechanism()); err != nil {
+		t.Errorf("carol over SCRAM-SHA-256: %v", err)
+	}
+}
