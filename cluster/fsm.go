@@ -151,7 +151,8 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // start, or an install that arrives before NewRaft returns) it fills the
 // state directory, which nothing has opened yet. Once the caller may have
 // opened it, the state objects cannot be swapped under their actors, so
-// the install is accepted and the node restarts to restore it at start.
+// the node restarts and restores the installed snapshot at start (unless
+// the snapshot holds exactly the node's state).
 // Restoring into a directory the caller is opening (the old "not started
 // yet" test) wiped files under the partitions being opened.
 func (f *fsm) Restore(rc io.ReadCloser) error {
@@ -180,23 +181,19 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	if f.r.o.OnRuntimeRestore == nil {
 		return fmt.Errorf("snapshot install on a running node needs a restart")
 	}
-	// Accept the install, so that raft records it and answers the leader
-	// (which would otherwise send it again), then restart: the start
-	// restores this snapshot into a fresh state directory. From here the
-	// state is stale: StateIndex stays where it was, so nobody takes this
-	// node for caught up until it is back.
+	// Restart now, from inside Restore: raft has already made the
+	// snapshot durable in its store (the restart loads it), and has not yet
+	// answered the leader or taken entries after the snapshot. A node that
+	// stored such entries and restarted before the leader heard its answer
+	// held entries after the snapshot but not the entry at the snapshot's
+	// index, which hashicorp/raft cannot link to what the leader then sends
+	// (it looks up the entry at that index): the leader backed off, sent the
+	// snapshot again, and so on forever. Unanswered, the leader sends the
+	// snapshot again, and the restarted node, which holds exactly that
+	// state, accepts it as it is (above).
 	f.restarting.Store(true)
-	before := f.r.raft.Stats()["last_snapshot_index"]
 	f.r.log.Warn("installing a snapshot from the leader: restarting the node to load it")
-	go func() {
-		// raft records the snapshot after Restore returns; restarting
-		// before that would load the previous one.
-		deadline := time.Now().Add(10 * time.Second)
-		for f.r.raft.Stats()["last_snapshot_index"] == before && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		f.r.o.OnRuntimeRestore()
-	}()
-	_, _ = io.Copy(io.Discard, rc)
-	return nil
+	f.r.o.OnRuntimeRestore()
+	f.restarting.Store(false)
+	return fmt.Errorf("restart to load an installed snapshot did not happen")
 }

@@ -81,8 +81,23 @@ func TestRestoreOnlyIntoAnUnopenedStateDir(t *testing.T) {
 	if got, err := os.ReadFile(seg); err != nil || string(got) != "opened by the broker" {
 		t.Fatalf("an install rewrote an opened state directory: %q %v", got, err)
 	}
+	// With a hook, the node restarts from inside Restore (before raft
+	// answers the leader); a hook that returns means the restart failed.
+	restarts := 0
+	r.o.OnRuntimeRestore = func() {
+		restarts++
+		if !f.restarting.Load() {
+			t.Error("restarting without the restarting mark")
+		}
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(snapshotOf(t, src, 43)))); err == nil || restarts != 1 {
+		t.Fatalf("install with a restart that returned: %v, %d restarts", err, restarts)
+	}
+	if err := f.Restore(io.NopCloser(bytes.NewReader(snap))); err != nil || restarts != 1 {
+		t.Fatalf("install of the state this node holds, with a hook: %v, %d restarts", err, restarts)
+	}
 	if f.restarting.Load() {
-		t.Fatal("an install that did not restart marked the node restarting")
+		t.Fatal("an install that did not restart left the node marked restarting")
 	}
 	if got := f.lastApplied.Load(); got != 42 {
 		t.Fatalf("state index after installs that changed nothing: %d, want 42", got)

@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -219,21 +221,56 @@ func (c *Cluster) shutdown() {
 }
 
 // freePorts returns k distinct loopback ports that were free a moment ago.
+// freePorts returns k distinct ports free now, chosen at random below the
+// kernel's ephemeral range. A node that is killed and restarted binds its
+// ports again, and while it is down a port from the ephemeral range (where
+// listening on port 0 picks) may be handed to any outgoing connection on
+// the machine: restarts failed with "bind: address already in use".
 func freePorts(t testing.TB, k int) []int {
 	t.Helper()
+	const lo = 10000
+	hi := ephemeralLow() - 1
 	seen := map[int]bool{}
 	var out []int
 	for tries := 0; len(out) < k; tries++ {
-		if tries > 50*k {
+		if tries > 100*k {
 			t.Fatalf("could not find %d distinct free ports", k)
 		}
-		p := FreePort(t)
+		var p int
+		if hi-lo < 1000 {
+			p = FreePort(t) // an unusual range: the ephemeral one it is
+		} else {
+			p = lo + rand.IntN(hi-lo+1)
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue
+			}
+			l.Close()
+		}
 		if !seen[p] {
 			seen[p] = true
 			out = append(out, p)
 		}
 	}
 	return out
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	fields := strings.Fields(string(raw))
+	if len(fields) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(fields[0])
+	if err != nil || n <= 0 {
+		return 32768
+	}
+	return n
 }
 
 // spawn starts the process without waiting for it to listen, appending to
