@@ -1,6 +1,7 @@
 package acls
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,9 @@ type Store struct {
 	logger *slog.Logger
 
 	set atomic.Pointer[Set]
+	// forward sends a change this node cannot propose (a raft follower)
+	// to the leader; nil: NOT_CONTROLLER is answered. Set before serving.
+	forward Forwarder
 
 	// mu serializes Apply (on the proposer's goroutine with cluster.Local,
 	// on the raft FSM goroutine otherwise) against Close. Proposers never
@@ -117,8 +121,102 @@ func (s *Store) Delete(filters []Filter) ([][]ACL, error) {
 	return deleted, nil
 }
 
-// propose commits cmd and waits for Apply's result.
+// Forwarder carries a change a follower cannot propose to the leader: it
+// delivers body to the leader's Store.ServeForwarded and returns its reply.
+// Kafka's clients send CreateAcls and DeleteAcls to any broker (KRaft
+// brokers forward them to the controller), so followers must too.
+type Forwarder func(ctx context.Context, body []byte) ([]byte, error)
+
+// SetForwarder installs f (see Forwarder); call before serving.
+func (s *Store) SetForwarder(f Forwarder) { s.forward = f }
+
+// forwarded is the body a Forwarder carries, and forwardReply its answer.
+type forwarded struct {
+	Kind    string          `json:"kind"`
+	Command json.RawMessage `json:"command"`
+}
+
+type forwardReply struct {
+	Deleted [][]ACL `json:"deleted,omitempty"`
+	Code    int16   `json:"code,omitempty"`
+	Message string  `json:"message,omitempty"`
+}
+
+// ServeForwarded proposes a change a follower forwarded (only ACL
+// changes are accepted) and returns the reply for it. It never forwards
+// again: a node that lost the leadership meanwhile answers NOT_CONTROLLER.
+func (s *Store) ServeForwarded(body []byte) []byte {
+	var rep forwardReply
+	var f forwarded
+	var cmd cluster.Command
+	err := json.Unmarshal(body, &f)
+	if err == nil && f.Kind != kindCreate && f.Kind != kindDelete {
+		err = fmt.Errorf("command kind %q is not an ACL change", f.Kind)
+	}
+	if err == nil {
+		cmd, err = cluster.DecodeCommand(f.Kind, f.Command)
+	}
+	if err != nil {
+		rep.Code, rep.Message = kerr.InvalidRequest.Code, "forwarded ACL change: "+err.Error()
+	} else {
+		res, perr := s.proposeLocal(cmd.(cluster.Encodable))
+		if d, ok := res.([][]ACL); ok {
+			rep.Deleted = d
+		}
+		if perr != nil {
+			rep.Code, rep.Message = kerr.UnknownServerError.Code, perr.Error()
+			var ke *kerr.Error
+			if errors.As(perr, &ke) {
+				rep.Code = ke.Code
+			}
+		}
+	}
+	raw, _ := json.Marshal(rep) // plain structs: always marshal
+	return raw
+}
+
+// propose commits cmd through this node, or through the leader when this
+// node is a follower and a Forwarder is set, and returns Apply's result.
 func (s *Store) propose(cmd cluster.Encodable) (any, error) {
+	res, err := s.proposeLocal(cmd)
+	if s.forward == nil || !errors.Is(err, kerr.NotController) {
+		return res, err
+	}
+	body, merr := json.Marshal(forwarded{Kind: cmd.CommandKind(), Command: cmd.AppendCommand(nil)})
+	if merr != nil {
+		return nil, fmt.Errorf("forward %s: %w", cmd.CommandKind(), merr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
+	defer cancel()
+	raw, ferr := s.forward(ctx, body)
+	if ferr != nil {
+		// The leader may or may not have applied it.
+		return nil, &Error{Code: kerr.RequestTimedOut, Msg: fmt.Sprintf("%s: forwarding to the leader failed, the change may or may not be applied: %v", cmd.CommandKind(), ferr)}
+	}
+	var rep forwardReply
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return nil, &Error{Code: kerr.UnknownServerError, Msg: fmt.Sprintf("%s: the leader's reply: %v", cmd.CommandKind(), err)}
+	}
+	if rep.Code != 0 {
+		code := kerr.ErrorForCode(rep.Code)
+		ke, ok := code.(*kerr.Error)
+		if !ok {
+			ke = kerr.UnknownServerError
+		}
+		return nil, &Error{Code: ke, Msg: rep.Message}
+	}
+	if _, ok := cmd.(*deleteCmd); ok {
+		if rep.Deleted == nil {
+			rep.Deleted = make([][]ACL, len(cmd.(*deleteCmd).Filters))
+		}
+		return rep.Deleted, nil
+	}
+	return nil, nil
+}
+
+// proposeLocal commits cmd through this node's replicator and waits for
+// Apply's result.
+func (s *Store) proposeLocal(cmd cluster.Encodable) (any, error) {
 	type outcome struct {
 		res any
 		err error

@@ -1,6 +1,8 @@
 package acls
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -113,5 +115,39 @@ func TestStoreReplicated(t *testing.T) {
 	defer re.Close()
 	if ok, _ := Authorize(re.Set(), Config{}, "User:a", "h", Write, Topic, "orders-eu"); !ok {
 		t.Fatalf("reopened follower's set %v does not allow WRITE on orders-eu", re.Set().All())
+	}
+}
+
+// TestStoreForwards: a follower with a Forwarder hands its changes to the
+// leader (as Kafka's brokers forward CreateAcls/DeleteAcls to the
+// controller) and answers with the leader's result; the leader refuses
+// anything but ACL changes.
+func TestStoreForwards(t *testing.T) {
+	r := clustertest.New(t, 2)
+	var stores [2]*Store
+	for i := range stores {
+		s, err := Open(Options{DataDir: t.TempDir(), Repl: r.Node(i), Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		stores[i] = s
+	}
+	stores[1].SetForwarder(func(_ context.Context, body []byte) ([]byte, error) { return stores[0].ServeForwarded(body), nil })
+	a := allow(Group, Literal, "g", "User:a", "*", Read)
+	if err := stores[1].Create([]ACL{a}); err != nil {
+		t.Fatalf("create on the follower: %v", err)
+	}
+	if !stores[0].Set().Contains(a) || !stores[1].Set().Contains(a) {
+		t.Fatal("forwarded create not applied on both nodes")
+	}
+	f := anyFilter()
+	deleted, err := stores[1].Delete([]Filter{f, f})
+	if err != nil || len(deleted) != 2 || len(deleted[0]) != 1 || deleted[0][0] != a {
+		t.Fatalf("delete on the follower: %v %v", deleted, err)
+	}
+	var rep forwardReply
+	if err := json.Unmarshal(stores[0].ServeForwarded([]byte(`{"kind":"topics.delete","command":{}}`)), &rep); err != nil || rep.Code != kerr.InvalidRequest.Code {
+		t.Fatalf("a forwarded topic deletion: %+v %v, want INVALID_REQUEST", rep, err)
 	}
 }
