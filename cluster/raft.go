@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -57,6 +58,10 @@ type RaftOptions struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// TLS and DialTLS, both set, put the raft transport on mutual TLS:
+	// TLS must require and verify peer certificates, DialTLS presents
+	// this node's certificate and trusts the cluster CA (tls_transport.go).
+	TLS, DialTLS *tls.Config
 }
 
 // ApplyObserver traces commands applied on this node. StartApply is
@@ -196,7 +201,15 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("raft address %q: %w", o.Self.Raft, err)
 	}
-	trans, err := raft.NewTCPTransportWithLogger(o.Self.Raft, adv, 4, 10*time.Second, hlog)
+	var trans *raft.NetworkTransport
+	if o.TLS != nil {
+		var stream *tlsStream
+		if stream, err = newTLSStream(o.Self.Raft, adv, o.TLS, o.DialTLS); err == nil {
+			trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog})
+		}
+	} else {
+		trans, err = raft.NewTCPTransportWithLogger(o.Self.Raft, adv, 4, 10*time.Second, hlog)
+	}
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("raft listen %s: %w", o.Self.Raft, err)

@@ -19,6 +19,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -156,8 +157,14 @@ func (s *Server) serveTLS(nc net.Conn) {
 	_ = nc.SetDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	if err := tc.HandshakeContext(context.Background()); err != nil {
 		s.open.Add(-1)
-		s.closed[closeTLSHandshake].Add(1)
-		s.log.Warn("closing connection: TLS handshake failed", "err", err, "remote", nc.RemoteAddr().String())
+		if errors.Is(err, io.EOF) {
+			// Closed before a byte: a port probe (cluster nodes probe
+			// each other's listener), not a failed client.
+			s.log.Debug("connection closed before its TLS handshake", "remote", nc.RemoteAddr().String())
+		} else {
+			s.closed[closeTLSHandshake].Add(1)
+			s.log.Warn("closing connection: TLS handshake failed", "err", err, "remote", nc.RemoteAddr().String())
+		}
 		_ = nc.Close()
 		return
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/netio/certs"
 	"github.com/regent-broker/regent/netio/tlstest"
 	"github.com/regent-broker/regent/protocol"
 )
@@ -45,9 +46,9 @@ func newTLSFixture(t *testing.T) tlsFixture {
 	return tlsFixture{ca: ca, server: srv, client: cli}
 }
 
-func (f tlsFixture) store(t *testing.T, auth ClientAuth) *CertStore {
+func (f tlsFixture) store(t *testing.T, auth certs.ClientAuth) *certs.Store {
 	t.Helper()
-	cs, err := NewCertStore(TLSFiles{Cert: f.server.CertFile, Key: f.server.KeyFile, CA: f.ca.CertFile, ClientAuth: auth})
+	cs, err := certs.New(certs.Files{Cert: f.server.CertFile, Key: f.server.KeyFile, CA: f.ca.CertFile, ClientAuth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func dialTLS(t *testing.T, addr string, cfg *tls.Config) *tls.Conn {
 
 func TestTLSResponsesInRequestOrder(t *testing.T) {
 	f := newTLSFixture(t)
-	addr, _ := startServerWith(t, Config{MaxInFlight: 16, TLS: f.store(t, ClientAuthNone).ServerConfig()}, slowHandler{})
+	addr, _ := startServerWith(t, Config{MaxInFlight: 16, TLS: f.store(t, certs.ClientAuthNone).ServerConfig()}, slowHandler{})
 	c := dialTLS(t, addr, clientConfig(t, f.ca.CertFile, tlstest.Pair{}))
 	const n = 500 // more than MaxInFlight: exercises pausing and waking
 	go func() {
@@ -109,7 +110,7 @@ func TestTLSResponsesInRequestOrder(t *testing.T) {
 // many requests in flight, and checks every answer's order.
 func TestTLSManyConnectionsInFlight(t *testing.T) {
 	f := newTLSFixture(t)
-	addr, srv := startServerWith(t, Config{TLS: f.store(t, ClientAuthNone).ServerConfig()}, slowHandler{})
+	addr, srv := startServerWith(t, Config{TLS: f.store(t, certs.ClientAuthNone).ServerConfig()}, slowHandler{})
 	cfg := clientConfig(t, f.ca.CertFile, tlstest.Pair{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -160,7 +161,7 @@ func TestTLSManyConnectionsInFlight(t *testing.T) {
 func TestTLSRefusals(t *testing.T) {
 	f := newTLSFixture(t)
 	l := &protocol.Listener{Name: "SASL_SSL", Security: protocol.SASLSSL, SASL: &protocol.SASLConfig{}}
-	addr, srv := startServerWith(t, Config{TLS: f.store(t, ClientAuthNone).ServerConfig(), Listener: l, FrameTimeout: 5 * time.Second}, slowHandler{})
+	addr, srv := startServerWith(t, Config{TLS: f.store(t, certs.ClientAuthNone).ServerConfig(), Listener: l, FrameTimeout: 5 * time.Second}, slowHandler{})
 	cfg := clientConfig(t, f.ca.CertFile, tlstest.Pair{})
 	good := dialTLS(t, addr, cfg)
 	goodR := bufio.NewReader(good)
@@ -210,7 +211,7 @@ func TestTLSRefusals(t *testing.T) {
 // keeps the certificate in use.
 func TestTLSReload(t *testing.T) {
 	f := newTLSFixture(t)
-	store := f.store(t, ClientAuthNone)
+	store := f.store(t, certs.ClientAuthNone)
 	addr, _ := startServerWith(t, Config{TLS: store.ServerConfig()}, slowHandler{})
 	old := dialTLS(t, addr, clientConfig(t, f.ca.CertFile, tlstest.Pair{}))
 	oldR := bufio.NewReader(old)
@@ -271,7 +272,7 @@ func (p principalHandler) Serve(r *protocol.Request) {
 func TestTLSClientCertPrincipal(t *testing.T) {
 	f := newTLSFixture(t)
 	h := principalHandler{seen: make(chan string, 4)}
-	addr, _ := startServerWith(t, Config{TLS: f.store(t, ClientAuthRequired).ServerConfig()}, h)
+	addr, _ := startServerWith(t, Config{TLS: f.store(t, certs.ClientAuthRequired).ServerConfig()}, h)
 	c := dialTLS(t, addr, clientConfig(t, f.ca.CertFile, f.client))
 	roundTrip(t, c, bufio.NewReader(c), 1)
 	if got := <-h.seen; got != "User:alice" {
@@ -291,7 +292,7 @@ func TestTLSClientCertPrincipal(t *testing.T) {
 	}
 
 	// Requested: without a certificate the client is User:ANONYMOUS.
-	addr2, _ := startServerWith(t, Config{TLS: f.store(t, ClientAuthRequested).ServerConfig()}, h)
+	addr2, _ := startServerWith(t, Config{TLS: f.store(t, certs.ClientAuthRequested).ServerConfig()}, h)
 	c2 := dialTLS(t, addr2, clientConfig(t, f.ca.CertFile, tlstest.Pair{}))
 	roundTrip(t, c2, bufio.NewReader(c2), 3)
 	if got := <-h.seen; got != protocol.AnonymousPrincipal {

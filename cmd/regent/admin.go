@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/netio/certs"
 )
 
 // adminServer is the node's HTTP admin endpoint in cluster mode:
@@ -28,10 +30,18 @@ type adminServer struct {
 	nodes  *cluster.Nodes
 	logger *slog.Logger
 	srv    *http.Server
+	// client and scheme forward to the leader's endpoint: https with this
+	// node's certificate when cluster links are over mutual TLS.
+	client *http.Client
+	scheme string
 }
 
-func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, logger *slog.Logger) (*adminServer, error) {
+// startAdmin serves the admin endpoint on addr; with linkCerts (non-nil) over
+// TLS that requires a client certificate of the cluster CA, so only
+// nodes and holders of a cluster certificate may read or change it.
+func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, linkCerts *certs.Store, logger *slog.Logger) (*adminServer, error) {
 	a := &adminServer{repl: repl, nodes: nodes, logger: logger.With("component", "admin")}
+	a.client, a.scheme = adminHTTP(linkCerts, 60*time.Second)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cluster/status", a.status)
 	mux.HandleFunc("POST /cluster/voters", a.addVoter)
@@ -41,6 +51,9 @@ func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, logger *s
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	if linkCerts != nil {
+		l = tls.NewListener(l, linkCerts.ServerConfig())
+	}
 	go func() {
 		if err := a.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			a.logger.Warn("admin endpoint stopped", "err", err)
@@ -75,14 +88,14 @@ func (a *adminServer) forward(w http.ResponseWriter, r *http.Request, body []byt
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": fmt.Sprintf("no leader with an admin endpoint is known (leader %d)", a.repl.Leader())})
 		return true
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+leader.Admin+r.URL.Path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, a.scheme+leader.Admin+r.URL.Path, bytes.NewReader(body))
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
 		return true
 	}
 	req.Header.Set("X-Regent-Forwarded", "1")
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.client.Do(req)
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": fmt.Sprintf("forward to leader %d: %v", leader.ID, err)})
 		return true

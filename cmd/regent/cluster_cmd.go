@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/netio/certs"
 )
 
 // clusterCommand runs `regent cluster status|add-voter|remove-voter`
@@ -19,7 +20,9 @@ func clusterCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, `usage:
   regent cluster status       --admin host:port
   regent cluster add-voter    --admin host:port --id N --kafka host:port --raft host:port [--node-admin host:port]
-  regent cluster remove-voter --admin host:port --id N`)
+  regent cluster remove-voter --admin host:port --id N
+with cluster links over mutual TLS, add --tls-cert F --tls-key F --tls-ca F
+(a certificate the cluster CA signed)`)
 		return 2
 	}
 	if len(args) == 0 {
@@ -32,26 +35,41 @@ func clusterCommand(args []string, stdout, stderr io.Writer) int {
 	kafka := fs.String("kafka", "", "the new voter's advertised Kafka host:port")
 	raftAddr := fs.String("raft", "", "the new voter's raft host:port")
 	nodeAdmin := fs.String("node-admin", "", "the new voter's admin host:port")
+	tlsCert := fs.String("tls-cert", "", "PEM certificate signed by the cluster CA, for an admin endpoint on mutual TLS")
+	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
+	tlsCA := fs.String("tls-ca", "", "PEM cluster CA bundle the endpoint's certificate must chain to")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
-	client := &http.Client{Timeout: 60 * time.Second}
+	var linkCerts *certs.Store
+	if *tlsCert != "" || *tlsKey != "" || *tlsCA != "" {
+		if *tlsCert == "" || *tlsKey == "" || *tlsCA == "" {
+			fmt.Fprintln(stderr, "regent cluster: --tls-cert, --tls-key and --tls-ca go together")
+			return 2
+		}
+		var err error
+		if linkCerts, err = certs.New(certs.Files{Cert: *tlsCert, Key: *tlsKey, CA: *tlsCA}); err != nil {
+			fmt.Fprintln(stderr, "regent cluster:", err)
+			return 1
+		}
+	}
+	client, scheme := adminHTTP(linkCerts, 60*time.Second)
 	var req *http.Request
 	var err error
 	switch args[0] {
 	case "status":
-		req, err = http.NewRequest(http.MethodGet, "http://"+*admin+"/cluster/status", nil)
+		req, err = http.NewRequest(http.MethodGet, scheme+*admin+"/cluster/status", nil)
 	case "add-voter":
 		if *id <= 0 || *kafka == "" || *raftAddr == "" {
 			return usage()
 		}
 		body, _ := json.Marshal(cluster.Peer{ID: int32(*id), Kafka: *kafka, Raft: *raftAddr, Admin: *nodeAdmin})
-		req, err = http.NewRequest(http.MethodPost, "http://"+*admin+"/cluster/voters", bytes.NewReader(body))
+		req, err = http.NewRequest(http.MethodPost, scheme+*admin+"/cluster/voters", bytes.NewReader(body))
 	case "remove-voter":
 		if *id <= 0 {
 			return usage()
 		}
-		req, err = http.NewRequest(http.MethodDelete, fmt.Sprintf("http://%s/cluster/voters/%d", *admin, *id), nil)
+		req, err = http.NewRequest(http.MethodDelete, fmt.Sprintf("%s%s/cluster/voters/%d", scheme, *admin, *id), nil)
 	default:
 		return usage()
 	}

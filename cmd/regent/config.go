@@ -20,7 +20,7 @@ type Config struct {
 	Listen    string
 	Advertise string
 	// Listeners, when set, replaces Listen: NAME://host:port entries
-	// (PLAINTEXT, SASL_PLAINTEXT; SSL and SASL_SSL once TLS is served);
+	// (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL);
 	// AdvertisedListeners gives each name the address clients are told.
 	Listeners           string
 	AdvertisedListeners string
@@ -58,6 +58,12 @@ type Config struct {
 	// ("User:a;User:b") are allowed everything.
 	Authorizer string
 	SuperUsers string
+
+	// TLS on SSL and SASL_SSL listeners (PEM files; see tls.go), and on
+	// cluster links when the ClusterTLS files are given.
+	TLSCert, TLSKey, TLSClientCA                string
+	TLSClientAuth                               string // none, requested, required
+	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
 
 	// Telemetry, all off by default.
 	OtelExporter    string  // none, otlp-grpc, otlp-http, stdout
@@ -122,6 +128,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:          "127.0.0.1:9092",
 		SASLMechanisms:  "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		TLSClientAuth:   "none",
 		DataDir:         "./data",
 		Fsync:           "interval",
 		FlushInterval:   time.Second,

@@ -83,6 +83,13 @@ var validEnv = map[string]string{
 	"sasl-oauthbearer-issuer":   "https://issuer.example",
 	"sasl-oauthbearer-audience": "regent",
 	"connections-max-reauth-ms": "60000",
+	"tls-cert":                  "/etc/regent/server.pem",
+	"tls-key":                   "/etc/regent/server-key.pem",
+	"tls-client-ca":             "/etc/regent/clients-ca.pem",
+	"tls-client-auth":           "required",
+	"cluster-tls-cert":          "/etc/regent/node.pem",
+	"cluster-tls-key":           "/etc/regent/node-key.pem",
+	"cluster-tls-ca":            "/etc/regent/cluster-ca.pem",
 }
 
 // invalidEnv: free-form flags (data, otel-endpoint) have no invalid
@@ -119,6 +126,7 @@ var invalidEnv = map[string]string{
 	"sasl-mechanisms":           "GSSAPI",
 	"connections-max-reauth-ms": "-5",
 	"admin-listen":              "admin",
+	"tls-client-auth":           "optional",
 }
 
 func noEnv(string) string { return "" }

@@ -93,11 +93,6 @@ func (c Config) listeners() ([]listenerSpec, map[string]string, error) {
 			adv[a.Name] = a.Addr
 		}
 	}
-	for _, l := range ls {
-		if l.Security == protocol.SSL || l.Security == protocol.SASLSSL {
-			return nil, nil, fmt.Errorf("listener %s://%s: TLS listeners (SSL, SASL_SSL) are not served yet; use PLAINTEXT or SASL_PLAINTEXT", l.Name, l.Addr)
-		}
-	}
 	return ls, adv, nil
 }
 
@@ -157,7 +152,7 @@ func (c Config) validateSecurity() error {
 	if c.ReauthAfter < 0 {
 		return errors.New("--connections-max-reauth-ms: want 0 or more")
 	}
-	return nil
+	return c.validateTLS(ls)
 }
 
 // reauthValue is a number of milliseconds, 0 (off) or more.

@@ -102,7 +102,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 		}
 		_, err := parseListeners(s)
 		return err
-	}}, "listeners", "listeners as Kafka names them, comma-separated NAME://host:port with NAME PLAINTEXT or SASL_PLAINTEXT (e.g. PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094); replaces --listen")
+	}}, "listeners", "listeners as Kafka names them, comma-separated NAME://host:port with NAME PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (e.g. PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9094); replaces --listen")
 	fs.Var(checkedString{p: &c.AdvertisedListeners, check: func(s string) error {
 		if s == "" {
 			return nil
@@ -114,6 +114,13 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.SASLOAuthJWKS, "sasl-oauthbearer-jwks", c.SASLOAuthJWKS, "JSON Web Key Set `file` whose public keys sign OAUTHBEARER tokens")
 	fs.StringVar(&c.SASLOAuthIssuer, "sasl-oauthbearer-issuer", c.SASLOAuthIssuer, "issuer (iss) OAUTHBEARER tokens must carry; empty: any")
 	fs.StringVar(&c.SASLOAuthAudience, "sasl-oauthbearer-audience", c.SASLOAuthAudience, "audience (aud) OAUTHBEARER tokens must include; empty: any")
+	fs.StringVar(&c.TLSCert, "tls-cert", c.TLSCert, "PEM `file`: the certificate chain SSL and SASL_SSL listeners present (reloaded on SIGHUP)")
+	fs.StringVar(&c.TLSKey, "tls-key", c.TLSKey, "PEM `file`: the private key of --tls-cert")
+	fs.StringVar(&c.TLSClientCA, "tls-client-ca", c.TLSClientCA, "PEM `file`: CAs client certificates must chain to (for --tls-client-auth)")
+	fs.Var(choiceValue{p: &c.TLSClientAuth, choices: []string{"none", "requested", "required"}}, "tls-client-auth", "Kafka's ssl.client.auth on TLS listeners: none, requested (verified if given) or required; a verified certificate's subject CN is the principal User:CN")
+	fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", c.ClusterTLSCert, "PEM `file`: this node's certificate for raft and the admin endpoint (mutual TLS; with --cluster-tls-key and --cluster-tls-ca)")
+	fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", c.ClusterTLSKey, "PEM `file`: the private key of --cluster-tls-cert")
+	fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", c.ClusterTLSCA, "PEM `file`: CAs every node's (and admin client's) certificate must chain to")
 	fs.Var(reauthValue{p: &c.ReauthAfter}, "connections-max-reauth-ms", "Kafka's connections.max.reauth.ms: a SASL session lasts this long (or until its token expires), then the client must re-authenticate or is disconnected; 0: off")
 	fs.Var(checkedString{p: &c.DataDir, check: func(s string) error {
 		if s == "" {

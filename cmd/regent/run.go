@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -93,6 +94,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	adv := advertised[primaryListener(lspecs).Name]
 	host, port, _ := splitHostPort(adv)
+	// Cluster links (raft, admin) over mutual TLS when configured.
+	clusterCerts, err := cfg.clusterCerts()
+	if err != nil {
+		return err
+	}
+	raftTLS, raftDialTLS := clusterTLS(clusterCerts)
 
 	// The replicator: a Local one, or raft. In cluster mode the broker
 	// state lives in data/state and is rebuilt from raft at every start.
@@ -115,6 +122,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			SnapshotThreshold: cfg.RaftSnapshotThreshold,
 			SnapshotInterval:  cfg.RaftSnapshotInterval,
 			TrailingLogs:      cfg.RaftTrailingLogs,
+			TLS:               raftTLS,
+			DialTLS:           raftDialTLS,
 		})
 		if err2 != nil {
 			return err2
@@ -209,7 +218,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		})
 		raftRepl.Start()
 		if cfg.AdminListen != "" {
-			if admin, err = startAdmin(cfg.AdminListen, raftRepl, nodes, logger); err != nil {
+			if admin, err = startAdmin(cfg.AdminListen, raftRepl, nodes, clusterCerts, logger); err != nil {
 				return err
 			}
 			defer admin.close()
@@ -234,11 +243,23 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 		srv.SetNodeProducerIDs(nodePIDs)
 	}
+	listenerCerts, err := cfg.listenerCerts(lspecs)
+	if err != nil {
+		return err
+	}
+	reloadOnSIGHUP(ctx, logger, listenerCerts, clusterCerts)
 	// One netio server per listener; they share the memory budgets (and
-	// so the bounds), MaxConnections applies to each.
+	// so the bounds), MaxConnections applies to each. SSL and SASL_SSL
+	// ones are served by netio's crypto/tls front door.
 	var nsrvs []*netio.Server
 	for i, l := range listeners {
+		var tlsCfg *tls.Config
+		if tlsListener(l.Security) {
+			tlsCfg = listenerCerts.ServerConfig()
+			logger.Info("TLS listener", "listener", l.Name, "addr", lspecs[i].Addr, "client_auth", cfg.TLSClientAuth)
+		}
 		nsrvs = append(nsrvs, netio.New(netio.Config{
+			TLS:  tlsCfg,
 			Addr: lspecs[i].Addr, Multicore: true, Logger: logger.With("listener", l.Name),
 			MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
 			Budgets:  budgets,

@@ -1,4 +1,7 @@
-package netio
+// Package certs loads the PEM files of TLS listeners and cluster links
+// and serves them to handshakes, reloadable (SIGHUP) without dropping
+// connections. Standard library only, so any package may use it.
+package certs
 
 import (
 	"crypto/tls"
@@ -30,9 +33,9 @@ func ParseClientAuth(v string) (ClientAuth, error) {
 	return "", fmt.Errorf("tls client auth %q: want none, requested or required", v)
 }
 
-// TLSFiles names PEM files: a certificate chain and its key, and the CAs
+// Files names PEM files: a certificate chain and its key, and the CAs
 // that client (or, for cluster links, peer) certificates must chain to.
-type TLSFiles struct {
+type Files struct {
 	Cert, Key string
 	CA        string // PEM bundle; needed unless ClientAuth is none
 	// ClientAuth applies to ServerConfig; ClientConfig always uses CA as
@@ -40,11 +43,11 @@ type TLSFiles struct {
 	ClientAuth ClientAuth
 }
 
-// CertStore serves the certificates of TLSFiles to every handshake and
+// Store serves the certificates of Files to every handshake and
 // reloads them on demand (SIGHUP): connections open keep going, new
 // handshakes get the new files. Safe for concurrent use.
-type CertStore struct {
-	files TLSFiles
+type Store struct {
+	files Files
 	cur   atomic.Pointer[loadedCerts]
 }
 
@@ -53,15 +56,15 @@ type loadedCerts struct {
 	pool *x509.CertPool // nil: no CA file
 }
 
-// NewCertStore loads the files; they must be valid now.
-func NewCertStore(files TLSFiles) (*CertStore, error) {
+// New loads the files; they must be valid now.
+func New(files Files) (*Store, error) {
 	if files.Cert == "" || files.Key == "" {
 		return nil, errors.New("tls: a certificate and a key file are both needed")
 	}
 	if files.ClientAuth != ClientAuthNone && files.ClientAuth != "" && files.CA == "" {
 		return nil, fmt.Errorf("tls: client auth %s needs a CA file to verify client certificates", files.ClientAuth)
 	}
-	cs := &CertStore{files: files}
+	cs := &Store{files: files}
 	if err := cs.Reload(); err != nil {
 		return nil, err
 	}
@@ -70,7 +73,7 @@ func NewCertStore(files TLSFiles) (*CertStore, error) {
 
 // Reload reads the files again. On an error the certificates in use are
 // kept and the error says what is wrong with the new ones.
-func (c *CertStore) Reload() error {
+func (c *Store) Reload() error {
 	cert, err := tls.LoadX509KeyPair(c.files.Cert, c.files.Key)
 	if err != nil {
 		return fmt.Errorf("tls: load %s and %s: %w", c.files.Cert, c.files.Key, err)
@@ -92,7 +95,7 @@ func (c *CertStore) Reload() error {
 
 // ServerConfig is a listener's config: TLS 1.2 at least, the current
 // certificate and client CAs read at each handshake.
-func (c *CertStore) ServerConfig() *tls.Config {
+func (c *Store) ServerConfig() *tls.Config {
 	auth := tls.NoClientCert
 	switch c.files.ClientAuth {
 	case ClientAuthRequested:
@@ -116,7 +119,7 @@ func (c *CertStore) ServerConfig() *tls.Config {
 
 // ClientConfig is a dialer's config for links between nodes and for the
 // admin commands: it presents the current certificate and trusts CA.
-func (c *CertStore) ClientConfig() *tls.Config {
+func (c *Store) ClientConfig() *tls.Config {
 	l := c.cur.Load()
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
