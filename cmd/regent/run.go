@@ -222,6 +222,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 				return err
 			}
 			defer admin.close()
+			admin.serveACLs(aclStore)
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
