@@ -102,6 +102,7 @@ func (n *Node) peerSpec() string {
 type Cluster struct {
 	t     testing.TB
 	extra []string
+	cli   []string // appended to every `regent cluster` command (TLS flags)
 
 	mu    sync.Mutex
 	nodes map[int32]*Node // the members: started and not removed
@@ -126,7 +127,7 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 		t.Fatalf("StartCluster(%d)", n)
 	}
 	Binary(t) // build before any clock starts
-	c := &Cluster{t: t, extra: extra, nodes: map[int32]*Node{}}
+	c := &Cluster{t: t, extra: extra, cli: cliTLSArgs(extra), nodes: map[int32]*Node{}}
 	// The first TempDir registers the removal of the test's temporary
 	// directories; cleanups run last-registered first, so registering it
 	// before shutdown removes the nodes' directories after the nodes are
@@ -414,7 +415,7 @@ func (c *Cluster) Restart(id int32) {
 // CLI runs `regent cluster <args...>` and returns its stdout; err carries
 // the exit status and stderr.
 func (c *Cluster) CLI(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, Binary(c.t), append([]string{"cluster"}, args...)...)
+	cmd := exec.CommandContext(ctx, Binary(c.t), append(append([]string{"cluster"}, args...), c.cli...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
