@@ -269,7 +269,7 @@ func TestClusterMutualTLS(t *testing.T) {
 	n := c.Node(leader)
 	stranger := brokertest.NewTLS(t, "stranger-ca")
 	for what, cfg := range map[string]*tls.Config{
-		"no certificate":            x.ClientConfig(t, tlstest.Pair{}),
+		"no certificate":           x.ClientConfig(t, tlstest.Pair{}),
 		"another CA's certificate": {Certificates: stranger.ClientConfig(t, stranger.Server).Certificates, RootCAs: x.ClientConfig(t, tlstest.Pair{}).RootCAs, MinVersion: tls.VersionTLS12},
 	} {
 		for port, addr := range map[string]string{"raft": n.Raft, "admin": n.Admin} {
