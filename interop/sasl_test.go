@@ -1,6 +1,7 @@
 package interop_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -439,5 +441,62 @@ func TestKafkaConfigsUsers(t *testing.T) {
 	}
 	if err := pingErr(t, saslAddr, scram.Auth{User: "carol", Pass: "carol-secret"}.AsSha256Mechanism()); err != nil {
 		t.Errorf("carol over SCRAM-SHA-256: %v", err)
+	}
+}
+
+// TestSASLKcatAndPython: kcat (librdkafka 2.0) produces and consumes over
+// SASL_PLAINTEXT with PLAIN and SCRAM-SHA-256, and Debian's Python clients
+// (confluent-kafka, kafka-python) do the same (interop/python/sasl_roundtrip.py).
+func TestSASLKcatAndPython(t *testing.T) {
+	kcat := needTool(t, "kcat")
+	_, plainAddr, saslAddr := saslBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, kgo.SeedBrokers(plainAddr)))
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "dave", Mechanism: kadm.ScramSha256, Iterations: 4096, Password: "dave-pw"},
+	})
+	if err != nil || res["dave"].Err != nil {
+		t.Fatalf("create dave: %v %v", err, res["dave"].Err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "sasl-clients"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256"} {
+		sec := []string{"-b", saslAddr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech, "-X", "sasl.username=dave", "-X", "sasl.password=dave-pw"}
+		var in bytes.Buffer
+		for i := range 500 {
+			fmt.Fprintf(&in, "kcat-%s-%d\n", mech, i)
+		}
+		prod := exec.CommandContext(ctx, kcat, append(sec, "-t", "sasl-clients", "-P")...)
+		prod.Stdin = bytes.NewReader(in.Bytes())
+		if out, err := prod.CombinedOutput(); err != nil {
+			t.Fatalf("kcat produce %s: %v\n%s", mech, err, out)
+		}
+		out, err := exec.CommandContext(ctx, kcat, append(sec, "-t", "sasl-clients", "-C", "-o", "beginning", "-e", "-q")...).Output()
+		if err != nil {
+			t.Fatalf("kcat consume %s: %v", mech, err)
+		}
+		if !bytes.Contains(out, in.Bytes()) {
+			t.Fatalf("kcat %s: consumed %d bytes without the %d produced", mech, len(out), in.Len())
+		}
+		bad := append(slices.Clone(sec[:len(sec)-1]), "sasl.password=wrong", "-L")
+		if out, err := exec.CommandContext(ctx, kcat, bad...).CombinedOutput(); err == nil {
+			t.Errorf("kcat %s with a wrong password listed metadata:\n%s", mech, out)
+		}
+	}
+	t.Log("kcat: PLAIN and SCRAM-SHA-256 x 500 lines produced and consumed; wrong password refused")
+
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import confluent_kafka, kafka").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("python3-confluent-kafka / python3-kafka are not importable: %v", err)
+		}
+		t.Skipf("python3-confluent-kafka / python3-kafka not installed: %v", err)
+	}
+	out, err := exec.CommandContext(ctx, py, "python/sasl_roundtrip.py", saslAddr, "sasl-clients", "dave", "dave-pw").CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("python SASL round trip: %v", err)
 	}
 }

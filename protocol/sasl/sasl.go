@@ -10,10 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-
-	"github.com/xdg-go/scram"
 
 	"github.com/regent-broker/regent/actors/users"
 )
@@ -50,12 +47,11 @@ type Authenticator struct {
 	mechs []string
 	creds Credentials
 	oauth *OAuthValidator
-	scram map[string]*scram.Server
 }
 
 // New checks cfg and makes the authenticator.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{mechs: cfg.Mechanisms, creds: cfg.Credentials, oauth: cfg.OAuth, scram: map[string]*scram.Server{}}
+	a := &Authenticator{mechs: cfg.Mechanisms, creds: cfg.Credentials, oauth: cfg.OAuth}
 	if len(a.mechs) == 0 {
 		a.mechs = DefaultMechanisms
 	}
@@ -72,27 +68,6 @@ func New(cfg Config) (*Authenticator, error) {
 		default:
 			return nil, fmt.Errorf("unknown SASL mechanism %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", m)
 		}
-	}
-	for _, name := range []string{ScramSHA256, ScramSHA512} {
-		mech, _ := users.ParseMechanism(name)
-		hf := scram.SHA256
-		if mech == users.ScramSHA512 {
-			hf = scram.SHA512
-		}
-		srv, err := hf.NewServer(func(user string) (scram.StoredCredentials, error) {
-			c, ok := a.creds.Lookup(user, mech)
-			if !ok {
-				return scram.StoredCredentials{}, errUnknownUser
-			}
-			return scram.StoredCredentials{
-				KeyFactors: scram.KeyFactors{Salt: string(c.Salt), Iters: int(c.Iterations)},
-				StoredKey:  c.StoredKey, ServerKey: c.ServerKey,
-			}, nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("SCRAM server: %w", err)
-		}
-		a.scram[name] = srv
 	}
 	return a, nil
 }
@@ -112,7 +87,7 @@ func (a *Authenticator) Start(mech string) (Session, error) {
 	case Plain:
 		return &plainSession{creds: a.creds}, nil
 	case ScramSHA256, ScramSHA512:
-		return &scramSession{mech: mech, conv: a.scram[mech].NewConversation()}, nil
+		return newScramSession(mech, a.creds), nil
 	case OAuthBearer:
 		return &oauthSession{v: a.oauth}, nil
 	}
@@ -158,8 +133,6 @@ func ReasonOf(err error) string {
 	return "error"
 }
 
-var errUnknownUser = errors.New("unknown user")
-
 // badCredentials is the message for a wrong user or password: the same
 // either way, so a client cannot tell which names exist.
 func badCredentials(mech, reason string, err error) *Failure {
@@ -203,44 +176,3 @@ func (p *plainSession) Step(msg []byte, _ time.Time) ([]byte, bool, error) {
 
 func (p *plainSession) Principal() string { return p.principal }
 func (p *plainSession) Expiry() time.Time { return time.Time{} }
-
-// scramSession runs RFC 5802's exchange with xdg-go/scram's server: the
-// client-first message, then the client-final one.
-type scramSession struct {
-	mech      string
-	conv      *scram.ServerConversation
-	principal string
-}
-
-func (s *scramSession) Step(msg []byte, _ time.Time) ([]byte, bool, error) {
-	if s.conv.Done() {
-		return nil, true, &Failure{Reason: "malformed", Msg: "SCRAM exchange already complete"}
-	}
-	reply, err := s.conv.Step(string(msg))
-	if err != nil {
-		reason := "malformed"
-		switch {
-		case errors.Is(err, errUnknownUser):
-			reason = "unknown_user"
-		case strings.HasPrefix(reply, scram.ErrInvalidProof):
-			reason = "bad_password"
-		}
-		return nil, true, badCredentials(s.mech, reason, err)
-	}
-	if !s.conv.Done() {
-		return []byte(reply), false, nil
-	}
-	if !s.conv.Valid() {
-		return nil, true, badCredentials(s.mech, "bad_password", nil)
-	}
-	// An authorization id other than the user is not served (Kafka
-	// refuses it too, except for delegation tokens).
-	if az := s.conv.AuthzID(); az != "" && az != s.conv.Username() {
-		return nil, true, &Failure{Reason: "authorization_id", Msg: "Authentication failed: SCRAM authorization id must be empty or the user name"}
-	}
-	s.principal = "User:" + s.conv.Username()
-	return []byte(reply), true, nil
-}
-
-func (s *scramSession) Principal() string { return s.principal }
-func (s *scramSession) Expiry() time.Time { return time.Time{} }

@@ -3,11 +3,17 @@ package sasl
 import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,5 +286,99 @@ func TestOAuthJWKSRefusesPrivateKeys(t *testing.T) {
 	}
 	if _, err := NewOAuthValidator(OAuthConfig{JWKSFile: path}); err == nil {
 		t.Error("a JWKS holding a private key was accepted")
+	}
+}
+
+// manualScram runs a SCRAM-SHA-256 exchange by hand so the final message
+// can be shaped: finalNonce maps (client nonce, server nonce) to the r=
+// the client sends; gs2 is the GS2 header and user the n= value.
+func manualScram(t *testing.T, a *Authenticator, gs2, user, pass string, finalNonce func(c, s string) string, cb string) error {
+	t.Helper()
+	s, _ := a.Start(ScramSHA256)
+	cnonce := `VhIw~:3[0MiD\\l/2mg-8\i`
+	bare := "n=" + user + ",r=" + cnonce
+	reply, done, err := s.Step([]byte(gs2+bare), time.Now())
+	if err != nil || done {
+		return fmt.Errorf("first: done=%v %w", done, err)
+	}
+	var snonce, salt64 string
+	var iters int
+	for _, f := range strings.Split(string(reply), ",") {
+		switch {
+		case strings.HasPrefix(f, "r="):
+			snonce = f[2:]
+		case strings.HasPrefix(f, "s="):
+			salt64 = f[2:]
+		case strings.HasPrefix(f, "i="):
+			iters, _ = strconv.Atoi(f[2:])
+		}
+	}
+	salt, _ := base64.StdEncoding.DecodeString(salt64)
+	salted, err := users.SaltPassword(users.ScramSHA256, pass, salt, int32(iters))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cb == "" {
+		cb = base64.StdEncoding.EncodeToString([]byte(gs2))
+	}
+	without := "c=" + cb + ",r=" + finalNonce(cnonce, snonce)
+	auth := bare + "," + string(reply) + "," + without
+	mac := func(key []byte, msg string) []byte {
+		m := hmac.New(sha256.New, key)
+		m.Write([]byte(msg))
+		return m.Sum(nil)
+	}
+	ck := mac(salted, "Client Key")
+	sk := sha256.Sum256(ck)
+	sig := mac(sk[:], auth)
+	proof := make([]byte, len(ck))
+	for i := range ck {
+		proof[i] = ck[i] ^ sig[i]
+	}
+	final, done, err := s.Step([]byte(without+",p="+base64.StdEncoding.EncodeToString(proof)), time.Now())
+	if err != nil {
+		return err
+	}
+	if !done {
+		return errors.New("not done after the final message")
+	}
+	want := "v=" + base64.StdEncoding.EncodeToString(mac(mac(salted, "Server Key"), auth))
+	if string(final) != want {
+		return fmt.Errorf("server signature %q, want %q", final, want)
+	}
+	return nil
+}
+
+func TestScramNonceAndEncoding(t *testing.T) {
+	creds := memCreds{}
+	creds.add(t, "alice", "pw", users.ScramSHA256)
+	creds.add(t, "a,b=c", "pw", users.ScramSHA256)
+	a := newAuth(t, creds, nil)
+	exact := func(_, s string) string { return s }
+	for _, tc := range []struct {
+		name, gs2, user, pass string
+		nonce                 func(c, s string) string
+		cb, reason            string
+	}{
+		{"RFC nonce", "n,,", "alice", "pw", exact, "", ""},
+		{"librdkafka < 2.6.1 nonce (client nonce + server nonce), as Kafka 3.8.1+ accepts", "n,,", "alice", "pw", func(c, s string) string { return c + s }, "", ""},
+		{"y flag", "y,,", "alice", "pw", exact, "", ""},
+		{"authzid = user", "n,a=alice,", "alice", "pw", exact, "", ""},
+		{"escaped name", "n,,", "a=2Cb=3Dc", "pw", exact, "", ""},
+		{"nonce without the server's", "n,,", "alice", "pw", func(c, _ string) string { return c }, "", "malformed"},
+		{"nonce with the server's cut", "n,,", "alice", "pw", func(_, s string) string { return s[:len(s)-1] }, "", "malformed"},
+		{"channel binding mismatch", "n,,", "alice", "pw", exact, "eSws", "malformed"},
+		{"wrong password", "n,,", "alice", "nope", exact, "", "bad_password"},
+		{"bad escape", "n,,", "a=2Xb", "pw", exact, "", "malformed"},
+		{"authzid other user", "n,a=root,", "alice", "pw", exact, "", "authorization_id"},
+		{"channel binding asked", "p=tls-unique,,", "alice", "pw", exact, "", "malformed"},
+	} {
+		err := manualScram(t, a, tc.gs2, tc.user, tc.pass, tc.nonce, tc.cb)
+		if tc.reason == "" && err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if tc.reason != "" && ReasonOf(err) != tc.reason {
+			t.Errorf("%s: %v, want reason %q", tc.name, err, tc.reason)
+		}
 	}
 }
