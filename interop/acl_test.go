@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -250,5 +252,54 @@ func TestACLKafkaAclsTool(t *testing.T) {
 	run("--remove", "--force", "--transactional-id", "tx-1")
 	if out := run("--list"); strings.Contains(out, "patternType") {
 		t.Fatalf("bindings left after removing them all:\n%s", out)
+	}
+}
+
+// TestACLJavaClient: Kafka's Java client (4.3) under --authorizer acl gets
+// Kafka's exceptions: TopicAuthorizationException for a producer without
+// WRITE, GroupAuthorizationException for a consumer without READ on its
+// group, TransactionalIdAuthorizationException for a transactional
+// producer without its id's ACL; its Admin lists only describable topics.
+func TestACLJavaClient(t *testing.T) {
+	lib := kafkaLib(t)
+	b := brokertest.Start(t, "--authorizer", "acl", "--super-users", anonymous)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	setup, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(setup)
+	for _, name := range []string{"java-open", "java-secret", "java-hidden"} {
+		if _, err := adm.CreateTopic(ctx, 1, 1, nil, name); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	mustCreateACLs(t, ctx, adm, literal().Topics("java-open").Allow(anonymous).Operations(kadm.OpRead, kadm.OpWrite))
+	mustCreateACLs(t, ctx, adm, literal().Topics("java-secret").Allow(anonymous).Operations(kadm.OpDescribe))
+	setup.Close()
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	b.Args = []string{"--authorizer", "acl"}
+	b.Restart()
+
+	src, _ := filepath.Abs(filepath.Join("javaclients", "AclProbe.java"))
+	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
+	out, err := exec.CommandContext(ctx, "java", "-Xmx256m", "-Dlog4j2.configurationFile="+log4j, "-cp", filepath.Join(lib, "*"), src,
+		b.Addr, "java-open", "java-secret", "java-group", "java-tx").Output()
+	if err != nil {
+		t.Fatalf("AclProbe: %v\n%s", err, out)
+	}
+	for _, want := range []string{
+		"produce ok",
+		"produce-denied TopicAuthorizationException",
+		"consume-denied GroupAuthorizationException",
+		"txn-denied TransactionalIdAuthorizationException",
+		"admin-list java-open,java-secret\n",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("AclProbe output lacks %q:\n%s", want, out)
+		}
 	}
 }
