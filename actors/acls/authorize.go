@@ -1,6 +1,7 @@
 package acls
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -8,22 +9,36 @@ import (
 )
 
 // Set is an immutable, indexed set of bindings: a check looks up the
-// resource's literal name, the literal wildcard and the prefixes of its
-// type, never the whole set. Build one with NewSet; never mutate it.
+// resource's literal name and the literal wildcard, then the prefixes of
+// its type, each split by principal, so it touches only the bindings of the
+// principal (and User:*) and never the whole set. Build one with NewSet;
+// never mutate it.
 type Set struct {
 	all []ACL // sorted (see less), no duplicates
-	// literal[type][name] and prefixed[type] (longest prefix first) hold
-	// the bindings of each pattern kind; indexes into all are not kept so
-	// a lookup touches only what it needs.
-	literal  map[kmsg.ACLResourceType]map[string][]ACL
-	prefixed map[kmsg.ACLResourceType][]ACL
+	// literal[type][name] holds the LITERAL bindings of a name.
+	literal map[kmsg.ACLResourceType]map[string]*bucket
+	// prefixed[type] holds the PREFIXED bindings of a type.
+	prefixed map[kmsg.ACLResourceType]*prefixes
 	// types counts the bindings of each resource type (AuthorizeAny).
 	types map[kmsg.ACLResourceType]int
 }
 
+// bucket is the bindings of one literal resource, by principal.
+type bucket struct {
+	byPrincipal map[string][]ACL
+}
+
+// prefixes is the PREFIXED bindings of one resource type, by prefix; a
+// lookup tries the name's prefixes of each length some binding has (few,
+// in practice), one map lookup each.
+type prefixes struct {
+	lengths []int // distinct prefix lengths, ascending
+	byName  map[string]*bucket
+}
+
 // NewSet indexes acls (duplicates dropped). acls is not retained.
 func NewSet(acls []ACL) *Set {
-	s := &Set{literal: map[kmsg.ACLResourceType]map[string][]ACL{}, prefixed: map[kmsg.ACLResourceType][]ACL{}, types: map[kmsg.ACLResourceType]int{}}
+	s := &Set{literal: map[kmsg.ACLResourceType]map[string]*bucket{}, prefixed: map[kmsg.ACLResourceType]*prefixes{}, types: map[kmsg.ACLResourceType]int{}}
 	all := append([]ACL(nil), acls...)
 	sort.Slice(all, func(i, j int) bool { return less(all[i], all[j]) })
 	for i, a := range all {
@@ -33,15 +48,34 @@ func NewSet(acls []ACL) *Set {
 		s.all = append(s.all, a)
 		s.types[a.ResourceType]++
 		if a.PatternType == Prefixed {
-			s.prefixed[a.ResourceType] = append(s.prefixed[a.ResourceType], a)
+			px := s.prefixed[a.ResourceType]
+			if px == nil {
+				px = &prefixes{byName: map[string]*bucket{}}
+				s.prefixed[a.ResourceType] = px
+			}
+			b := px.byName[a.ResourceName]
+			if b == nil {
+				b = &bucket{byPrincipal: map[string][]ACL{}}
+				px.byName[a.ResourceName] = b
+				if !slices.Contains(px.lengths, len(a.ResourceName)) {
+					px.lengths = append(px.lengths, len(a.ResourceName))
+					slices.Sort(px.lengths)
+				}
+			}
+			b.byPrincipal[a.Principal] = append(b.byPrincipal[a.Principal], a)
 			continue
 		}
 		m := s.literal[a.ResourceType]
 		if m == nil {
-			m = map[string][]ACL{}
+			m = map[string]*bucket{}
 			s.literal[a.ResourceType] = m
 		}
-		m[a.ResourceName] = append(m[a.ResourceName], a)
+		b := m[a.ResourceName]
+		if b == nil {
+			b = &bucket{byPrincipal: map[string][]ACL{}}
+			m[a.ResourceName] = b
+		}
+		b.byPrincipal[a.Principal] = append(b.byPrincipal[a.Principal], a)
 	}
 	return s
 }
@@ -81,16 +115,16 @@ func (s *Set) Contains(a ACL) bool {
 	if s == nil {
 		return false
 	}
+	var list []ACL
 	if a.PatternType == Prefixed {
-		for _, b := range s.prefixed[a.ResourceType] {
-			if b == a {
-				return true
-			}
+		if px := s.prefixed[a.ResourceType]; px != nil && px.byName[a.ResourceName] != nil {
+			list = px.byName[a.ResourceName].byPrincipal[a.Principal]
 		}
-		return false
+	} else if b := s.literal[a.ResourceType][a.ResourceName]; b != nil {
+		list = b.byPrincipal[a.Principal]
 	}
-	for _, b := range s.literal[a.ResourceType][a.ResourceName] {
-		if b == a {
+	for _, x := range list {
+		if x == a {
 			return true
 		}
 	}
@@ -108,32 +142,53 @@ func (s *Set) Select(f Filter) []ACL {
 	return out
 }
 
-// forResource calls fn for every binding whose pattern applies to the
-// resource; fn returns false to stop.
-func (s *Set) forResource(rt kmsg.ACLResourceType, name string, fn func(ACL) bool) {
+// forResource calls fn for every binding of principal (or User:*) whose
+// pattern applies to the resource; fn returns false to stop. It reports
+// whether any binding at all (of any principal) applies to the resource.
+func (s *Set) forResource(rt kmsg.ACLResourceType, name, principal string, fn func(ACL) bool) (any bool) {
 	if s == nil {
-		return
+		return false
+	}
+	each := func(list []ACL) bool {
+		for _, a := range list {
+			if !fn(a) {
+				return false
+			}
+		}
+		return true
 	}
 	if m := s.literal[rt]; m != nil {
-		for _, a := range m[name] {
-			if !fn(a) {
-				return
+		for _, n := range [2]string{name, Wildcard} {
+			b := m[n]
+			if b == nil || (n == Wildcard && name == Wildcard) {
+				continue
 			}
-		}
-		if name != Wildcard {
-			for _, a := range m[Wildcard] {
-				if !fn(a) {
-					return
-				}
+			any = true
+			if !each(b.byPrincipal[principal]) || !each(b.byPrincipal[wildcardPrincipal]) {
+				return any
 			}
 		}
 	}
-	for _, a := range s.prefixed[rt] {
-		if strings.HasPrefix(name, a.ResourceName) && !fn(a) {
-			return
+	px := s.prefixed[rt]
+	if px == nil {
+		return any
+	}
+	for _, n := range px.lengths {
+		if n > len(name) {
+			break
+		}
+		if b := px.byName[name[:n]]; b != nil {
+			any = true
+			if !each(b.byPrincipal[principal]) || !each(b.byPrincipal[wildcardPrincipal]) {
+				return any
+			}
 		}
 	}
+	return any
 }
+
+// wildcardPrincipal is the principal of bindings for everyone.
+const wildcardPrincipal = "User:*"
 
 // Config is the authorizer's configuration.
 type Config struct {
@@ -175,10 +230,9 @@ func Authorize(set *Set, cfg Config, principal, host string, op kmsg.ACLOperatio
 	if cfg.SuperUsers[principal] {
 		return true, ReasonSuperUser
 	}
-	var any, denied, allowed bool
-	set.forResource(rt, name, func(a ACL) bool {
-		any = true
-		if !principalMatches(a.Principal, principal) || !hostMatches(a.Host, host) {
+	var denied, allowed bool
+	any := set.forResource(rt, name, principal, func(a ACL) bool {
+		if !hostMatches(a.Host, host) {
 			return true
 		}
 		if a.Permission == Deny && (a.Operation == op || a.Operation == All) {
@@ -233,13 +287,8 @@ func AuthorizeAny(set *Set, cfg Config, principal, host string, op kmsg.ACLOpera
 			allows = append(allows, a)
 		}
 	}
-	for _, a := range set.prefixed[rt] {
+	for _, a := range set.all {
 		collect(a)
-	}
-	for _, byName := range set.literal[rt] {
-		for _, a := range byName {
-			collect(a)
-		}
 	}
 	for _, al := range allows {
 		if !coveredBy(al, denies) {
@@ -269,7 +318,7 @@ func coveredBy(al ACL, denies []ACL) bool {
 }
 
 func principalMatches(pattern, principal string) bool {
-	return pattern == principal || pattern == "User:*"
+	return pattern == principal || pattern == wildcardPrincipal
 }
 
 func hostMatches(pattern, host string) bool {
