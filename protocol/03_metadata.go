@@ -44,11 +44,14 @@ func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create boo
 	cid := s.cluster.ClusterID()
 	resp.ClusterID = &cid
 	resp.ControllerID = s.cluster.Leader()
+	if req.IncludeClusterAuthorizedOperations && s.authz != nil {
+		resp.AuthorizedOperations = s.authorizedOps(r, acls.Cluster, acls.ClusterName, clusterOperations)
+	}
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		for _, t := range s.topics.List() {
 			if s.authorizedQuiet(r, acls.Describe, acls.Topic, t.Name) {
-				resp.Topics = append(resp.Topics, s.topicMetadata(t))
+				resp.Topics = append(resp.Topics, s.topicMetadataFor(r, req, t))
 			}
 		}
 		return resp
@@ -100,9 +103,24 @@ func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create boo
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.topicMetadata(t))
+		resp.Topics = append(resp.Topics, s.topicMetadataFor(r, req, t))
 	}
 	return resp
+}
+
+// topicOperations are the operations on a topic (Kafka's AclOperation
+// codes): READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8,
+// DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+const topicOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+
+// topicMetadataFor is topicMetadata with the operations the principal may
+// do on the topic, when the request asks (v8+) and an authorizer is on.
+func (s *Server) topicMetadataFor(r *Request, req *kmsg.MetadataRequest, t *topics.Topic) kmsg.MetadataResponseTopic {
+	mt := s.topicMetadata(t)
+	if req.IncludeTopicAuthorizedOperations && s.authz != nil {
+		mt.AuthorizedOperations = s.authorizedOps(r, acls.Topic, t.Name, topicOperations)
+	}
+	return mt
 }
 
 // deniedTopicMetadata is a topic the principal may not describe.
