@@ -268,3 +268,28 @@ func TestProduceFetchAuthorization(t *testing.T) {
 		t.Fatalf("Produce with READ only: %v, want TOPIC_AUTHORIZATION_FAILED", kerr.ErrorForCode(resp.Topics[0].Partitions[0].ErrorCode))
 	}
 }
+
+func TestMetadataAuthorizedOperations(t *testing.T) {
+	var allowAll atomic.Bool
+	s, store, _ := aclServer(t, &allowAll)
+	if err := store.Create([]acls.ACL{
+		anon(acls.Topic, acls.Literal, "t", acls.Read, acls.Allow),
+		anon(acls.Topic, acls.Literal, "t", acls.AlterConfigs, acls.Allow),
+		anon(acls.Cluster, acls.Literal, acls.ClusterName, acls.Create, acls.Allow),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version, req.IncludeTopicAuthorizedOperations, req.IncludeClusterAuthorizedOperations = 10, true, true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr("t")
+	req.Topics = append(req.Topics, rt)
+	resp := call[*kmsg.MetadataResponse](t, s, req)
+	// READ (3) implies DESCRIBE (8); ALTER_CONFIGS (11) implies DESCRIBE_CONFIGS (10).
+	if want := int32(1<<3 | 1<<8 | 1<<10 | 1<<11); len(resp.Topics) != 1 || resp.Topics[0].AuthorizedOperations != want {
+		t.Fatalf("topic authorized operations %b, want %b", resp.Topics[0].AuthorizedOperations, want)
+	}
+	if want := int32(1 << 5); resp.AuthorizedOperations != want {
+		t.Fatalf("cluster authorized operations %b, want %b", resp.AuthorizedOperations, want)
+	}
+}
