@@ -138,6 +138,12 @@ func (a *ConnAuth) Admits(key int16, now time.Time) bool {
 // delay, which leaves time for the answer to be written. Call with mu held.
 func (a *ConnAuth) fail(ctx context.Context, info *ConnInfo, mech, reason string, err error) {
 	a.mu.phase = phaseFailed
+	a.refuse(ctx, info, mech, reason, err)
+}
+
+// refuse is fail without the phase, for when mu is held by a step in
+// flight: the flags alone stop the connection.
+func (a *ConnAuth) refuse(ctx context.Context, info *ConnInfo, mech, reason string, err error) {
 	a.failed.Store(true)
 	a.raw.Store(false)
 	log := a.cfg.Logger
@@ -158,7 +164,12 @@ func (a *ConnAuth) fail(ctx context.Context, info *ConnInfo, mech, reason string
 // handshake runs SaslHandshake: it picks the mechanism and starts its
 // session. It returns the error code to answer (0: go on).
 func (a *ConnAuth) handshake(ctx context.Context, info *ConnInfo, version int16, mech string) int16 {
-	a.mu.Lock()
+	// On the event loop, which must not wait on a step in flight (PLAIN
+	// salting a password): a handshake during one is out of order anyway.
+	if !a.mu.TryLock() {
+		a.refuse(ctx, info, mech, "illegal_state", errors.New("SaslHandshake while an authentication step runs"))
+		return kerr.IllegalSaslState.Code
+	}
 	defer a.mu.Unlock()
 	switch {
 	case a.mu.phase != phaseHandshake:

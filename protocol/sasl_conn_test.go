@@ -177,3 +177,19 @@ func TestConnAuthReauth(t *testing.T) {
 		t.Fatal("not closed after a refused re-authentication")
 	}
 }
+
+// TestConnAuthHandshakeDuringStep: a SaslHandshake while a step holds the
+// state (a PLAIN password being salted) does not wait for it: it is
+// refused and the connection closed.
+func TestConnAuthHandshakeDuringStep(t *testing.T) {
+	a, info, closed := newTestAuth(t, 0)
+	a.mu.Lock() // a step in flight
+	code := a.handshake(context.Background(), info, 1, "PLAIN")
+	a.mu.Unlock()
+	if code != kerr.IllegalSaslState.Code || a.Admits(18, time.Now()) {
+		t.Fatalf("handshake during a step: code %d", code)
+	}
+	if !closed.waitClosed() {
+		t.Fatal("not closed")
+	}
+}
