@@ -22,6 +22,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -157,9 +158,10 @@ func (s *Server) serveTLS(nc net.Conn) {
 	_ = nc.SetDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	if err := tc.HandshakeContext(context.Background()); err != nil {
 		s.open.Add(-1)
-		if errors.Is(err, io.EOF) {
-			// Closed before a byte: a port probe (cluster nodes probe
-			// each other's listener), not a failed client.
+		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// Gone before a handshake: a port probe (cluster nodes
+			// probe each other's listener) or a client that gave up
+			// dialing, not a failed client.
 			s.log.Debug("connection closed before its TLS handshake", "remote", nc.RemoteAddr().String())
 		} else {
 			s.closed[closeTLSHandshake].Add(1)

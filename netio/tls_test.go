@@ -28,7 +28,7 @@ type tlsFixture struct {
 	client tlstest.Pair
 }
 
-func newTLSFixture(t *testing.T) tlsFixture {
+func newTLSFixture(t testing.TB) tlsFixture {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := tlstest.NewCA(dir, "ca")
@@ -56,7 +56,7 @@ func (f tlsFixture) store(t *testing.T, auth certs.ClientAuth) *certs.Store {
 }
 
 // clientConfig trusts caFile and presents cert (zero: none).
-func clientConfig(t *testing.T, caFile string, cert tlstest.Pair) *tls.Config {
+func clientConfig(t testing.TB, caFile string, cert tlstest.Pair) *tls.Config {
 	t.Helper()
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
