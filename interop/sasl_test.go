@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+	xdgscram "github.com/xdg-go/scram"
 
 	"github.com/regent-broker/regent/interop/brokertest"
 	"github.com/regent-broker/regent/interop/testwait"
@@ -266,6 +267,38 @@ func TestSASLPlaintextListener(t *testing.T) {
 	}
 	if c = legacy("wrong"); !closedWithin(c, 5*time.Second) {
 		t.Error("legacy PLAIN with a wrong password: connection left open")
+	}
+	// Legacy framing with SCRAM-SHA-512: two raw round trips, the server's
+	// signature checked by xdg-go/scram's client.
+	c = dial(t, saslAddr)
+	hs0 := kmsg.NewPtrSASLHandshakeRequest()
+	hs0.Version, hs0.Mechanism = 0, "SCRAM-SHA-512"
+	writeFrame(t, c, 1, hs0)
+	if b, err := readFrame(c, 5*time.Second); err != nil || binary.BigEndian.Uint16(b[4:]) != 0 {
+		t.Fatalf("SaslHandshake v0 SCRAM-SHA-512: %x %v", b, err)
+	}
+	sc, err := xdgscram.SHA512.NewClient("alice", "alice-pw", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := sc.NewConversation()
+	msg, err := conv.Step("")
+	for i := 0; err == nil && !conv.Done() && i < 3; i++ {
+		if _, werr := c.Write(append(binary.BigEndian.AppendUint32(nil, uint32(len(msg))), msg...)); werr != nil {
+			t.Fatal(werr)
+		}
+		b, rerr := readFrame(c, 10*time.Second)
+		if rerr != nil {
+			t.Fatalf("legacy SCRAM step %d: %v", i, rerr)
+		}
+		msg, err = conv.Step(string(b))
+	}
+	if err != nil || !conv.Valid() {
+		t.Fatalf("legacy SCRAM-SHA-512: %v (valid %v)", err, conv.Valid())
+	}
+	writeFrame(t, c, 2, md)
+	if b, err := readFrame(c, 5*time.Second); err != nil || binary.BigEndian.Uint32(b) != 2 {
+		t.Fatalf("Metadata after legacy SCRAM: %v", err)
 	}
 
 	// KIP-368: SaslAuthenticate v1 tells the session lifetime; past it
