@@ -118,12 +118,28 @@ func (c *Store) ServerConfig() *tls.Config {
 }
 
 // ClientConfig is a dialer's config for links between nodes and for the
-// admin commands: it presents the current certificate and trusts CA.
+// admin commands: it presents the current certificate and verifies the
+// server's against the current CA and the dialed name (both reloadable,
+// hence the verification in VerifyConnection rather than RootCAs).
 func (c *Store) ClientConfig() *tls.Config {
-	l := c.cur.Load()
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		RootCAs:    l.pool,
+		// Not skipped: VerifyConnection below does the same chain and
+		// name checks against the CA loaded now.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(st tls.ConnectionState) error {
+			if len(st.PeerCertificates) == 0 {
+				return errors.New("tls: the server presented no certificate")
+			}
+			opts := x509.VerifyOptions{Roots: c.cur.Load().pool, DNSName: st.ServerName, Intermediates: x509.NewCertPool()}
+			for _, ic := range st.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(ic)
+			}
+			if _, err := st.PeerCertificates[0].Verify(opts); err != nil {
+				return fmt.Errorf("tls: server certificate: %w", err)
+			}
+			return nil
+		},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return c.cur.Load().cert, nil
 		},
