@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -234,7 +235,10 @@ func TestTLSKcat(t *testing.T) {
 // TestKgoConformanceSuiteTLS runs franz-go's kgo suite with every client
 // on an SSL listener (KGO_TEST_TLS=ca:...), the SCRAM tests on a
 // SASL_PLAINTEXT listener of the same broker (the suite's SCRAM clients
-// do not use its TLS config).
+// do not use its TLS config). TestIssue769 is left out: it sets its own
+// Dialer, which kgo refuses beside DialTLSConfig (NewClient fails and the
+// test dereferences the nil client), a limit of the suite, not of TLS.
+// KGO_TLS_RUN narrows the run to a regexp (a CI subset).
 func TestKgoConformanceSuiteTLS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kgo suite: not in -short")
@@ -244,7 +248,27 @@ func TestKgoConformanceSuiteTLS(t *testing.T) {
 	args := append([]string{"--listeners", "PLAINTEXT://" + plainAddr + ",SSL://" + sslAddr + ",SASL_PLAINTEXT://" + saslAddr, "--broker-config", "group.initial.rebalance.delay.ms=0"}, x.BrokerArgs()...)
 	brokertest.StartAt(t, plainAddr, args...)
 	env := append(kgoSCRAMEnv(t, plainAddr, saslAddr), "KGO_TEST_TLS=ca:"+x.CA.CertFile)
-	runKgoSuite(t, "Regent's SSL listener", sslAddr, 1, os.Getenv("KGO_TLS_RUN"), env...)
+	run := os.Getenv("KGO_TLS_RUN")
+	if run == "" {
+		run = kgoTestsBut(t, "TestIssue769")
+	}
+	runKgoSuite(t, "Regent's SSL listener", sslAddr, 1, run, env...)
+}
+
+// kgoTestsBut is a -run regexp naming every kgo test except skip.
+func kgoTestsBut(t *testing.T, skip ...string) string {
+	t.Helper()
+	out, err := exec.Command("go", "test", "-list", "^Test", "github.com/twmb/franz-go/pkg/kgo").Output()
+	if err != nil {
+		t.Fatalf("list kgo tests: %v", err)
+	}
+	var names []string
+	for _, n := range strings.Fields(string(out)) {
+		if strings.HasPrefix(n, "Test") && !slices.Contains(skip, n) {
+			names = append(names, n)
+		}
+	}
+	return "^(" + strings.Join(names, "|") + ")$"
 }
 
 // TestClusterMutualTLS: three nodes whose raft transport and admin
