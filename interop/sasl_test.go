@@ -533,3 +533,63 @@ func TestSASLKcatAndPython(t *testing.T) {
 		t.Fatalf("python SASL round trip: %v", err)
 	}
 }
+
+// TestSASLJavaClient: Kafka's Java client (4.3) producer, consumer group
+// and Admin over SASL_PLAINTEXT with SCRAM-SHA-512, PLAIN and OAUTHBEARER
+// (a JWT signed by a key of the broker's JWKS, read from a file through
+// Kafka's file:// token endpoint).
+func TestSASLJavaClient(t *testing.T) {
+	lib := kafkaLib(t)
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := filepath.Join(dir, "jwks.json")
+	raw, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256), Use: "sig"}}})
+	if err := os.WriteFile(jwks, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, plainAddr, saslAddr := saslBroker(t, "--sasl-mechanisms", "SCRAM-SHA-512,PLAIN,OAUTHBEARER", "--sasl-oauthbearer-jwks", jwks, "--sasl-oauthbearer-audience", "regent")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, kgo.SeedBrokers(plainAddr)))
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "java", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "java-pw"}}); err != nil || res["java"].Err != nil {
+		t.Fatalf("create java: %v %v", err, res["java"].Err)
+	}
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "java-sasl"); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "java-svc", Audience: jwt.Audience{"regent"}, IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Hour))}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(dir, "token.jwt")
+	if err := os.WriteFile(tokFile, []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, _ := filepath.Abs(filepath.Join("javaclients", "SaslClient.java"))
+	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
+	for _, tc := range []struct{ mech, user, secret string }{
+		{"SCRAM-SHA-512", "java", "java-pw"},
+		{"PLAIN", "java", "java-pw"},
+		{"OAUTHBEARER", "", tokFile},
+	} {
+		cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-Dlog4j2.configurationFile="+log4j,
+			"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://"+tokFile,
+			"-cp", filepath.Join(lib, "*"), src, saslAddr, "java-sasl", "group-"+tc.mech, tc.mech, tc.user, tc.secret)
+		out, err := cmd.CombinedOutput()
+		t.Logf("Java client over SASL_PLAINTEXT/%s: %s", tc.mech, grepLines(string(out), " ok"))
+		for _, want := range []string{"produce ok", "consume ok", "admin ok"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("Java client %s: no %q (%v):\n%s", tc.mech, want, err, out)
+				break
+			}
+		}
+	}
+}
