@@ -180,6 +180,10 @@ func (a *ConnAuth) handshake(ctx context.Context, info *ConnInfo, version int16,
 		// would send raw tokens, which an authenticated connection's
 		// requests cannot be told apart from.
 		return kerr.IllegalSaslState.Code
+	case a.authed.Load() && mech != a.mu.mech:
+		// As Kafka: re-authentication keeps the mechanism.
+		a.fail(ctx, info, mech, "reauth_mechanism_changed", fmt.Errorf("re-authentication with %s, authenticated with %s", mech, a.mu.mech))
+		return kerr.IllegalSaslState.Code
 	case !a.cfg.Auth.Enabled(mech):
 		a.fail(ctx, info, mech, "unsupported_mechanism", nil)
 		return kerr.UnsupportedSaslMechanism.Code

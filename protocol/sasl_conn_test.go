@@ -165,6 +165,17 @@ func TestConnAuthReauth(t *testing.T) {
 	if out := a.authenticate(ctx, info, []byte("\x00alice\x00pw"), later); out.code != 0 || !a.Admits(3, later) {
 		t.Fatalf("reauth: %+v", out)
 	}
+	// Another mechanism on re-authentication is refused, and closes.
+	b, binfo, bclosed := newTestAuth(t, time.Minute)
+	if code := b.handshake(ctx, binfo, 1, "PLAIN"); code != 0 {
+		t.Fatal(code)
+	}
+	if out := b.authenticate(ctx, binfo, []byte("\x00alice\x00pw"), now); out.code != 0 {
+		t.Fatal(out)
+	}
+	if code := b.handshake(ctx, binfo, 1, "SCRAM-SHA-512"); code != kerr.IllegalSaslState.Code || b.Admits(3, now) || !bclosed.waitClosed() {
+		t.Fatalf("reauth with another mechanism: %d", code)
+	}
 	// Another principal on re-authentication is refused.
 	a.mu.principal = "User:bob"
 	if code := a.handshake(ctx, info, 1, "PLAIN"); code != 0 {
