@@ -3,19 +3,26 @@ package interop_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -456,5 +463,90 @@ func TestSASLSSL(t *testing.T) {
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("python SASL_SSL round trip: %v", err)
+	}
+}
+
+// TestTLSJavaClient: Kafka's Java client (4.3) producer, consumer group
+// and Admin over SSL with a client certificate (mTLS, PEM trust and key
+// stores), and over SASL_SSL with SCRAM-SHA-512 and with OAUTHBEARER (a
+// JWT signed by a key of the broker's JWKS).
+func TestTLSJavaClient(t *testing.T) {
+	lib := kafkaLib(t)
+	dir := t.TempDir()
+	x := brokertest.NewTLS(t, "ca")
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jwks := filepath.Join(dir, "jwks.json")
+	raw, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256), Use: "sig"}}})
+	if err := os.WriteFile(jwks, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	plainAddr, sslAddr, saslAddr := loopback(t), loopback(t), loopback(t)
+	args := append([]string{"--listeners", "PLAINTEXT://" + plainAddr + ",SSL://" + sslAddr + ",SASL_SSL://" + saslAddr,
+		"--tls-client-auth", "requested", "--sasl-mechanisms", "SCRAM-SHA-512,OAUTHBEARER",
+		"--sasl-oauthbearer-jwks", jwks, "--sasl-oauthbearer-audience", "regent"}, x.BrokerArgs()...)
+	brokertest.StartAt(t, plainAddr, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, kgo.SeedBrokers(plainAddr)))
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "java", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "java-pw"}}); err != nil || res["java"].Err != nil {
+		t.Fatalf("create java: %v %v", err, res["java"].Err)
+	}
+	if _, err := adm.CreateTopic(ctx, 3, 1, nil, "java-tls"); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tok, err := jwt.Signed(signer).Claims(jwt.Claims{Subject: "java-svc", Audience: jwt.Audience{"regent"}, IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Hour))}).Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokFile := filepath.Join(dir, "token.jwt")
+	if err := os.WriteFile(tokFile, []byte(tok), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// Java's PEM key store: the certificate chain and the PKCS#8 key in one file.
+	cli := x.Client(t, "java")
+	keystore := filepath.Join(dir, "java-keystore.pem")
+	var pem []byte
+	for _, f := range []string{cli.KeyFile, cli.CertFile} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pem = append(pem, b...)
+	}
+	if err := os.WriteFile(keystore, pem, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trust := "ssl.truststore.type=PEM\nssl.truststore.location=" + x.CA.CertFile + "\n"
+	src, _ := filepath.Abs(filepath.Join("javaclients", "SaslClient.java"))
+	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
+	for _, tc := range []struct{ name, addr, props, mech, user, secret string }{
+		{"SSL+mTLS", sslAddr, "security.protocol=SSL\n" + trust + "ssl.keystore.type=PEM\nssl.keystore.location=" + keystore + "\n", "NONE", "", ""},
+		{"SASL_SSL/SCRAM-SHA-512", saslAddr, "security.protocol=SASL_SSL\n" + trust, "SCRAM-SHA-512", "java", "java-pw"},
+		{"SASL_SSL/OAUTHBEARER", saslAddr, "security.protocol=SASL_SSL\n" + trust, "OAUTHBEARER", "", tokFile},
+	} {
+		props := filepath.Join(dir, "client.properties")
+		if err := os.WriteFile(props, []byte(tc.props), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.CommandContext(ctx, "java", "-Xmx256m", "-Dlog4j2.configurationFile="+log4j,
+			"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://"+tokFile,
+			"-cp", filepath.Join(lib, "*"), src, tc.addr, "java-tls", "group-"+strings.ReplaceAll(tc.name, "/", "-"), tc.mech, tc.user, tc.secret)
+		cmd.Env = append(os.Environ(), "KAFKA_CLIENT_PROPS="+props)
+		out, err := cmd.CombinedOutput()
+		t.Logf("Java client over %s: %s", tc.name, grepLines(string(out), " ok"))
+		for _, want := range []string{"produce ok", "consume ok", "admin ok"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("Java client %s: no %q (%v):\n%s", tc.name, want, err, out)
+				break
+			}
+		}
 	}
 }

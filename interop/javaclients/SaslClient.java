@@ -4,6 +4,8 @@
 // PLAIN (SECRET is the password), OAUTHBEARER (SECRET is a file holding a
 // JWT, read through Kafka's file:// token endpoint).
 // Usage: java -cp 'kafka-lib/*' SaslClient.java BOOTSTRAP TOPIC GROUP MECHANISM USER SECRET
+// With KAFKA_CLIENT_PROPS naming a properties file, its entries are added
+// last (e.g. security.protocol=SASL_SSL or SSL and the ssl.* settings).
 import java.time.Duration;
 import java.util.List;
 import java.util.Properties;
@@ -38,6 +40,14 @@ public class SaslClient {
         p.put("max.block.ms", "20000");
         p.put("delivery.timeout.ms", "20000");
         p.put("request.timeout.ms", "10000");
+        String extra = System.getenv("KAFKA_CLIENT_PROPS");
+        if (extra != null) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(extra)) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
+        }
         return p;
     }
 
