@@ -144,6 +144,13 @@ func (a *ConnAuth) fail(ctx context.Context, info *ConnInfo, mech, reason string
 // refuse is fail without the phase, for when mu is held by a step in
 // flight: the flags alone stop the connection.
 func (a *ConnAuth) refuse(ctx context.Context, info *ConnInfo, mech, reason string, err error) {
+	// The mechanism is the client's word: a name outside the known ones
+	// would make a metric label per attempt.
+	switch mech {
+	case sasl.Plain, sasl.ScramSHA256, sasl.ScramSHA512, sasl.OAuthBearer:
+	default:
+		mech = "other"
+	}
 	a.failed.Store(true)
 	a.raw.Store(false)
 	log := a.cfg.Logger
