@@ -8,6 +8,7 @@ package protocol
 // session lifetime (KIP-368) when connections.max.reauth.ms is set.
 
 import (
+	"runtime"
 	"runtime/debug"
 	"time"
 
@@ -16,6 +17,12 @@ import (
 )
 
 func init() { register(36, 0, 2, (*Server).saslAuthenticate) }
+
+// saslSteps bounds the SASL steps running at once, broker-wide, to the
+// cores: the rest wait their turn (bounded by the connections times their
+// in-flight limit; one connection's steps run one at a time, under its
+// ConnAuth's lock).
+var saslSteps = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
 
 func (s *Server) saslAuthenticate(r *Request) {
 	req := r.Msg.(*kmsg.SASLAuthenticateRequest)
@@ -29,6 +36,10 @@ func (s *Server) saslAuthenticate(r *Request) {
 		return
 	}
 	go func() {
+		// Bounded CPU: a flood of PLAIN logins (each salts a password,
+		// up to 16384 hash rounds) waits here instead of taking every core.
+		saslSteps <- struct{}{}
+		defer func() { <-saslSteps }()
 		defer func() {
 			if p := recover(); p != nil {
 				// A mechanism that panics refuses the login; the
