@@ -41,8 +41,8 @@ func (s *Server) describeUserScramCredentials(r *Request) {
 		}
 	}
 	var found []users.UserCredentials
-	if s.users != nil && (len(names) > 0 || req.Users == nil || len(req.Users) == 0) {
-		found = s.users.Describe(names)
+	if s.users != nil {
+		found = s.users.Describe(names) // no names: every user
 	}
 	byName := map[string]users.UserCredentials{}
 	for _, uc := range found {
