@@ -139,6 +139,9 @@ func badCredentials(mech, reason string, err error) *Failure {
 	return &Failure{Reason: reason, Msg: fmt.Sprintf("Authentication failed: invalid credentials with SASL mechanism %s", mech), Err: err}
 }
 
+// decoy is salted for unknown PLAIN users (never matches: empty keys).
+var decoy = users.Credential{Mechanism: users.ScramSHA512, Salt: []byte("regent-decoy-salt"), Iterations: users.MinIterations}
+
 // plainSession checks "authzid\0user\0password" (RFC 4616) against the
 // user's stored SCRAM credential: the password is salted with the stored
 // salt and iterations and the keys compared, so passwords are never stored.
@@ -165,6 +168,9 @@ func (p *plainSession) Step(msg []byte, _ time.Time) ([]byte, bool, error) {
 		c, ok = p.creds.Lookup(user, users.ScramSHA256)
 	}
 	if !ok {
+		// The same salting work as a known user's, so the answer's time
+		// does not tell which names exist.
+		decoy.Verify(pass)
 		return nil, true, badCredentials(Plain, "unknown_user", nil)
 	}
 	if !c.Verify(pass) {
