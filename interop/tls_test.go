@@ -281,11 +281,14 @@ func kgoTestsBut(t *testing.T, skip ...string) string {
 
 // TestClusterMutualTLS: three nodes whose raft transport and admin
 // endpoints are on mutual TLS form a cluster, elect, replicate, and elect
-// again after the leader is killed; a raft or admin dial without the
+// again after the leader is killed; a user and an ACL made through the
+// first leader hold on the next one; a raft or admin dial without the
 // cluster certificate (or with another CA's) is refused.
+// (allow.everyone.if.no.acl.found=true lets the anonymous client manage
+// ACLs and users: no ACL names the cluster.)
 func TestClusterMutualTLS(t *testing.T) {
 	x := brokertest.NewTLS(t, "cluster-ca")
-	c := brokertest.StartCluster(t, 3, x.ClusterArgs()...)
+	c := brokertest.StartCluster(t, 3, append(x.ClusterArgs(), "--authorizer", "acl", "--broker-config", "allow.everyone.if.no.acl.found=true")...)
 	leader := c.WaitLeader(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -296,6 +299,14 @@ func TestClusterMutualTLS(t *testing.T) {
 	c.WaitTopic(t, "mtls", 1, 3, time.Minute)
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "mtls", Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
+	}
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 1, 3, nil, "locked"); err != nil {
+		t.Fatalf("create topic: %v", err)
+	}
+	mustCreateACLs(t, ctx, adm, literal().Topics("locked").Deny("User:*").Operations(kadm.OpWrite))
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "carol", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "carol-pw"}}); err != nil || res["carol"].Err != nil {
+		t.Fatalf("create carol: %v %v", err, res["carol"].Err)
 	}
 
 	n := c.Node(leader)
@@ -323,6 +334,13 @@ func TestClusterMutualTLS(t *testing.T) {
 	cl2 := c.Client(t, kgo.RecordRetries(10))
 	if err := cl2.ProduceSync(ctx, &kgo.Record{Topic: "mtls", Value: []byte("after")}).FirstErr(); err != nil {
 		t.Fatalf("produce after failover: %v", err)
+	}
+	if err := cl2.ProduceSync(ctx, &kgo.Record{Topic: "locked", Value: []byte("no")}).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("produce to locked on the new leader %d: %v, want TOPIC_AUTHORIZATION_FAILED", next, err)
+	}
+	users, err := kadm.NewClient(cl2).DescribeUserSCRAMs(ctx, "carol")
+	if err != nil || users["carol"].Err != nil || len(users["carol"].CredInfos) != 1 {
+		t.Fatalf("carol on the new leader %d: %v %+v", next, err, users)
 	}
 }
 
