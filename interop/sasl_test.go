@@ -18,6 +18,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -400,7 +401,7 @@ func TestSASLOfflineAdminAndOAuthBearer(t *testing.T) {
 		t.Fatal(err)
 	}
 	plainAddr, saslAddr := loopback(t), loopback(t)
-	brokertest.StartIn(t, data, plainAddr, "--listeners", "PLAINTEXT://"+plainAddr+",SASL_PLAINTEXT://"+saslAddr,
+	b := brokertest.StartIn(t, data, plainAddr, "--listeners", "PLAINTEXT://"+plainAddr+",SASL_PLAINTEXT://"+saslAddr,
 		"--sasl-mechanisms", "SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-jwks", jwks,
 		"--sasl-oauthbearer-issuer", "https://issuer.test", "--sasl-oauthbearer-audience", "regent")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -442,6 +443,22 @@ func TestSASLOfflineAdminAndOAuthBearer(t *testing.T) {
 		if err := pingErr(t, saslAddr, bearer(tok)); !errors.Is(err, kerr.SaslAuthenticationFailed) || !strings.Contains(err.Error(), "invalid_token") {
 			t.Errorf("%s token: %v, want SASL_AUTHENTICATION_FAILED (invalid_token)", name, err)
 		}
+	}
+
+	// Key rotation: the JWKS file gets the other key, SIGHUP reloads it;
+	// its tokens are accepted from then on.
+	raw, _ = json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &other.PublicKey, KeyID: "k1", Algorithm: string(jose.ES256), Use: "sig"}}})
+	if err := os.WriteFile(jwks, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(b.PID(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "a token of the rotated key accepted after SIGHUP", 20*time.Second, func() bool {
+		return pingErr(t, saslAddr, bearer(sign(other, good))) == nil
+	})
+	if err := pingErr(t, saslAddr, bearer(sign(key, good))); !errors.Is(err, kerr.SaslAuthenticationFailed) {
+		t.Errorf("the retired key's token after the reload: %v, want SASL_AUTHENTICATION_FAILED", err)
 	}
 }
 

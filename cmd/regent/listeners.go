@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/regent-broker/regent/actors/users"
@@ -178,7 +182,8 @@ func (v reauthValue) Set(s string) error {
 
 // buildListeners makes the protocol side of each listener: its advertised
 // address and, on SASL listeners, the mechanisms over the credential store.
-func buildListeners(cfg Config, specs []listenerSpec, advertised map[string]string, store *users.Store, tel *telemetry.Telemetry, logger *slog.Logger) ([]*protocol.Listener, error) {
+// With OAUTHBEARER, the JWKS is read again at every SIGHUP until ctx ends.
+func buildListeners(ctx context.Context, cfg Config, specs []listenerSpec, advertised map[string]string, store *users.Store, tel *telemetry.Telemetry, logger *slog.Logger) ([]*protocol.Listener, error) {
 	var saslCfg *protocol.SASLConfig
 	if saslEnabled(specs) {
 		mechs := parseMechanisms(cfg.SASLMechanisms)
@@ -189,6 +194,7 @@ func buildListeners(cfg Config, specs []listenerSpec, advertised map[string]stri
 			if err != nil {
 				return nil, fmt.Errorf("--sasl-oauthbearer-jwks: %w", err)
 			}
+			reloadJWKSOnSIGHUP(ctx, logger, oauth)
 		}
 		auth, err := sasl.New(sasl.Config{Mechanisms: mechs, Credentials: store, OAuth: oauth})
 		if err != nil {
@@ -207,4 +213,27 @@ func buildListeners(cfg Config, specs []listenerSpec, advertised map[string]stri
 		out = append(out, pl)
 	}
 	return out, nil
+}
+
+// reloadJWKSOnSIGHUP reads the JWKS again at every SIGHUP (key rotation)
+// until ctx ends; a file that does not load is logged and the keys in use
+// are kept.
+func reloadJWKSOnSIGHUP(ctx context.Context, logger *slog.Logger, v *sasl.OAuthValidator) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			if err := v.Reload(); err != nil {
+				logger.Error("SIGHUP: JWKS not reloaded, the keys in use are kept", "err", err)
+				continue
+			}
+			logger.Info("SIGHUP: JWKS reloaded")
+		}
+	}()
 }

@@ -233,7 +233,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		logger.Info("authorizer on", "acls", aclStore.Set().Len(), "super_users", cfg.SuperUsers, "allow_everyone_if_no_acl_found", allowEveryone)
 	}
 	srv.SetUsers(userStore)
-	listeners, err := buildListeners(cfg, lspecs, advertised, userStore, tel, logger)
+	listeners, err := buildListeners(ctx, cfg, lspecs, advertised, userStore, tel, logger)
 	if err != nil {
 		return err
 	}

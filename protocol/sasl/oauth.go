@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -30,7 +31,8 @@ type OAuthConfig struct {
 // the token's kid, or the only key when there is one), exp required and
 // not past, nbf, iss and aud, and a non-empty sub, which is the principal.
 type OAuthValidator struct {
-	keys jose.JSONWebKeySet
+	// keys is the JWKS in use, replaced whole by Reload; read lock-free.
+	keys atomic.Pointer[jose.JSONWebKeySet]
 	cfg  OAuthConfig
 }
 
@@ -43,26 +45,37 @@ var signatureAlgs = []jose.SignatureAlgorithm{
 
 // NewOAuthValidator loads the JWKS file.
 func NewOAuthValidator(cfg OAuthConfig) (*OAuthValidator, error) {
-	raw, err := os.ReadFile(cfg.JWKSFile)
-	if err != nil {
-		return nil, fmt.Errorf("read JWKS: %w", err)
-	}
 	v := &OAuthValidator{cfg: cfg}
-	if err := json.Unmarshal(raw, &v.keys); err != nil {
-		return nil, fmt.Errorf("parse JWKS %s: %w", cfg.JWKSFile, err)
-	}
-	if len(v.keys.Keys) == 0 {
-		return nil, fmt.Errorf("JWKS %s holds no keys", cfg.JWKSFile)
-	}
-	for _, k := range v.keys.Keys {
-		if !k.IsPublic() {
-			return nil, fmt.Errorf("JWKS %s: key %q is not a public key", cfg.JWKSFile, k.KeyID)
-		}
-	}
 	if v.cfg.ClockSkew <= 0 {
 		v.cfg.ClockSkew = 30 * time.Second
 	}
+	if err := v.Reload(); err != nil {
+		return nil, err
+	}
 	return v, nil
+}
+
+// Reload reads the JWKS file again (key rotation); on error the keys in
+// use are kept. Safe while tokens are validated.
+func (v *OAuthValidator) Reload() error {
+	raw, err := os.ReadFile(v.cfg.JWKSFile)
+	if err != nil {
+		return fmt.Errorf("read JWKS: %w", err)
+	}
+	var ks jose.JSONWebKeySet
+	if err := json.Unmarshal(raw, &ks); err != nil {
+		return fmt.Errorf("parse JWKS %s: %w", v.cfg.JWKSFile, err)
+	}
+	if len(ks.Keys) == 0 {
+		return fmt.Errorf("JWKS %s holds no keys", v.cfg.JWKSFile)
+	}
+	for _, k := range ks.Keys {
+		if !k.IsPublic() {
+			return fmt.Errorf("JWKS %s: key %q is not a public key", v.cfg.JWKSFile, k.KeyID)
+		}
+	}
+	v.keys.Store(&ks)
+	return nil
 }
 
 // Validate checks token at now and returns its subject and expiry.
@@ -74,13 +87,14 @@ func (v *OAuthValidator) Validate(token string, now time.Time) (sub string, exp 
 	if len(tok.Headers) != 1 {
 		return "", time.Time{}, errors.New("token must carry one signature")
 	}
+	keys := v.keys.Load()
 	var key *jose.JSONWebKey
 	if kid := tok.Headers[0].KeyID; kid != "" {
-		if ks := v.keys.Key(kid); len(ks) > 0 {
+		if ks := keys.Key(kid); len(ks) > 0 {
 			key = &ks[0]
 		}
-	} else if len(v.keys.Keys) == 1 {
-		key = &v.keys.Keys[0]
+	} else if len(keys.Keys) == 1 {
+		key = &keys.Keys[0]
 	}
 	if key == nil {
 		return "", time.Time{}, fmt.Errorf("no key %q in the JWKS", tok.Headers[0].KeyID)

@@ -382,3 +382,38 @@ func TestScramNonceAndEncoding(t *testing.T) {
 		}
 	}
 }
+
+// TestOAuthJWKSReload: a rotated key is accepted once the JWKS is
+// reloaded; a broken file keeps the keys in use.
+func TestOAuthJWKSReload(t *testing.T) {
+	f := newOAuthFixture(t)
+	v, err := NewOAuthValidator(OAuthConfig{JWKSFile: f.jwks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	claims := jwt.Claims{Subject: "s", Expiry: jwt.NewNumericDate(time.Now().Add(time.Hour))}
+	rotated := sign(t, next, "next", claims)
+	if _, _, err := v.Validate(rotated, time.Now()); err == nil {
+		t.Fatal("a token of an unknown key accepted")
+	}
+	raw, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &next.PublicKey, KeyID: "next", Algorithm: string(jose.ES256)}}})
+	if err := os.WriteFile(f.jwks, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := v.Validate(rotated, time.Now()); err != nil {
+		t.Fatalf("rotated key after reload: %v", err)
+	}
+	if err := os.WriteFile(f.jwks, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Reload(); err == nil {
+		t.Fatal("a broken JWKS reloaded")
+	}
+	if _, _, err := v.Validate(rotated, time.Now()); err != nil {
+		t.Fatalf("keys lost after a failed reload: %v", err)
+	}
+}
