@@ -57,6 +57,8 @@ Usage:
                                 regent cluster status --admin host:port
                                 regent cluster add-voter --admin host:port --id N --kafka host:port --raft host:port [--node-admin host:port]
                                 regent cluster remove-voter --admin host:port --id N
+                              (admin endpoints on mutual TLS: add --tls-cert F
+                              --tls-key F --tls-ca F, a cluster CA's certificate)
   regent users add NAME --mechanism SCRAM-SHA-512 --password-file F --data DIR
                               a SCRAM user in a stopped single node's store
   regent version              print the version and commit
