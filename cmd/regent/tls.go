@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -96,7 +97,12 @@ func (c Config) clusterCerts() (*certs.Store, error) {
 // until ctx ends. Connections open keep their session; new handshakes
 // get the new files. A file that does not load is logged and the
 // certificates in use are kept.
+//
+// Without a store SIGHUP keeps its default action (the process ends).
 func reloadOnSIGHUP(ctx context.Context, logger *slog.Logger, stores ...*certs.Store) {
+	if !slices.ContainsFunc(stores, func(s *certs.Store) bool { return s != nil }) {
+		return
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
