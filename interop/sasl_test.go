@@ -210,6 +210,27 @@ func TestSASLPlaintextListener(t *testing.T) {
 		if got := net.JoinHostPort(md.Brokers[0].Host, fmt.Sprint(md.Brokers[0].Port)); got != tc.addr {
 			t.Errorf("Metadata on %s advertises %s", tc.addr, got)
 		}
+		cl := newClient(t, append(tc.opts, kgo.SeedBrokers(tc.addr))...)
+		dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := net.JoinHostPort(dc.Brokers[0].Host, fmt.Sprint(dc.Brokers[0].Port)); got != tc.addr {
+			t.Errorf("DescribeCluster on %s advertises %s", tc.addr, got)
+		}
+		fc := kmsg.NewPtrFindCoordinatorRequest()
+		fc.CoordinatorKey, fc.CoordinatorKeys = "g", []string{"g"}
+		fcr, err := fc.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fcr.Coordinators) > 0 {
+			if c := fcr.Coordinators[0]; net.JoinHostPort(c.Host, fmt.Sprint(c.Port)) != tc.addr {
+				t.Errorf("FindCoordinator on %s gives %s:%d", tc.addr, c.Host, c.Port)
+			}
+		} else if got := net.JoinHostPort(fcr.Host, fmt.Sprint(fcr.Port)); got != tc.addr {
+			t.Errorf("FindCoordinator on %s gives %s", tc.addr, got)
+		}
 	}
 
 	// Refusals.
