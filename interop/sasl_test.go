@@ -631,3 +631,82 @@ func TestSASLJavaClient(t *testing.T) {
 		}
 	}
 }
+
+// TestSASLLoginFlood: 64 connections logging in with wrong PLAIN passwords
+// as fast as they are refused, for 5 s, while an authenticated client
+// produces: every record is acknowledged, and the latencies are logged.
+func TestSASLLoginFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("flood: not in -short")
+	}
+	_, plainAddr, saslAddr := saslBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := kadm.NewClient(newClient(t, kgo.SeedBrokers(plainAddr)))
+	if res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "erin", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "erin-pw"}}); err != nil || res["erin"].Err != nil {
+		t.Fatalf("create erin: %v %v", err, res["erin"].Err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "flood"); err != nil {
+		t.Fatal(err)
+	}
+	p := newClient(t, kgo.SeedBrokers(saslAddr), kgo.SASL(scram.Auth{User: "erin", Pass: "erin-pw"}.AsSha512Mechanism()), kgo.DefaultProduceTopic("flood"))
+	if err := p.ProduceSync(ctx, kgo.StringRecord("warm")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	const attackers, dur = 64, 5 * time.Second
+	stop := time.Now().Add(dur)
+	refused := make(chan int, attackers)
+	for range attackers {
+		go func() {
+			n := 0
+			for time.Now().Before(stop) && n < 10000 {
+				c, err := net.DialTimeout("tcp", saslAddr, time.Second)
+				if err != nil {
+					continue
+				}
+				hs := kmsg.NewPtrSASLHandshakeRequest()
+				hs.Version, hs.Mechanism = 1, "PLAIN"
+				au := kmsg.NewPtrSASLAuthenticateRequest()
+				au.Version, au.SASLAuthBytes = 1, []byte("\x00erin\x00guess")
+				var b []byte
+				for i, r := range []kmsg.Request{hs, au} {
+					f := binary.BigEndian.AppendUint32(nil, 0)
+					f = binary.BigEndian.AppendUint16(f, uint16(r.Key()))
+					f = binary.BigEndian.AppendUint16(f, uint16(r.GetVersion()))
+					f = binary.BigEndian.AppendUint32(f, uint32(i))
+					f = binary.BigEndian.AppendUint16(f, 1)
+					f = append(f, 'x')
+					f = r.AppendTo(f)
+					binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+					b = append(b, f...)
+				}
+				_, _ = c.Write(b)
+				_, _ = readFrame(c, 10*time.Second) // handshake
+				if r, err := readFrame(c, 10*time.Second); err == nil && len(r) > 6 && binary.BigEndian.Uint16(r[4:]) == uint16(kerr.SaslAuthenticationFailed.Code) {
+					n++
+				}
+				c.Close()
+			}
+			refused <- n
+		}()
+	}
+	var lat []time.Duration
+	for i := 0; time.Now().Before(stop) && i < 100000; i++ {
+		start := time.Now()
+		if err := p.ProduceSync(ctx, kgo.StringRecord(fmt.Sprint("r", i))).FirstErr(); err != nil {
+			t.Fatalf("produce %d during the flood: %v", i, err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	total := 0
+	for range attackers {
+		total += <-refused
+	}
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
+	t.Logf("login flood: %d wrong PLAIN logins refused in %v by %d connections (%.0f/s); meanwhile %d acks=all produces, latency p50 %v p99 %v max %v",
+		total, dur, attackers, float64(total)/dur.Seconds(), len(lat), q(0.5), q(0.99), lat[len(lat)-1])
+	if total == 0 {
+		t.Error("no login was refused")
+	}
+}

@@ -18,11 +18,12 @@ import (
 
 func init() { register(36, 0, 2, (*Server).saslAuthenticate) }
 
-// saslSteps bounds the SASL steps running at once, broker-wide, to the
-// cores: the rest wait their turn (bounded by the connections times their
-// in-flight limit; one connection's steps run one at a time, under its
-// ConnAuth's lock).
-var saslSteps = make(chan struct{}, max(2, runtime.GOMAXPROCS(0)))
+// saslSteps bounds the SASL steps running at once, broker-wide, to half
+// the cores, so a flood of logins leaves the other half to the clients
+// that are in: the rest wait their turn (bounded by the connections times
+// their in-flight limit; one connection's steps run one at a time, under
+// its ConnAuth's lock).
+var saslSteps = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 
 func (s *Server) saslAuthenticate(r *Request) {
 	req := r.Msg.(*kmsg.SASLAuthenticateRequest)
@@ -37,7 +38,7 @@ func (s *Server) saslAuthenticate(r *Request) {
 	}
 	go func() {
 		// Bounded CPU: a flood of PLAIN logins (each salts a password,
-		// up to 16384 hash rounds) waits here instead of taking every core.
+		// up to 16384 hash rounds) waits here instead of taking the cores.
 		saslSteps <- struct{}{}
 		defer func() { <-saslSteps }()
 		defer func() {
