@@ -50,7 +50,8 @@ func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, linkCerts
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
 	}
-	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// net/http's own errors (TLS handshakes refused) go to our log.
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.logger.Handler(), slog.LevelWarn)}
 	if linkCerts != nil {
 		l = tls.NewListener(l, linkCerts.ServerConfig())
 	}

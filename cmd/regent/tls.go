@@ -98,7 +98,8 @@ func (c Config) clusterCerts() (*certs.Store, error) {
 // get the new files. A file that does not load is logged and the
 // certificates in use are kept.
 //
-// Without a store SIGHUP keeps its default action (the process ends).
+// Without a store it leaves SIGHUP alone (its default action ends the
+// process, unless another reload, such as the JWKS's, takes it).
 func reloadOnSIGHUP(ctx context.Context, logger *slog.Logger, stores ...*certs.Store) {
 	if !slices.ContainsFunc(stores, func(s *certs.Store) bool { return s != nil }) {
 		return
