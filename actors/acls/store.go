@@ -217,36 +217,14 @@ func (s *Store) propose(cmd cluster.Encodable) (any, error) {
 // proposeLocal commits cmd through this node's replicator and waits for
 // Apply's result.
 func (s *Store) proposeLocal(cmd cluster.Encodable) (any, error) {
-	type outcome struct {
-		res any
-		err error
+	res, err := cluster.ProposeWait(s.repl, replKey, cmd, proposeTimeout)
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader):
+		return nil, &Error{Code: kerr.NotController, Msg: fmt.Sprintf("%s: this broker is not the cluster leader (the controller); retry on the leader: %v", cmd.CommandKind(), err)}
+	case errors.Is(err, cluster.ErrOutcomeUnknown):
+		return nil, &Error{Code: kerr.RequestTimedOut, Msg: fmt.Sprintf("%s: the change may or may not be applied: %v", cmd.CommandKind(), err)}
 	}
-	// Buffered, sent to without blocking: a late done must not block the
-	// replicator's goroutine.
-	ch := make(chan outcome, 1)
-	s.repl.Propose(replKey, cmd, func(res any, err error) {
-		select {
-		case ch <- outcome{res, err}:
-		default:
-		}
-	})
-	timer := time.NewTimer(proposeTimeout)
-	defer timer.Stop()
-	select {
-	case o := <-ch:
-		switch {
-		case errors.Is(o.err, cluster.ErrNotLeader):
-			return nil, &Error{Code: kerr.NotController, Msg: fmt.Sprintf("%s: this broker is not the cluster leader (the controller); retry on the leader: %v", cmd.CommandKind(), o.err)}
-		case o.err != nil:
-			return nil, &Error{Code: kerr.RequestTimedOut, Msg: fmt.Sprintf("%s: not committed, the change may or may not be applied: %v", cmd.CommandKind(), o.err)}
-		}
-		if err, ok := o.res.(error); ok {
-			return nil, err
-		}
-		return o.res, nil
-	case <-timer.C:
-		return nil, &Error{Code: kerr.RequestTimedOut, Msg: fmt.Sprintf("%s: not committed within %s, the change may or may not be applied", cmd.CommandKind(), proposeTimeout)}
-	}
+	return res, err
 }
 
 // Apply implements cluster.Applier. It runs on every node in commit order

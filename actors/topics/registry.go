@@ -479,39 +479,16 @@ func (r *Registry) resolveAll(b logconfig.Broker) ([]*Topic, error) {
 // propose commits cmd and waits for its Apply result: the value Apply
 // returned, or Apply's error. r.mu must not be held (Local applies inline).
 func (r *Registry) propose(cmd cluster.Encodable) (any, error) {
-	type outcome struct {
-		res any
-		err error
+	res, err := cluster.ProposeWait(r.repl, replKey, cmd, proposeTimeout)
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader):
+		return nil, errf(kerr.NotController, "%s: this broker is not the cluster leader (the controller); retry on the leader: %v", cmd.CommandKind(), err)
+	case errors.Is(err, cluster.ErrOutcomeUnknown):
+		// REQUEST_TIMED_OUT tells the client the change may or may not be
+		// applied, and that it may retry.
+		return nil, errf(kerr.RequestTimedOut, "%s: the change may or may not be applied: %v", cmd.CommandKind(), err)
 	}
-	// Buffered, and sent to without blocking: a done arriving after the
-	// timeout (or, against the contract, twice) must not block the
-	// replicator's goroutine.
-	ch := make(chan outcome, 1)
-	r.repl.Propose(replKey, cmd, func(res any, err error) {
-		select {
-		case ch <- outcome{res, err}:
-		default:
-		}
-	})
-	timer := time.NewTimer(proposeTimeout)
-	defer timer.Stop()
-	select {
-	case o := <-ch:
-		switch {
-		case errors.Is(o.err, cluster.ErrNotLeader):
-			return nil, errf(kerr.NotController, "%s: this broker is not the cluster leader (the controller); retry on the leader: %v", cmd.CommandKind(), o.err)
-		case o.err != nil:
-			// The replicator leaves the outcome unknown; REQUEST_TIMED_OUT
-			// tells the client just that, and that it may retry.
-			return nil, errf(kerr.RequestTimedOut, "%s: not committed, the change may or may not be applied: %v", cmd.CommandKind(), o.err)
-		}
-		if err, ok := o.res.(error); ok {
-			return nil, err
-		}
-		return o.res, nil
-	case <-timer.C:
-		return nil, errf(kerr.RequestTimedOut, "%s: not committed within %s, the change may or may not be applied", cmd.CommandKind(), proposeTimeout)
-	}
+	return res, err
 }
 
 // Apply implements cluster.Applier: it applies a committed topic change

@@ -328,39 +328,19 @@ const proposeTimeout = 30 * time.Second
 // commit: NOT_CONTROLLER on a follower, REQUEST_TIMED_OUT when the outcome
 // is unknown. Blocks until applied: call it off the event loop.
 func (s *Store) Alter(ups []Upsert, dels []Deletion) ([]error, error) {
-	ch := make(chan struct {
-		res any
-		err error
-	}, 1)
-	s.repl.Propose(replKey, &alterCmd{Upserts: ups, Deletions: dels}, func(res any, err error) {
-		select {
-		case ch <- struct {
-			res any
-			err error
-		}{res, err}:
-		default:
-		}
-	})
-	timer := time.NewTimer(proposeTimeout)
-	defer timer.Stop()
-	select {
-	case o := <-ch:
-		switch {
-		case errors.Is(o.err, cluster.ErrNotLeader):
-			return nil, fmt.Errorf("%w: this broker is not the cluster leader (the controller): %v", kerr.NotController, o.err)
-		case o.err != nil:
-			return nil, fmt.Errorf("%w: SCRAM change not committed, it may or may not be applied: %v", kerr.RequestTimedOut, o.err)
-		}
-		switch r := o.res.(type) {
-		case []error:
-			return r, nil
-		case error:
-			return nil, r
-		}
-		return nil, fmt.Errorf("users: unexpected apply result %T", o.res)
-	case <-timer.C:
-		return nil, fmt.Errorf("%w: SCRAM change not committed within %s, it may or may not be applied", kerr.RequestTimedOut, proposeTimeout)
+	res, err := cluster.ProposeWait(s.repl, replKey, &alterCmd{Upserts: ups, Deletions: dels}, proposeTimeout)
+	switch {
+	case errors.Is(err, cluster.ErrNotLeader):
+		return nil, fmt.Errorf("%w: this broker is not the cluster leader (the controller): %v", kerr.NotController, err)
+	case errors.Is(err, cluster.ErrOutcomeUnknown):
+		return nil, fmt.Errorf("%w: SCRAM change may or may not be applied: %v", kerr.RequestTimedOut, err)
+	case err != nil:
+		return nil, err
 	}
+	if r, ok := res.([]error); ok {
+		return r, nil
+	}
+	return nil, fmt.Errorf("users: unexpected apply result %T", res)
 }
 
 // Apply implements cluster.Applier. It runs on every node in commit order
