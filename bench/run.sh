@@ -3,7 +3,8 @@
 # same load generators (Kafka's ProducerPerformance / ConsumerPerformance).
 #
 #   bench/run.sh [--records N] [--record-size B] [--partitions P] [--rounds R]
-#                [--only regent|kafka] [--regent-nodes N] [--step-timeout S] [--keep]
+#                [--only regent|kafka] [--regent-nodes N] [--security MODE]
+#                [--step-timeout S] [--keep]
 #
 # See bench/README.md for what is measured and the caveats.
 set -uo pipefail # no -e: a failure against one broker must not abort the other
@@ -20,6 +21,10 @@ usage: bench/run.sh [options]
   --regent-nodes N   run Regent as an N-node raft cluster on this machine, topics
                      replicated to all N (default 1: a single node); Kafka stays
                      a single node
+  --security MODE    plaintext (default), ssl (TLS only) or sasl_ssl (TLS and
+                     SASL SCRAM-SHA-512): how the clients reach both brokers;
+                     a throwaway CA and certificate for 127.0.0.1 are made in
+                     the work dir (needs openssl)
   --step-timeout S   upper bound in seconds for every single step (default 600)
   --keep             keep the work dir (broker data and logs) instead of deleting it
   -h, --help         this text
@@ -35,6 +40,7 @@ partitions=3
 rounds=1
 only=both
 regent_nodes=1
+security=plaintext
 step_timeout=600
 keep=0
 start_timeout=90 # seconds for a broker to open its port
@@ -48,6 +54,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) need_arg "$@"; rounds=$2; shift 2 ;;
     --only) need_arg "$@"; only=$2; shift 2 ;;
     --regent-nodes) need_arg "$@"; regent_nodes=$2; shift 2 ;;
+    --security) need_arg "$@"; security=$2; shift 2 ;;
     --step-timeout) need_arg "$@"; step_timeout=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -58,6 +65,13 @@ for v in records record_size partitions rounds step_timeout regent_nodes; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: --${v//_/-} must be a positive integer" >&2; exit 2; }
 done
 case $only in both | regent | kafka) ;; *) echo "bench: --only must be regent or kafka" >&2; exit 2 ;; esac
+case $security in plaintext | ssl | sasl_ssl) ;; *) echo "bench: --security must be plaintext, ssl or sasl_ssl" >&2; exit 2 ;; esac
+# A cluster's nodes would each need the TLS listener in --peers and, for SCRAM,
+# a user made through a listener without SASL (`regent users add` refuses a
+# cluster node's directory): not wired up, so refuse rather than half-measure.
+if ((regent_nodes > 1)) && [[ $security != plaintext ]]; then
+  echo "bench: --security $security runs only with --regent-nodes 1" >&2; exit 2
+fi
 
 JAVA=${JAVA:-java}
 GO=${GO:-go}
@@ -187,6 +201,70 @@ failures=0
 cur=""
 server_log=""
 
+# --------------------------------------------------------------- security ---
+# setup_security: for ssl and sasl_ssl, a throwaway CA and a server certificate
+# for 127.0.0.1 (both brokers serve the same one), and the client config file
+# every tool is given. Sets client_conf (the tools' extra arguments) and, for
+# sasl_ssl, sasl_user / sasl_password (the one SCRAM-SHA-512 user both brokers
+# get before they start).
+tls_dir=""
+client_conf=()
+sasl_user=bench
+sasl_password=""
+# The clients offer only TLS 1.3 with AES-128-GCM: left to choose, Go's server
+# picks AES-128-GCM and Java's (Kafka) AES-256-GCM, which would make the two
+# halves pay for different ciphers.
+tls_protocol=TLSv1.3
+tls_cipher=TLS_AES_128_GCM_SHA256
+setup_security() {
+  [[ $security == plaintext ]] && return 0
+  command -v openssl >/dev/null || { echo "bench: --security $security needs openssl" >&2; return 1; }
+  tls_dir=$work/tls
+  mkdir -p "$tls_dir"
+  local out=$tls_dir/openssl.out
+  # Java checks the server's name against the certificate (its default
+  # ssl.endpoint.identification.algorithm=https), hence the IP SAN.
+  printf '%s\n' 'subjectAltName=IP:127.0.0.1,DNS:localhost' 'basicConstraints=CA:FALSE' \
+    'keyUsage=digitalSignature,keyEncipherment' 'extendedKeyUsage=serverAuth' >"$tls_dir/server.ext"
+  if ! { openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj '/CN=regent-bench CA' \
+      -keyout "$tls_dir/ca-key.pem" -out "$tls_dir/ca.pem" &&
+    openssl req -newkey rsa:2048 -nodes -subj '/CN=127.0.0.1' \
+      -keyout "$tls_dir/server-key.pem" -out "$tls_dir/server.csr" &&
+    openssl x509 -req -in "$tls_dir/server.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_dir/ca-key.pem" \
+      -CAcreateserial -days 2 -extfile "$tls_dir/server.ext" -out "$tls_dir/server.pem"; } >"$out" 2>&1; then
+    echo "bench: making the test certificates failed:" >&2
+    tail -n 20 "$out" >&2
+    return 1
+  fi
+  # Kafka's PEM key store: the PKCS#8 key and the certificate chain in one file.
+  cat "$tls_dir/server-key.pem" "$tls_dir/server.pem" >"$tls_dir/server-keystore.pem"
+  local conf=$work/client.properties
+  {
+    echo "security.protocol=${security^^}"
+    echo "ssl.truststore.type=PEM"
+    echo "ssl.truststore.location=$tls_dir/ca.pem"
+    echo "ssl.enabled.protocols=$tls_protocol"
+    echo "ssl.cipher.suites=$tls_cipher"
+  } >"$conf"
+  if [[ $security == sasl_ssl ]]; then
+    sasl_password=$(openssl rand -hex 16)
+    printf '%s\n' "$sasl_password" >"$tls_dir/password"
+    {
+      echo "sasl.mechanism=SCRAM-SHA-512"
+      echo "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$sasl_user\" password=\"$sasl_password\";"
+    } >>"$conf"
+  fi
+  client_conf=(--command-config "$conf")
+}
+
+security_line() { # how the clients reached the brokers, for the report
+  case $security in
+    plaintext) echo "security: plaintext (no TLS, no SASL)" ;;
+    ssl) echo "security: ssl, clients over $tls_protocol $tls_cipher, server certificate RSA 2048, no client certificates, no SASL" ;;
+    sasl_ssl) echo "security: sasl_ssl, clients over $tls_protocol $tls_cipher, server certificate RSA 2048, SASL SCRAM-SHA-512 (4096 iterations), no ACLs" ;;
+  esac
+}
+
 # ------------------------------------------------------------ the workload ---
 # bench_broker NAME BOOTSTRAP DIR: topics, two producer runs, one consumer run.
 # Each broker starts empty, so both get exactly the same sequence of requests.
@@ -198,7 +276,7 @@ bench_broker() {
   for topic in bench-acks1 bench-acksall; do
     kjava "$tools_log"
     if ! run_step "$dir/create-$topic.out" "${KJ[@]}" org.apache.kafka.tools.TopicCommand \
-        --bootstrap-server "$bs" --create --topic "$topic" \
+        --bootstrap-server "$bs" "${client_conf[@]}" --create --topic "$topic" \
         --partitions "$partitions" --replication-factor "$rf"; then
       step_failed "creating topic $topic" "$dir/create-$topic.out"
       return 1
@@ -212,7 +290,7 @@ bench_broker() {
     t0=$(now_ms)
     kjava "$tools_log"
     if ! run_step "$dir/produce-acks$acks.out" "${KJ[@]}" -Xmx1g \
-        org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$bs" \
+        org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
         --topic "bench-acks$acks" --num-records "$records" --record-size "$record_size" \
         --throughput -1 \
         --command-property acks="$acks" linger.ms=5 batch.size=65536 client.id="bench-$name-acks$acks"; then
@@ -247,7 +325,7 @@ bench_broker() {
   # 50-partition __consumer_offsets topic then). Take them outside the measure.
   kjava "$tools_log"
   if ! run_step "$dir/consume-warmup.out" "${KJ[@]}" -Xmx256m \
-      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" \
+      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
       --topic bench-acks1 --num-records 1 --timeout 30000 --group "bench-$name-warmup"; then
     step_failed "consumer warm-up" "$dir/consume-warmup.out"
     return 1
@@ -256,7 +334,7 @@ bench_broker() {
   t0=$(now_ms)
   kjava "$tools_log"
   if ! run_step "$dir/consume.out" "${KJ[@]}" -Xmx1g \
-      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" \
+      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
       --topic bench-acks1 --num-records "$records" --timeout 30000 \
       --group "bench-$name" --command-property client.id="bench-$name-consumer"; then
     step_failed "consumer" "$dir/consume.out"
@@ -304,13 +382,28 @@ run_regent() { # run_regent ROUND
   cur=regent
   read -r port _ <<<"$(free_ports)"
   server_log=$dir/regent.log
+  local -a listen=(--listen "127.0.0.1:$port")
+  case $security in
+    ssl) listen=(--listeners "SSL://127.0.0.1:$port" --tls-cert "$tls_dir/server.pem" --tls-key "$tls_dir/server-key.pem") ;;
+    sasl_ssl)
+      listen=(--listeners "SASL_SSL://127.0.0.1:$port" --tls-cert "$tls_dir/server.pem"
+        --tls-key "$tls_dir/server-key.pem" --sasl-mechanisms SCRAM-SHA-512)
+      # The user goes into the stopped broker's store, as Kafka's goes into
+      # its metadata log at format time.
+      if ! run_step "$dir/users-add.out" "$regent_bin" users add "$sasl_user" --mechanism SCRAM-SHA-512 \
+          --password-file "$tls_dir/password" --data "$dir/data"; then
+        step_failed "regent users add" "$dir/users-add.out"
+        return 1
+      fi
+      ;;
+  esac
   # The same group.initial.rebalance.delay.ms=0 as the Kafka half's
   # server.properties, so group joins compare like with like.
   # shellcheck disable=SC2086 # REGENT_ARGS is a list of flags
-  "$regent_bin" --listen "127.0.0.1:$port" --data "$dir/data" \
+  "$regent_bin" "${listen[@]}" --data "$dir/data" \
     --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$server_log" 2>&1 &
   server_pid=$!
-  say "[regent] started pid $server_pid on 127.0.0.1:$port"
+  say "[regent] started pid $server_pid on 127.0.0.1:$port ($security)"
   if ! wait_port "$port" "$server_pid" "$server_log"; then
     failures=$((failures + 1))
     stop_pid "$server_pid"; server_pid=""
@@ -372,16 +465,18 @@ run_kafka() { # run_kafka ROUND
   mkdir -p "$dir/data"
   cur=kafka
   read -r port cport <<<"$(free_ports)"
+  local ln=${security^^} # the client listener's name: PLAINTEXT, SSL or SASL_SSL
   cat >"$dir/server.properties" <<EOF
-# single-node KRaft, broker and controller in one JVM
+# single-node KRaft, broker and controller in one JVM; the controller
+# listener stays PLAINTEXT whatever the clients' listener is
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=$ln://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=$ln://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
+listener.security.protocol.map=$ln:$ln,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
+inter.broker.listener.name=$ln
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -392,6 +487,25 @@ share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
 EOF
+  if [[ $security != plaintext ]]; then
+    # The same certificate as Regent's; the trust store is for the broker's
+    # own inter-broker client (unused on one node, but validated).
+    cat >>"$dir/server.properties" <<EOF
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls_dir/server-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls_dir/ca.pem
+EOF
+  fi
+  local -a scram=()
+  if [[ $security == sasl_ssl ]]; then
+    cat >>"$dir/server.properties" <<EOF
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$sasl_user" password="$sasl_password";
+EOF
+    scram=(--add-scram "SCRAM-SHA-512=[name=$sasl_user,password=$sasl_password]")
+  fi
   kjava "$dir/storage-log4j.log"
   if ! run_step "$dir/uuid.out" "${KJ[@]}" kafka.tools.StorageTool random-uuid; then
     step_failed "kafka-storage random-uuid" "$dir/uuid.out"
@@ -399,7 +513,7 @@ EOF
   fi
   cluster_id=$(tail -n 1 "$dir/uuid.out")
   if ! run_step "$dir/format.out" "${KJ[@]}" kafka.tools.StorageTool format \
-      --config "$dir/server.properties" --cluster-id "$cluster_id" --standalone; then
+      --config "$dir/server.properties" --cluster-id "$cluster_id" --standalone "${scram[@]}"; then
     step_failed "kafka-storage format" "$dir/format.out"
     return 1
   fi
@@ -410,7 +524,7 @@ EOF
     -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
     kafka.Kafka "$dir/server.properties" >"$server_log" 2>&1 &
   server_pid=$!
-  say "[kafka] started Apache Kafka $(kafka_version) pid $server_pid on 127.0.0.1:$port"
+  say "[kafka] started Apache Kafka $(kafka_version) pid $server_pid on 127.0.0.1:$port ($security)"
   if ! wait_port "$port" "$server_pid" "$server_log"; then
     failures=$((failures + 1))
     stop_pid "$server_pid"; server_pid=""
@@ -471,6 +585,7 @@ report() {
   echo
   echo "bench: $records records x $record_size B, $partitions partitions, $(nproc) cores," \
     "Apache Kafka $(kafka_version), $rounds round(s)$( ((rounds > 1)) && echo ', medians')"
+  security_line
   ((regent_nodes > 1)) && echo "regent ran as a $regent_nodes-node raft cluster on this machine (every write replicated to all $regent_nodes); kafka as one node"
   printf '%-34s %14s %14s %13s  %s\n' metric regent kafka regent/kafka better
   printf '%-34s %14s %14s %13s  %s\n' ---------------------------------- -------------- \
@@ -481,6 +596,7 @@ report() {
       "$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")" "$better"
   done
   {
+    printf '# %s\n' "$(security_line)"
     printf 'metric\tregent (per round)\tkafka (per round)\n'
     for r in "${rows[@]}"; do
       IFS='|' read -r key label better <<<"$r"
@@ -499,7 +615,8 @@ command -v timeout >/dev/null || { echo "bench: coreutils timeout not found" >&2
 mkdir -p "$cache"
 # The perf tools are Kafka's, so the jars are needed for both halves.
 "$bench_dir/fetch-kafka.sh" || { echo "bench: could not resolve the Kafka jars" >&2; exit 1; }
-say "work dir $work; $records records x $record_size B, $partitions partitions"
+say "work dir $work; $records records x $record_size B, $partitions partitions, security $security"
+setup_security || exit 1
 
 regent_ok=0
 if [[ $only != kafka ]]; then
