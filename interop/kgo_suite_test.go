@@ -96,6 +96,10 @@ func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...st
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	args := []string{"test", "-json", "-count=1", "-timeout=14m", "-skip", kgoSkip}
+	if run == "" {
+		// REGENT_KGO_RUN narrows every suite run, to chase one test.
+		run = os.Getenv("REGENT_KGO_RUN")
+	}
 	if run != "" {
 		args = append(args, "-run", run)
 	}
@@ -110,7 +114,20 @@ func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...st
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var ev struct{ Action, Test, Output string }
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" || strings.Contains(ev.Test, "/") {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Test == "" {
+			continue
+		}
+		if top, _, sub := strings.Cut(ev.Test, "/"); sub {
+			// A subtest's output explains its parent's failure; its
+			// verdict is counted with the parent's.
+			if ev.Action == "output" {
+				if outputs[top] == nil {
+					outputs[top] = &strings.Builder{}
+				}
+				if outputs[top].Len() < 16000 {
+					outputs[top].WriteString(ev.Output)
+				}
+			}
 			continue
 		}
 		switch ev.Action {
@@ -124,7 +141,7 @@ func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...st
 			if outputs[ev.Test] == nil {
 				outputs[ev.Test] = &strings.Builder{}
 			}
-			if outputs[ev.Test].Len() < 4000 {
+			if outputs[ev.Test].Len() < 16000 {
 				outputs[ev.Test].WriteString(ev.Output)
 			}
 		}
