@@ -534,27 +534,8 @@ func TestSASLKcatAndPython(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256"} {
-		sec := []string{"-b", saslAddr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=" + mech, "-X", "sasl.username=dave", "-X", "sasl.password=dave-pw"}
-		var in bytes.Buffer
-		for i := range 500 {
-			fmt.Fprintf(&in, "kcat-%s-%d\n", mech, i)
-		}
-		prod := exec.CommandContext(ctx, kcat, append(sec, "-t", "sasl-clients", "-P")...)
-		prod.Stdin = bytes.NewReader(in.Bytes())
-		if out, err := prod.CombinedOutput(); err != nil {
-			t.Fatalf("kcat produce %s: %v\n%s", mech, err, out)
-		}
-		out, err := exec.CommandContext(ctx, kcat, append(sec, "-t", "sasl-clients", "-C", "-o", "beginning", "-e", "-q")...).Output()
-		if err != nil {
-			t.Fatalf("kcat consume %s: %v", mech, err)
-		}
-		if !bytes.Contains(out, in.Bytes()) {
-			t.Fatalf("kcat %s: consumed %d bytes without the %d produced", mech, len(out), in.Len())
-		}
-		bad := append(slices.Clone(sec[:len(sec)-1]), "sasl.password=wrong", "-L")
-		if out, err := exec.CommandContext(ctx, kcat, bad...).CombinedOutput(); err == nil {
-			t.Errorf("kcat %s with a wrong password listed metadata:\n%s", mech, out)
-		}
+		kcatSASLRoundTrip(ctx, t, kcat, "sasl-clients", mech, 500,
+			"-b", saslAddr, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms="+mech, "-X", "sasl.username=dave", "-X", "sasl.password=dave-pw")
 	}
 	t.Log("kcat: PLAIN and SCRAM-SHA-256 x 500 lines produced and consumed; wrong password refused")
 
@@ -708,5 +689,32 @@ func TestSASLLoginFlood(t *testing.T) {
 		total, dur, attackers, float64(total)/dur.Seconds(), len(lat), q(0.5), q(0.99), lat[len(lat)-1])
 	if total == 0 {
 		t.Error("no login was refused")
+	}
+}
+
+// kcatSASLRoundTrip produces n lines to topic with kcat using sec (whose
+// last element must be the sasl.password setting), consumes them back, and
+// checks that the same settings with a wrong password are refused.
+func kcatSASLRoundTrip(ctx context.Context, t *testing.T, kcat, topic, mech string, n int, sec ...string) {
+	t.Helper()
+	var in bytes.Buffer
+	for i := range n {
+		fmt.Fprintf(&in, "kcat-%s-%d\n", mech, i)
+	}
+	prod := exec.CommandContext(ctx, kcat, append(slices.Clone(sec), "-t", topic, "-P")...)
+	prod.Stdin = bytes.NewReader(in.Bytes())
+	if out, err := prod.CombinedOutput(); err != nil {
+		t.Fatalf("kcat produce %s: %v\n%s", mech, err, out)
+	}
+	out, err := exec.CommandContext(ctx, kcat, append(slices.Clone(sec), "-t", topic, "-C", "-o", "beginning", "-e", "-q")...).Output()
+	if err != nil {
+		t.Fatalf("kcat consume %s: %v", mech, err)
+	}
+	if !bytes.Contains(out, in.Bytes()) {
+		t.Fatalf("kcat %s: consumed %d bytes without the %d produced", mech, len(out), in.Len())
+	}
+	bad := append(slices.Clone(sec[:len(sec)-1]), "sasl.password=wrong", "-L")
+	if out, err := exec.CommandContext(ctx, kcat, bad...).CombinedOutput(); err == nil {
+		t.Errorf("kcat %s with a wrong password listed metadata:\n%s", mech, out)
 	}
 }

@@ -445,28 +445,8 @@ func TestSASLSSL(t *testing.T) {
 
 	kcat := needTool(t, "kcat")
 	for _, mech := range []string{"PLAIN", "SCRAM-SHA-256"} {
-		sec := []string{"-b", saslAddr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location=" + x.CA.CertFile,
-			"-X", "sasl.mechanisms=" + mech, "-X", "sasl.username=alice", "-X", "sasl.password=alice-pw"}
-		var in bytes.Buffer
-		for i := range 300 {
-			fmt.Fprintf(&in, "kcat-%s-%d\n", mech, i)
-		}
-		prod := exec.CommandContext(ctx, kcat, append(sec, "-t", "clients-t", "-P")...)
-		prod.Stdin = bytes.NewReader(in.Bytes())
-		if out, err := prod.CombinedOutput(); err != nil {
-			t.Fatalf("kcat produce over SASL_SSL %s: %v\n%s", mech, err, out)
-		}
-		out, err := exec.CommandContext(ctx, kcat, append(sec, "-t", "clients-t", "-C", "-o", "beginning", "-e", "-q")...).Output()
-		if err != nil {
-			t.Fatalf("kcat consume over SASL_SSL %s: %v", mech, err)
-		}
-		if !bytes.Contains(out, in.Bytes()) {
-			t.Fatalf("kcat %s: consumed %d bytes without the %d produced", mech, len(out), in.Len())
-		}
-		bad := append(slices.Clone(sec[:len(sec)-1]), "sasl.password=wrong", "-L")
-		if out, err := exec.CommandContext(ctx, kcat, bad...).CombinedOutput(); err == nil {
-			t.Errorf("kcat %s over SASL_SSL with a wrong password listed metadata:\n%s", mech, out)
-		}
+		kcatSASLRoundTrip(ctx, t, kcat, "clients-t", mech, 300, "-b", saslAddr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location="+x.CA.CertFile,
+			"-X", "sasl.mechanisms="+mech, "-X", "sasl.username=alice", "-X", "sasl.password=alice-pw")
 	}
 	t.Log("kcat over SASL_SSL: PLAIN and SCRAM-SHA-256 x 300 lines produced and consumed; wrong password refused")
 
