@@ -20,6 +20,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/regent-broker/regent/interop/brokertest"
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // TestClusterProduceTraceSpansEveryNode: in a 3-node cluster exporting to
@@ -164,8 +165,15 @@ func TestClusterMinInsyncReplicas(t *testing.T) {
 		defer cl.Close()
 		return cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr()
 	}
-	if err := produce("misr3", kgo.AllISRAcks()); !errors.Is(err, kerr.NotEnoughReplicas) {
-		t.Fatalf("acks=all with 2 of min.insync.replicas=3: %v, want NOT_ENOUGH_REPLICAS", err)
+	// The ISR above may come from a follower's view; the leader's own
+	// (probe and heartbeat based) follows within a moment, so wait for
+	// acks=all to be refused rather than expect it on the first try.
+	var lastErr error
+	if !testwait.Until(30*time.Second, func() bool {
+		lastErr = produce("misr3", kgo.AllISRAcks())
+		return errors.Is(lastErr, kerr.NotEnoughReplicas)
+	}) {
+		t.Fatalf("acks=all with 2 of min.insync.replicas=3: %v, want NOT_ENOUGH_REPLICAS", lastErr)
 	}
 	if err := produce("misr3", kgo.LeaderAck()); err != nil {
 		t.Fatalf("acks=1: %v", err)
