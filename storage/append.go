@@ -7,12 +7,23 @@ import (
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
 
-// Append writes one v2 batch at the log end (owner). The batch must already
-// be validated and have its leader epoch / LogAppendTime patched; Append
-// sets its base offset in place to NextOffset. The write is a single
-// pwrite(2) into the page cache, without fsync (see Sync).
+// Append writes one v2 batch at the log end (owner), with roll decisions
+// (segment.ms) taken on the log's own clock, Options.Now. See AppendAt.
 func (l *Log) Append(batch []byte) (baseOffset, lastOffset int64, err error) {
-	firsts, err := l.AppendMany([][]byte{batch})
+	return l.AppendAt(batch, l.opts().Now().UnixMilli())
+}
+
+// AppendAt writes one v2 batch at the log end (owner). The batch must
+// already be validated and have its leader epoch / LogAppendTime patched;
+// AppendAt sets its base offset in place to NextOffset. The write is a
+// single pwrite(2) into the page cache, without fsync (see Sync).
+//
+// nowMs is the time the segment.ms roll check compares against, instead of
+// the log's clock: a replicated partition passes the proposer's clock from
+// the command, so that every node applying the same commands rolls at the
+// same offsets whatever its own clock says.
+func (l *Log) AppendAt(batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error) {
+	firsts, err := l.AppendManyAt([][]byte{batch}, nowMs)
 	if len(firsts) == 0 {
 		return -1, -1, err
 	}
@@ -20,15 +31,21 @@ func (l *Log) Append(batch []byte) (baseOffset, lastOffset int64, err error) {
 	return firsts[0], h.LastOffset(), err
 }
 
-// maxRunBytes caps how much AppendMany gathers into one write, bounding the
-// temporary copy.
+// maxRunBytes caps how much AppendManyAt gathers into one write, bounding
+// the temporary copy.
 const maxRunBytes = 4 << 20
 
-// AppendMany appends batches in order, writing each run of batches that
+// AppendMany is AppendManyAt on the log's own clock, Options.Now.
+func (l *Log) AppendMany(batches [][]byte) (firsts []int64, err error) {
+	return l.AppendManyAt(batches, l.opts().Now().UnixMilli())
+}
+
+// AppendManyAt appends batches in order, writing each run of batches that
 // lands in one segment with a single pwrite(2). It returns the base offset
 // assigned to each batch written; on error, firsts covers the batches that
-// were written before the failure.
-func (l *Log) AppendMany(batches [][]byte) (firsts []int64, err error) {
+// were written before the failure. nowMs is the roll check's time, as for
+// AppendAt: a roll depends only on the bytes appended and nowMs.
+func (l *Log) AppendManyAt(batches [][]byte, nowMs int64) (firsts []int64, err error) {
 	hs := make([]recordbatch.Header, len(batches))
 	for i, b := range batches {
 		h, err := recordbatch.ParseHeader(b)
@@ -44,7 +61,6 @@ func (l *Log) AppendMany(batches [][]byte) (firsts []int64, err error) {
 		return nil, ErrClosed
 	}
 	opts := l.opts()
-	nowMs := opts.Now().UnixMilli()
 	firsts = make([]int64, 0, len(batches))
 	for i := 0; i < len(batches); {
 		// Owner-only reads of fields it alone writes need no lock.

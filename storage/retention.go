@@ -8,88 +8,129 @@ import (
 )
 
 // DeleteRecordsBefore advances the log start offset to offset (DeleteRecords
-// API), persists it, and deletes the closed segments wholly below it (owner).
-// offset > NextOffset fails with ErrOffsetOutOfRange; offsets at or below
-// the current start are a no-op.
+// API, and retention decided by a replicated partition's leader), persists
+// it, and deletes the closed segments wholly below it (owner). offset >
+// NextOffset fails with ErrOffsetOutOfRange; offsets at or below the current
+// start leave it where it is. When offset is the log end the active segment
+// is rolled first, so that its records can go too.
+//
+// Deterministic: applied at the same point of the same command sequence,
+// it leaves every log with the same start and end offsets (and rolls at
+// the same offset), whatever segment boundaries each log had before.
 func (l *Log) DeleteRecordsBefore(offset int64) error {
-	if l.isClosed() {
-		return ErrClosed
-	}
-	if offset > l.mu.next || offset < 0 {
-		return fmt.Errorf("%w: delete before %d, log end %d", ErrOffsetOutOfRange, offset, l.mu.next)
-	}
-	if offset <= l.mu.start {
-		return nil
-	}
-	// Persist first: after a crash the start must not move backwards.
-	if err := l.persistStart(offset); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.mu.start = offset
-	before := l.mu.epochs
-	l.clampState()
-	epochs := l.mu.epochs
-	l.mu.Unlock()
-	_, err := l.deleteOldest(func(s, next *segment) bool { return next.base <= offset })
-	if !slices.Equal(before, epochs) {
-		err = errors.Join(err, l.persistEpochs(epochs))
-	}
+	_, err := l.moveStart(offset)
 	return err
 }
 
-// EnforceRetention applies time and size retention to closed segments
-// (owner). Like Kafka, an active segment that is entirely past retention.ms
-// is rolled first so it can go too; size retention deletes the oldest
-// segments only while the log stays at or above RetentionBytes, which with
-// RetentionBytes == 0 includes the active segment (rolled first). Nothing
-// is deleted when Options.DeleteDisabled (cleanup.policy=compact).
+// moveStart is DeleteRecordsBefore, reporting how many segments went.
+func (l *Log) moveStart(offset int64) (deletedSegments int, err error) {
+	if l.isClosed() {
+		return 0, ErrClosed
+	}
+	if offset > l.mu.next || offset < 0 {
+		return 0, fmt.Errorf("%w: delete before %d, log end %d", ErrOffsetOutOfRange, offset, l.mu.next)
+	}
+	// Like Kafka's retention of an expired active segment: the active
+	// segment is never deleted, so roll when it holds only records below
+	// the new start. The roll depends only on offset and the log end, the
+	// same on every node.
+	if offset == l.mu.next && l.active().size > 0 {
+		if err := l.roll(); err != nil {
+			return 0, err
+		}
+	}
+	var errs []error
+	if offset > l.mu.start {
+		// Persist first: after a crash the start must not move backwards.
+		if err := l.persistStart(offset); err != nil {
+			return 0, err
+		}
+		l.mu.Lock()
+		l.mu.start = offset
+		before := l.mu.epochs
+		l.clampState()
+		epochs := l.mu.epochs
+		l.mu.Unlock()
+		if !slices.Equal(before, epochs) {
+			errs = append(errs, l.persistEpochs(epochs))
+		}
+	}
+	// Segments wholly below the start go even when it did not move (one
+	// rolled above, or left by an earlier pass that failed to delete).
+	start := l.mu.start
+	n, err := l.deleteOldest(func(_, next *segment) bool { return next.base <= start })
+	return n, errors.Join(append(errs, err)...)
+}
+
+// EnforceRetention applies time and size retention on the log's own clock
+// (owner): it moves the start to RetentionOffset's answer as
+// DeleteRecordsBefore does. Nothing is deleted when Options.DeleteDisabled
+// (cleanup.policy=compact).
 func (l *Log) EnforceRetention() (deletedSegments int, err error) {
 	if l.isClosed() {
 		return 0, ErrClosed
 	}
-	opts := l.opts()
-	if opts.DeleteDisabled {
+	off, ok := l.RetentionOffset(l.opts().Now().UnixMilli())
+	if !ok {
 		return 0, nil
 	}
-	nowMs := opts.Now().UnixMilli()
+	return l.moveStart(off)
+}
+
+// RetentionOffset is the log start offset that retention.ms (against
+// nowMs) and retention.bytes call for, and whether applying it with
+// DeleteRecordsBefore would delete anything (owner; it changes nothing).
+// A replicated partition's leader evaluates it on its own log and clock
+// and proposes the offset, so that every node moves its start to the same
+// offset even where its segment boundaries differ.
+//
+// Like Kafka: segments go oldest first, whole; time retention deletes the
+// closed segments whose largest timestamp is older than nowMs-RetentionMs,
+// and the active segment too (the answer is then the log end) when every
+// segment has expired; size retention then deletes the oldest segments
+// while the log stays at or above RetentionBytes, which with
+// RetentionBytes == 0 includes the active segment.
+func (l *Log) RetentionOffset(nowMs int64) (offset int64, ok bool) {
+	opts := l.opts()
+	if opts.DeleteDisabled || l.isClosed() {
+		return 0, false
+	}
+	// Owner-only reads of fields it alone writes need no lock.
+	segs := l.mu.segs
+	last := len(segs) - 1
+	n := 0 // the prefix of segs retention deletes; len(segs): all records
 	if opts.RetentionMs >= 0 {
 		cutoff := nowMs - opts.RetentionMs
-		expired := func(s *segment) bool { return l.largestTimestamp(s) < cutoff }
-		act := l.active()
-		if act.size > 0 && !slices.ContainsFunc(l.mu.segs, func(s *segment) bool { return !expired(s) }) {
-			if err := l.roll(); err != nil {
-				return 0, err
-			}
+		for n < last && l.largestTimestamp(segs[n]) < cutoff {
+			n++
 		}
-		n, err := l.deleteOldest(func(s, _ *segment) bool { return expired(s) })
-		deletedSegments += n
-		if err != nil {
-			return deletedSegments, err
+		if n == last && segs[last].size > 0 && l.largestTimestamp(segs[last]) < cutoff {
+			n = len(segs)
 		}
 	}
-	if opts.RetentionBytes >= 0 {
-		excess := l.mu.size - opts.RetentionBytes
-		// Like Kafka, the active segment goes too when even it may
-		// (retention.bytes=0): roll so that an empty one remains.
-		if act := l.active(); act.size > 0 && excess >= l.mu.size {
-			if err := l.roll(); err != nil {
-				return deletedSegments, err
-			}
+	if opts.RetentionBytes >= 0 && n < len(segs) {
+		remaining := l.mu.size
+		for _, s := range segs[:n] {
+			remaining -= s.size
 		}
-		n, err := l.deleteOldest(func(s, _ *segment) bool {
-			if excess-s.size < 0 {
-				return false
-			}
-			excess -= s.size
-			return true
-		})
-		deletedSegments += n
-		if err != nil {
-			return deletedSegments, err
+		excess := remaining - opts.RetentionBytes
+		limit := last
+		if segs[last].size > 0 && excess >= remaining {
+			limit = len(segs)
+		}
+		for n < limit && excess-segs[n].size >= 0 {
+			excess -= segs[n].size
+			n++
 		}
 	}
-	return deletedSegments, nil
+	if n == 0 {
+		return 0, false
+	}
+	offset = l.mu.next
+	if n < len(segs) {
+		offset = segs[n].base
+	}
+	return max(offset, l.mu.start), true
 }
 
 // deleteOldest removes the longest prefix of closed segments for which pred
