@@ -5,8 +5,19 @@
 // # Concurrency contract
 //
 // A Log has one owner goroutine (the partition actor). Only the owner calls
-// Append, AppendMany, Truncate, DeleteRecordsBefore, EnforceRetention,
-// Compact, AssignEpoch, SetOptions, Close and Delete, and never two at once.
+// Append, AppendAt, AppendMany, AppendManyAt, Truncate, DeleteRecordsBefore,
+// EnforceRetention, RetentionOffset, Compact, AssignEpoch, SetOptions, Close
+// and Delete, and never two at once.
+//
+// # Determinism
+//
+// A replicated partition applies the same commands on every node, so what
+// changes offsets must depend only on those commands: AppendAt takes the
+// roll check's time from the command, and the leader turns retention into
+// a DeleteRecordsBefore offset (RetentionOffset) that every node applies.
+// Segment boundaries may still differ between nodes (a node restarted
+// mid-segment counts the active segment's age from its first batch's
+// timestamp); the start and end offsets do not.
 //
 // Read, OffsetForTimestamp, MaxTimestamp, StartOffset, NextOffset, Size,
 // EndOffsetForEpoch, LatestEpoch, DirtyRatio, NeedsCompaction and Sync may
