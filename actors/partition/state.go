@@ -17,7 +17,9 @@ import (
 // Log is what the state machine needs of the partition's log. *storage.Log
 // implements it.
 type Log interface {
-	Append(batch []byte) (baseOffset, lastOffset int64, err error)
+	// AppendAt appends at the log end; nowMs is the command's clock, which
+	// the log's roll check uses so that every node rolls alike.
+	AppendAt(batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error)
 	Read(offset int64, maxBytes int, strictMax bool) ([]byte, error)
 	StartOffset() int64
 	NextOffset() int64
@@ -138,7 +140,7 @@ func (s *State) Produce(records []byte, now time.Time) ProduceResult {
 		if appendTime >= 0 {
 			recordbatch.SetLogAppendTime(b, appendTime)
 		}
-		base, last, err := s.log.Append(b)
+		base, last, err := s.log.AppendAt(b, now.UnixMilli())
 		if err != nil {
 			res.Err, res.ErrMessage = kerr.KafkaStorageError, err.Error()
 			return s.finish(res)

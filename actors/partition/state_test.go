@@ -18,7 +18,7 @@ type memLog struct {
 	next    int64
 }
 
-func (m *memLog) Append(b []byte) (int64, int64, error) {
+func (m *memLog) AppendAt(b []byte, _ int64) (int64, int64, error) {
 	h, err := recordbatch.ParseHeader(b)
 	if err != nil {
 		return 0, 0, err

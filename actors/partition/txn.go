@@ -70,7 +70,7 @@ func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoc
 		return MarkerResult{Err: err, Offset: -1}
 	}
 	recordbatch.SetPartitionLeaderEpoch(b, s.epoch)
-	base, _, err := s.log.Append(b)
+	base, _, err := s.log.AppendAt(b, now.UnixMilli())
 	if err != nil {
 		return MarkerResult{Err: fmt.Errorf("append marker: %w", err), Offset: -1}
 	}
