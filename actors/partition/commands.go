@@ -20,6 +20,7 @@ const (
 	kindAppend        = "partition.append"
 	kindMarker        = "partition.marker"
 	kindDeleteRecords = "partition.delete_records"
+	kindRetain        = "partition.retain"
 )
 
 // commandVersion opens every encoding, so that a later format can be told
@@ -30,6 +31,7 @@ func init() {
 	cluster.RegisterDecoder(kindAppend, decodeAppend)
 	cluster.RegisterDecoder(kindMarker, decodeMarker)
 	cluster.RegisterDecoder(kindDeleteRecords, decodeDeleteRecords)
+	cluster.RegisterDecoder(kindRetain, decodeRetain)
 }
 
 // appendCmd is the replicated form of a produce: offsets and sequence
@@ -50,8 +52,18 @@ type markerCmd struct {
 
 // deleteRecordsCmd moves the log start offset to offset (already resolved
 // and checked against the high watermark by the proposer).
+//
+// It is also the replicated form of retention (retain set, kind
+// partition.retain): the leader evaluates retention.ms and retention.bytes
+// on its own log and clock (storage.Log.RetentionOffset) and proposes the
+// start offset they call for; every node then applies it exactly as a
+// DeleteRecords, so all end with that start offset whatever their segment
+// boundaries, and followers never run retention on their own clocks. One
+// type for both keeps a single apply path for moving the log start.
 type deleteRecordsCmd struct {
 	offset int64
+	retain bool  // decided by the leader's retention pass, not a client
+	now    int64 // retain only: the proposer's clock, unix nanoseconds (for the record; apply does not read it)
 }
 
 // Encoded sizes after the version byte.
@@ -59,6 +71,7 @@ const (
 	appendHeaderLen = 8                 // now, then the records to the end
 	markerLen       = 8 + 2 + 1 + 4 + 8 // pid, epoch, commit, coordinator epoch, now
 	deleteLen       = 8                 // offset
+	retainLen       = 8 + 8             // offset, now
 )
 
 // CommandKind implements cluster.Encodable.
@@ -123,13 +136,34 @@ func decodeMarker(p []byte) (cluster.Command, error) {
 }
 
 // CommandKind implements cluster.Encodable.
-func (c *deleteRecordsCmd) CommandKind() string { return kindDeleteRecords }
+func (c *deleteRecordsCmd) CommandKind() string {
+	if c.retain {
+		return kindRetain
+	}
+	return kindDeleteRecords
+}
 
 // AppendCommand implements cluster.Encodable.
 func (c *deleteRecordsCmd) AppendCommand(b []byte) []byte {
-	b = slices.Grow(b, 1+deleteLen)
+	b = slices.Grow(b, 1+retainLen)
 	b = append(b, commandVersion)
-	return binary.BigEndian.AppendUint64(b, uint64(c.offset))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.offset))
+	if c.retain {
+		b = binary.BigEndian.AppendUint64(b, uint64(c.now))
+	}
+	return b
+}
+
+func decodeRetain(p []byte) (cluster.Command, error) {
+	body, err := commandBody(p, retainLen, false)
+	if err != nil {
+		return nil, err
+	}
+	return &deleteRecordsCmd{
+		offset: int64(binary.BigEndian.Uint64(body)),
+		retain: true,
+		now:    int64(binary.BigEndian.Uint64(body[8:])),
+	}, nil
 }
 
 func decodeDeleteRecords(p []byte) (cluster.Command, error) {

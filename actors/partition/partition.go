@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -240,8 +241,13 @@ func (p *Partition) SetConfig(c logconfig.Config) {
 	p.root.Send(p.pid, &setConfigMsg{cfg: c})
 }
 
-// Maintain runs retention and compaction once (sent by the broker's ticker).
-func (p *Partition) Maintain() { p.root.Send(p.pid, &maintainMsg{}) }
+// Maintain runs log maintenance once (sent by the broker's ticker). With
+// leader (single node: always; cluster: the raft leader) the partition
+// evaluates retention on its log and clock and proposes the new log start
+// (see deleteRecordsCmd), which every node applies; without, it leaves
+// retention to the leader's proposals. Compaction still runs on each node's
+// own clock either way: it is not replicated yet.
+func (p *Partition) Maintain(leader bool) { p.root.Send(p.pid, &maintainMsg{leader: leader}) }
 
 // Sync fsyncs the log (the flush interval's tick).
 func (p *Partition) Sync() { p.root.Send(p.pid, &syncMsg{}) }
@@ -363,7 +369,7 @@ type inspectResult struct {
 }
 
 type setConfigMsg struct{ cfg logconfig.Config }
-type maintainMsg struct{}
+type maintainMsg struct{ leader bool }
 type syncMsg struct{}
 type closeMsg struct {
 	remove bool
@@ -386,6 +392,10 @@ type partitionActor struct {
 	// yet (only a replicator that answers later has any).
 	inflight map[pending]struct{}
 	gate     gate
+	// retaining is set by the actor when it proposes a retention move and
+	// cleared by that proposal's done (any goroutine): one at a time, so a
+	// slow commit is not answered by a pile of identical proposals.
+	retaining atomic.Bool
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -408,7 +418,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 			a.p.log.SetOptions(StorageOptions(m.cfg))
 		}
 	case *maintainMsg:
-		a.maintain()
+		a.maintain(m.leader)
 	case *syncMsg:
 		if !a.closed {
 			if err := a.p.log.Sync(); err != nil {
@@ -557,14 +567,12 @@ func (m *deleteRecordsMsg) finish(_ *partitionActor, r any, err error) {
 	m.reply(deleteOutcome(r, err))
 }
 
-func (a *partitionActor) maintain() {
+func (a *partitionActor) maintain(leader bool) {
 	if a.closed {
 		return
 	}
-	if n, err := a.p.log.EnforceRetention(); err != nil {
-		a.logger.Error("retention failed", "err", err)
-	} else if n > 0 {
-		a.logger.Info("retention deleted segments", "segments", n, "log_start_offset", a.p.log.StartOffset())
+	if leader {
+		a.proposeRetention(time.Now())
 	}
 	cfg := a.state.Config()
 	if cfg.CleanupCompact && a.p.log.NeedsCompaction() {
@@ -573,6 +581,42 @@ func (a *partitionActor) maintain() {
 		}
 	}
 	a.snapshot()
+}
+
+// proposeRetention evaluates retention against now and proposes the log
+// start it calls for. The replicator applies it on every node (Local: here,
+// at once) as a DeleteRecords: nothing is deleted before it is committed.
+func (a *partitionActor) proposeRetention(now time.Time) {
+	if a.retaining.Load() {
+		return
+	}
+	off, ok := a.p.log.RetentionOffset(now.UnixMilli())
+	if !ok {
+		return
+	}
+	cmd := &deleteRecordsCmd{offset: off, retain: true, now: now.UnixNano()}
+	a.retaining.Store(true)
+	defer func() {
+		// Local applies inside Propose: a panic there must not take the
+		// actor's message loop with it.
+		if r := recover(); r != nil {
+			a.retaining.Store(false)
+			a.logger.Error("retention proposal panicked", "offset", off, "panic", r)
+		}
+	}()
+	a.repl.Propose(a.key, cmd, func(r any, err error) {
+		a.retaining.Store(false)
+		low, err := deleteOutcome(r, err)
+		switch {
+		case errors.Is(err, cluster.ErrNotLeader):
+			// Leadership moved: the next leader evaluates retention.
+			a.logger.Debug("retention proposal refused", "offset", off, "err", err)
+		case err != nil:
+			a.logger.Warn("retention proposal failed", "offset", off, "err", err)
+		default:
+			a.logger.Info("retention moved the log start", "log_start_offset", low)
+		}
+	})
 }
 
 // snapshot saves producer state so that a restart replays only the log

@@ -357,7 +357,12 @@ loop:
 				}
 			}
 		case <-maintain.C:
-			reg.ForEachPartition((*partition.Partition).Maintain)
+			// Retention is decided by the raft leader alone, on its clock,
+			// and reaches every node as a replicated log-start move, so all
+			// nodes keep the same log start offsets (single node: decided
+			// and applied here).
+			leader := raftRepl == nil || raftRepl.Ready()
+			reg.ForEachPartition(func(p *partition.Partition) { p.Maintain(leader) })
 		}
 	}
 	logger.Info("shutting down")
