@@ -1,10 +1,16 @@
 package txn
 
 import (
+	"bytes"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/regent-broker/regent/storage/recordlog"
 )
 
 func sampleTxn(id string, epoch int16) *Txn {
@@ -63,11 +69,10 @@ func TestStoreReplayTornTail(t *testing.T) {
 // The log is rewritten to its live records once it is mostly dead ones.
 func TestStoreRewrite(t *testing.T) {
 	dir := t.TempDir()
-	s, _, err := OpenStore(dir, false, nil)
+	s, _, err := openStore(dir, false, nil, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.rewriteFloor = 4096
 	for i := range 2000 {
 		if err := s.Put(sampleTxn(fmt.Sprintf("id-%d", i%10), int16(i))); err != nil {
 			t.Fatal(err)
@@ -83,6 +88,112 @@ func TestStoreRewrite(t *testing.T) {
 	}
 	if len(got) != 10 || got["id-3"].ProducerEpoch != 1993 {
 		t.Fatalf("after rewrite: %d ids, id-3 %+v", len(got), got["id-3"])
+	}
+}
+
+// The frame format is the one txn.log has always had: a file written
+// before the store moved onto storage/recordlog reads, and the store
+// still writes the same bytes.
+func TestStoreFrameFormat(t *testing.T) {
+	frame := func(id string, value []byte) []byte {
+		body := binary.BigEndian.AppendUint16(nil, uint16(len(id)))
+		body = append(append(body, id...), value...)
+		f := binary.BigEndian.AppendUint32(nil, uint32(4+len(body)))
+		f = binary.BigEndian.AppendUint32(f, crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+		return append(f, body...)
+	}
+	a, _ := encodeTxn(sampleTxn("a", 2))
+	b, _ := encodeTxn(sampleTxn("b", 5))
+	if got := appendStoreFrame(nil, "a", a); !bytes.Equal(got, frame("a", a)) {
+		t.Fatalf("frame\n%x\nwant\n%x", got, frame("a", a))
+	}
+	c, err := newPutCmd(&Txn{ID: "b", State: StateDead})
+	if err != nil || !bytes.Equal(c.frame, frame("b", nil)) {
+		t.Fatalf("tombstone frame %x %v", c.frame, err)
+	}
+	dir := t.TempDir()
+	old := append(append(frame("a", a), frame("b", b)...), frame("b", nil)...)
+	if err := os.WriteFile(filepath.Join(dir, storeLog), old, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, got, err := OpenStore(dir, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if len(got) != 1 || formatTxn(got["a"]) != formatTxn(sampleTxn("a", 2)) || s.Size() != int64(len(old)) {
+		t.Fatalf("loaded %v, size %d", got, s.Size())
+	}
+}
+
+// ApplyAt records the raft index with the state; it survives reopening
+// and compaction.
+func TestStoreAppliedIndex(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := openStore(dir, false, nil, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 500 {
+		c, err := newPutCmd(sampleTxn(fmt.Sprintf("id-%d", i%4), int16(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec, err := decodePutCmd(c.AppendCommand(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := s.ApplyAt(uint64(10+i), dec); res != nil {
+			t.Fatalf("apply %d: %v", i, res)
+		}
+	}
+	if err := s.SetAppliedIndex(9); err == nil {
+		t.Fatal("applied index went backwards")
+	}
+	if s.Size() > 3*4096 {
+		t.Fatalf("never compacted: %d bytes", s.Size())
+	}
+	s.Close()
+	s, got, err := OpenStore(dir, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if i, ok := s.AppliedIndex(); !ok || i != 509 {
+		t.Fatalf("applied %d %v", i, ok)
+	}
+	if len(got) != 4 || got["id-3"].ProducerEpoch != 499 {
+		t.Fatalf("%d ids, id-3 %+v", len(got), got["id-3"])
+	}
+}
+
+// A damaged frame with good frames after it is not silently dropped:
+// opening fails, naming the offset.
+func TestStoreMidFileCorruption(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := OpenStore(dir, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.Put(sampleTxn(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	path := filepath.Join(dir, storeLog)
+	raw, _ := os.ReadFile(path)
+	raw[12] ^= 0xff
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = OpenStore(dir, false, nil)
+	var ce *recordlog.CorruptError
+	if !errors.As(err, &ce) || ce.Offset != 0 {
+		t.Fatalf("open: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, storeTmp)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temp file: %v", err)
 	}
 }
 
