@@ -86,18 +86,27 @@ type groupIndex struct {
 	logger    *slog.Logger
 	live      map[string]map[string]recordlog.Record
 	liveBytes int64
+	// hint is the decoded records of the write in progress, one per
+	// frame in order, so that Add need not decode them again (nil
+	// while opening: Add decodes the key).
+	hint []Record
 }
 
 // Add implements recordlog.Index. Only the key is decoded: it says what
 // the record supersedes; a value this version cannot read is kept (it is
 // skipped when the group is loaded, and compaction keeps it).
 func (x *groupIndex) Add(r recordlog.Record) {
-	k, err := decodeRecord(r.Key, nil)
-	if err != nil {
-		// A key with a good CRC that we cannot read: written by a
-		// newer version. It is dropped at the next compaction.
-		x.logger.Warn("skipping group record with an unreadable key", "err", err)
-		return
+	var k Record
+	if len(x.hint) > 0 {
+		k, x.hint = x.hint[0], x.hint[1:]
+	} else {
+		var err error
+		if k, err = decodeRecord(r.Key, nil); err != nil {
+			// A key with a good CRC that we cannot read: written by a
+			// newer version. It is dropped at the next compaction.
+			x.logger.Warn("skipping group record with an unreadable key", "err", err)
+			return
+		}
 	}
 	keys := x.live[k.Group]
 	if k.Kind == RecGroupTombstone && r.Tombstone {
@@ -262,6 +271,10 @@ func (s *Store) append(recs []Record, frames []byte, index uint64, hasIndex bool
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// recs are the records of the frames, one for one (decodePersistCmd
+	// checks a command's count).
+	s.mu.idx.hint = recs
+	defer func() { s.mu.idx.hint = nil }()
 	if err := s.log.Write(b); err != nil {
 		return fmt.Errorf("group log: %w", err)
 	}
