@@ -64,7 +64,7 @@ type Options struct {
 	// many times its live bytes. 0: DefaultCompactRatio; at least 1.
 	CompactRatio float64
 	// Index keeps the live records; nil: the last record of every key.
-	Index Index
+	Index  Index
 	Logger *slog.Logger
 
 	// compactHook, for tests, is called between the steps of a

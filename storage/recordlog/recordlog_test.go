@@ -379,3 +379,21 @@ func BenchmarkPut(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPutBatch: 100 records per write, so the cost per record
+// without a write(2) each.
+func BenchmarkPutBatch(b *testing.B) {
+	l := open(b, filepath.Join(b.TempDir(), "x.log"), Options{})
+	value := bytes.Repeat([]byte{'v'}, 64)
+	entries := make([]Entry, 100)
+	for i := range entries {
+		entries[i] = Entry{Key: fmt.Appendf(nil, "group-%03d/topic/%d", i/10, i%10), Value: value}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := l.PutBatch(entries); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(entries)), "ns/record")
+}
