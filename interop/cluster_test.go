@@ -419,7 +419,8 @@ func clusterOpts(c *brokertest.Cluster, extra ...kgo.Opt) []kgo.Opt {
 		kgo.FetchMaxWait(200 * time.Millisecond),
 	}
 	if lv, ok := map[string]kgo.LogLevel{"debug": kgo.LogLevelDebug, "info": kgo.LogLevelInfo, "warn": kgo.LogLevelWarn, "error": kgo.LogLevelError}[os.Getenv("REGENT_TEST_KGO_LOG")]; ok {
-		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, lv, nil)))
+		stamp := func() string { return time.Now().UTC().Format("15:04:05.000000 ") }
+		opts = append(opts, kgo.WithLogger(kgo.BasicLogger(os.Stderr, lv, stamp)))
 	}
 	return append(opts, extra...)
 }
@@ -551,15 +552,37 @@ type producer struct {
 
 func startProducer(t *testing.T, ctx context.Context, c *brokertest.Cluster, topic string, partitions int, prefix string) *producer {
 	t.Helper()
-	cl := newClusterClient(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	return startPacedProducer(t, ctx, c, topic, partitions, prefix, 0)
+}
+
+// startPacedProducer is startProducer writing at most perSecond records a
+// second (0: as fast as acknowledgements come), its client built with the
+// extra options too. Record i's value is prefix-i: a unique id that also
+// gives the producer's order.
+func startPacedProducer(t *testing.T, ctx context.Context, c *brokertest.Cluster, topic string, partitions int, prefix string, perSecond int, extra ...kgo.Opt) *producer {
+	t.Helper()
+	cl := newClusterClient(t, c, append([]kgo.Opt{kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner())}, extra...)...)
 	pctx, cancel := context.WithCancel(ctx)
 	pr := &producer{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(pr.done)
 		defer cl.Close()
 		sem := make(chan struct{}, 2000) // records in flight
+		start := time.Now()
 	loop:
 		for i := 0; !pr.stop.Load(); i++ {
+			if perSecond > 0 {
+				// Pacing the load, not synchronizing: record i is due
+				// i/perSecond after the start.
+				due := start.Add(time.Duration(i) * time.Second / time.Duration(perSecond))
+				if wait := time.Until(due); wait > 0 {
+					select {
+					case <-time.After(wait):
+					case <-pctx.Done():
+						break loop
+					}
+				}
+			}
 			select {
 			case sem <- struct{}{}:
 			case <-pctx.Done():
@@ -698,8 +721,9 @@ func fetchErr(t *testing.T, logged *int, topic string, p int32, err error) {
 
 // readLog reads every partition from its start to the end offset its
 // leader reports, checking the offsets are contiguous, and returns each
-// partition's values by offset. For topics without transactions.
-func readLog(t *testing.T, ctx context.Context, c *brokertest.Cluster, topic string, partitions int) []map[int64]string {
+// partition's values by offset. For topics without transactions. extra
+// options go to the consuming client (an isolation level, say).
+func readLog(t *testing.T, ctx context.Context, c *brokertest.Cluster, topic string, partitions int, extra ...kgo.Opt) []map[int64]string {
 	t.Helper()
 	adm := clusterAdmin(t, c)
 	var ends kadm.ListedOffsets
@@ -730,7 +754,7 @@ func readLog(t *testing.T, ctx context.Context, c *brokertest.Cluster, topic str
 		}
 		end[p] = o.Offset
 	}
-	cl := newClusterClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start}))
+	cl := newClusterClient(t, c, append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start})}, extra...)...)
 	defer cl.Close()
 	done := func() bool {
 		for p := range partitions {

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -76,7 +78,14 @@ type Node struct {
 	Raft  string
 	Admin string
 	Join  bool // started with --join (added by AddNode)
+
+	// paused: the process is SIGSTOPped (Cluster.Pause) and not yet
+	// SIGCONTinued. Set by the test's goroutine, read by any.
+	paused atomic.Bool
 }
+
+// Paused reports whether the node is SIGSTOPped by Cluster.Pause.
+func (n *Node) Paused() bool { return n.paused.Load() }
 
 // Alive reports whether the node's process is running.
 func (n *Node) Alive() bool {
@@ -393,7 +402,40 @@ func (c *Cluster) Kill(id int32) {
 	c.t.Helper()
 	n := c.mustNode(c.t, id)
 	n.Kill()
+	n.paused.Store(false)
 	c.t.Logf("cluster: killed node %d", id)
+}
+
+// Pause sends SIGSTOP to node id: the process and its sockets stay, but
+// nothing answers, as in a long GC pause or a frozen VM. Until Resume, the
+// harness's status polls (WaitLeader, LeaderID, WaitTopic, ...) leave the
+// node out: a stopped node would hold each poll for the CLI's timeout.
+// Kill ends a paused node as any other.
+func (c *Cluster) Pause(id int32) {
+	c.t.Helper()
+	n := c.mustNode(c.t, id)
+	if !n.Alive() {
+		c.t.Fatalf("pause node %d: it is not running", id)
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		c.t.Fatalf("pause node %d: %v", id, err)
+	}
+	n.paused.Store(true)
+	c.t.Logf("cluster: paused node %d (SIGSTOP)", id)
+}
+
+// Resume sends SIGCONT to node id, paused by Pause.
+func (c *Cluster) Resume(id int32) {
+	c.t.Helper()
+	n := c.mustNode(c.t, id)
+	if !n.Paused() {
+		c.t.Fatalf("resume node %d: it is not paused", id)
+	}
+	if err := n.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		c.t.Fatalf("resume node %d: %v", id, err)
+	}
+	n.paused.Store(false)
+	c.t.Logf("cluster: resumed node %d (SIGCONT)", id)
 }
 
 // Restart starts node id again on the same addresses and data and waits
@@ -452,7 +494,8 @@ func (c *Cluster) Status(id int32) (Status, error) {
 	return c.StatusAt(context.Background(), n.Admin)
 }
 
-// statuses asks every running member for its status, concurrently.
+// statuses asks every running member that is not paused for its status,
+// concurrently.
 func (c *Cluster) statuses() (map[int32]Status, map[int32]error) {
 	type res struct {
 		id  int32
@@ -461,7 +504,7 @@ func (c *Cluster) statuses() (map[int32]Status, map[int32]error) {
 	}
 	var live []*Node
 	for _, n := range c.Nodes() {
-		if n.Alive() {
+		if n.Alive() && !n.Paused() {
 			live = append(live, n)
 		}
 	}
