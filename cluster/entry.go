@@ -126,26 +126,3 @@ func decodeEntry(data []byte) ([]entryCommand, error) {
 	}
 	return cmds, nil
 }
-
-// Traced wraps a proposed command with the proposing request's W3C
-// traceparent, so that every node's apply joins the request's trace.
-type Traced struct {
-	Command     Command
-	TraceParent string
-}
-
-// WithTrace wraps cmd with traceparent ("" returns cmd unchanged).
-func WithTrace(cmd Command, traceparent string) Command {
-	if traceparent == "" {
-		return cmd
-	}
-	return &Traced{Command: cmd, TraceParent: traceparent}
-}
-
-// unwrapTrace returns the command inside a Traced, and its traceparent.
-func unwrapTrace(cmd Command) (Command, string) {
-	if t, ok := cmd.(*Traced); ok {
-		return t.Command, t.TraceParent
-	}
-	return cmd, ""
-}

@@ -54,7 +54,7 @@ func (s *Server) initProducerID(r *Request) {
 			// A follower cannot allocate ids: COORDINATOR_NOT_AVAILABLE is
 			// retriable for every client, which then tries another node.
 			resp.ErrorCode = kerr.UnknownServerError.Code
-			if errors.Is(err, cluster.ErrNotLeader) {
+			if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
 				resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			} else {
 				s.log.Error("allocate producer id", "err", err)

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/cluster"
 )
@@ -171,43 +173,27 @@ func (p *ProducerIDs) reserve() error {
 	return fmt.Errorf("reserve producer ids: %w: concurrent reservations kept overtaking this one", kerr.NotCoordinator)
 }
 
-// propose commits cmd and reports whether Apply granted the block.
+// propose commits cmd and reports whether Apply granted the block. An
+// unknown outcome is never taken for a grant: the block is then skipped
+// (every node moved past it if it committed; ids are never reused).
 func (p *ProducerIDs) propose(cmd *reserveCmd) (bool, error) {
-	type outcome struct {
-		res any
-		err error
+	ctx, cancel := context.WithTimeout(context.Background(), reserveTimeout)
+	defer cancel()
+	granted, err := replication.ProposeWait[bool](ctx, p.repl, producerIDsKey, cmd)
+	switch {
+	case err == nil:
+		return granted, nil
+	case errors.Is(err, replication.ErrNotLeader):
+		// NOT_COORDINATOR sends a transactional client to find the
+		// coordinator again; the leader reserves.
+		return false, fmt.Errorf("reserve producer ids: %w: %w", kerr.NotCoordinator, err)
+	case errors.Is(err, replication.ErrOutcomeUnknown) && ctx.Err() != nil:
+		return false, fmt.Errorf("reserve producer ids: %w: not committed within %s: %w", kerr.RequestTimedOut, reserveTimeout, err)
+	case errors.Is(err, replication.ErrOutcomeUnknown):
+		// Leadership moved with the reservation in flight.
+		return false, fmt.Errorf("reserve producer ids: %w: %w", kerr.NotCoordinator, err)
 	}
-	// Never block the replicator's goroutine, even after the timeout.
-	ch := make(chan outcome, 1)
-	p.repl.Propose(producerIDsKey, cmd, func(res any, err error) {
-		select {
-		case ch <- outcome{res, err}:
-		default:
-		}
-	})
-	timer := time.NewTimer(reserveTimeout)
-	defer timer.Stop()
-	select {
-	case o := <-ch:
-		switch {
-		case errors.Is(o.err, cluster.ErrNotLeader):
-			// NOT_COORDINATOR sends a transactional client to find the
-			// coordinator again; the leader reserves.
-			return false, fmt.Errorf("reserve producer ids: %w: %w", kerr.NotCoordinator, o.err)
-		case o.err != nil:
-			return false, fmt.Errorf("reserve producer ids: %w", o.err)
-		}
-		switch r := o.res.(type) {
-		case error:
-			return false, fmt.Errorf("reserve producer ids: %w", r)
-		case bool:
-			return r, nil
-		default:
-			return false, fmt.Errorf("reserve producer ids: unexpected apply result %T", o.res)
-		}
-	case <-timer.C:
-		return false, fmt.Errorf("reserve producer ids: %w: not committed within %s", kerr.RequestTimedOut, reserveTimeout)
-	}
+	return false, fmt.Errorf("reserve producer ids: %w", err)
 }
 
 // reserveCmd reserves [Start, End).

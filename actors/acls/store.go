@@ -14,7 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
 
@@ -28,7 +28,7 @@ const fileName = "acls.json"
 // persists the new set before publishing it.
 type Store struct {
 	path   string
-	repl   cluster.Replicator
+	repl   replication.Replicator
 	logger *slog.Logger
 
 	set atomic.Pointer[Set]
@@ -36,7 +36,7 @@ type Store struct {
 	// to the leader; nil: NOT_CONTROLLER is answered. Set before serving.
 	forward Forwarder
 
-	// mu serializes Apply (on the proposer's goroutine with cluster.Local,
+	// mu serializes Apply (on the proposer's goroutine with replication.Local,
 	// on the raft FSM goroutine otherwise) against Close. Proposers never
 	// hold it: Local applies inline.
 	mu struct {
@@ -50,7 +50,7 @@ type Options struct {
 	// DataDir is the state directory; the set lives in DataDir/meta.
 	DataDir string
 	// Repl orders changes; nil: a Local one.
-	Repl   cluster.Replicator
+	Repl   replication.Replicator
 	Logger *slog.Logger
 }
 
@@ -68,7 +68,7 @@ func (e *Error) Unwrap() error { return e.Code }
 func Open(o Options) (*Store, error) {
 	s := &Store{path: filepath.Join(o.DataDir, "meta", fileName), repl: o.Repl, logger: o.Logger}
 	if s.repl == nil {
-		s.repl = cluster.NewLocal()
+		s.repl = replication.NewLocal()
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
@@ -100,7 +100,7 @@ var proposeTimeout = 30 * time.Second
 
 // Create adds bindings (validated with ACL.Validate by the caller); those
 // already present stay. On error the bindings may or may not have been
-// added (see cluster.Replicator.Propose).
+// added (see replication.Replicator.Propose).
 func (s *Store) Create(acls []ACL) error {
 	_, err := s.propose(&createCmd{ACLs: acls})
 	return err
@@ -148,18 +148,18 @@ type forwardReply struct {
 func (s *Store) ServeForwarded(body []byte) []byte {
 	var rep forwardReply
 	var f forwarded
-	var cmd cluster.Command
+	var cmd replication.Command
 	err := json.Unmarshal(body, &f)
 	if err == nil && f.Kind != kindCreate && f.Kind != kindDelete {
 		err = fmt.Errorf("command kind %q is not an ACL change", f.Kind)
 	}
 	if err == nil {
-		cmd, err = cluster.DecodeCommand(f.Kind, f.Command)
+		cmd, err = replication.DecodeCommand(f.Kind, f.Command)
 	}
 	if err != nil {
 		rep.Code, rep.Message = kerr.InvalidRequest.Code, "forwarded ACL change: "+err.Error()
 	} else {
-		res, perr := s.proposeLocal(cmd.(cluster.Encodable))
+		res, perr := s.proposeLocal(cmd.(replication.Encodable))
 		if d, ok := res.([][]ACL); ok {
 			rep.Deleted = d
 		}
@@ -177,7 +177,7 @@ func (s *Store) ServeForwarded(body []byte) []byte {
 
 // propose commits cmd through this node, or through the leader when this
 // node is a follower and a Forwarder is set, and returns Apply's result.
-func (s *Store) propose(cmd cluster.Encodable) (any, error) {
+func (s *Store) propose(cmd replication.Encodable) (any, error) {
 	res, err := s.proposeLocal(cmd)
 	if s.forward == nil || !errors.Is(err, kerr.NotController) {
 		return res, err
@@ -216,21 +216,23 @@ func (s *Store) propose(cmd cluster.Encodable) (any, error) {
 
 // proposeLocal commits cmd through this node's replicator and waits for
 // Apply's result.
-func (s *Store) proposeLocal(cmd cluster.Encodable) (any, error) {
-	res, err := cluster.ProposeWait(s.repl, replKey, cmd, proposeTimeout)
+func (s *Store) proposeLocal(cmd replication.Encodable) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
+	defer cancel()
+	res, err := replication.ProposeWait[any](ctx, s.repl, replKey, cmd)
 	switch {
-	case errors.Is(err, cluster.ErrNotLeader):
+	case errors.Is(err, replication.ErrNotLeader):
 		return nil, &Error{Code: kerr.NotController, Msg: fmt.Sprintf("%s: this broker is not the cluster leader (the controller); retry on the leader: %v", cmd.CommandKind(), err)}
-	case errors.Is(err, cluster.ErrOutcomeUnknown):
+	case errors.Is(err, replication.ErrOutcomeUnknown):
 		return nil, &Error{Code: kerr.RequestTimedOut, Msg: fmt.Sprintf("%s: the change may or may not be applied: %v", cmd.CommandKind(), err)}
 	}
 	return res, err
 }
 
-// Apply implements cluster.Applier. It runs on every node in commit order
+// Apply implements replication.Applier. It runs on every node in commit order
 // and depends only on the command and the current set, so every node holds
 // the same bindings. It returns nil (create), [][]ACL (delete) or an error.
-func (s *Store) Apply(cmd cluster.Command) any {
+func (s *Store) Apply(cmd replication.Command) any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.closed {

@@ -6,6 +6,7 @@
 package topics
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -23,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/regent-broker/regent/actors/partition"
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
@@ -42,7 +43,7 @@ type Registry struct {
 	dataDir string
 	root    *actor.RootContext
 	sync    partition.SyncPolicy
-	repl    cluster.Replicator
+	repl    replication.Replicator
 	voters  func() int
 	logger  *slog.Logger
 
@@ -54,7 +55,7 @@ type Registry struct {
 	broker atomic.Pointer[logconfig.Broker]
 
 	// mu serializes changes. Apply holds it for the whole mutation (on the
-	// proposer's goroutine with cluster.Local, on the raft FSM goroutine
+	// proposer's goroutine with replication.Local, on the raft FSM goroutine
 	// otherwise); proposers hold it only while validating and never across
 	// Propose, since Local applies inline and Apply would deadlock on it.
 	mu struct {
@@ -75,7 +76,7 @@ type Options struct {
 	Root    *actor.RootContext
 	Sync    partition.SyncPolicy
 	// Repl orders topic and partition state changes; nil: a Local one.
-	Repl   cluster.Replicator
+	Repl   replication.Replicator
 	Broker logconfig.Broker
 	Logger *slog.Logger
 	// Voters is the number of voters in the cluster, which bounds the
@@ -116,7 +117,7 @@ type persistedTopic struct {
 func Open(o Options) (*Registry, error) {
 	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger}
 	if r.repl == nil {
-		r.repl = cluster.NewLocal()
+		r.repl = replication.NewLocal()
 	}
 	if r.logger == nil {
 		r.logger = slog.Default()
@@ -478,12 +479,14 @@ func (r *Registry) resolveAll(b logconfig.Broker) ([]*Topic, error) {
 
 // propose commits cmd and waits for its Apply result: the value Apply
 // returned, or Apply's error. r.mu must not be held (Local applies inline).
-func (r *Registry) propose(cmd cluster.Encodable) (any, error) {
-	res, err := cluster.ProposeWait(r.repl, replKey, cmd, proposeTimeout)
+func (r *Registry) propose(cmd replication.Encodable) (any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
+	defer cancel()
+	res, err := replication.ProposeWait[any](ctx, r.repl, replKey, cmd)
 	switch {
-	case errors.Is(err, cluster.ErrNotLeader):
+	case errors.Is(err, replication.ErrNotLeader):
 		return nil, errf(kerr.NotController, "%s: this broker is not the cluster leader (the controller); retry on the leader: %v", cmd.CommandKind(), err)
-	case errors.Is(err, cluster.ErrOutcomeUnknown):
+	case errors.Is(err, replication.ErrOutcomeUnknown):
 		// REQUEST_TIMED_OUT tells the client the change may or may not be
 		// applied, and that it may retry.
 		return nil, errf(kerr.RequestTimedOut, "%s: the change may or may not be applied: %v", cmd.CommandKind(), err)
@@ -491,13 +494,13 @@ func (r *Registry) propose(cmd cluster.Encodable) (any, error) {
 	return res, err
 }
 
-// Apply implements cluster.Applier: it applies a committed topic change
+// Apply implements replication.Applier: it applies a committed topic change
 // and returns the created *Topic, an error, or nil. It runs on every node
-// in commit order (on the proposer's goroutine with cluster.Local, on the
+// in commit order (on the proposer's goroutine with replication.Local, on the
 // raft FSM goroutine otherwise) and depends only on the command and the
 // replicated state, so every node reaches the same topics. It re-checks
 // what may have changed since the proposer validated.
-func (r *Registry) Apply(cmd cluster.Command) any {
+func (r *Registry) Apply(cmd replication.Command) any {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.closed {
@@ -535,8 +538,8 @@ func (r *Registry) Apply(cmd cluster.Command) any {
 	return nil // not a typed nil inside the any
 }
 
-func kindOf(cmd cluster.Command) string {
-	if e, ok := cmd.(cluster.Encodable); ok {
+func kindOf(cmd replication.Command) string {
+	if e, ok := cmd.(replication.Encodable); ok {
 		return e.CommandKind()
 	}
 	return fmt.Sprintf("%T", cmd)

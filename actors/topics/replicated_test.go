@@ -280,7 +280,8 @@ func TestReplicatedRegistry(t *testing.T) {
 	sameTopics(t, "fresh replay", l, fresh)
 }
 
-// stuckRepl never commits, or fails every proposal with err.
+// stuckRepl never commits, or fails every proposal with err (off the
+// proposer's goroutine, as the contract says).
 type stuckRepl struct {
 	*cluster.Local
 	err error
@@ -288,7 +289,7 @@ type stuckRepl struct {
 
 func (s *stuckRepl) Propose(key string, cmd cluster.Command, done func(any, error)) {
 	if s.err != nil {
-		done(nil, s.err)
+		go done(nil, s.err)
 	}
 }
 
@@ -302,7 +303,7 @@ func TestProposeFailures(t *testing.T) {
 	if _, err := r.Create(CreateSpec{Name: "a", Partitions: 1, ReplicationFactor: 1}); !errors.Is(err, kerr.RequestTimedOut) {
 		t.Fatalf("uncommitted create: %v", err)
 	}
-	r2 := openWith(t, t.TempDir(), &stuckRepl{Local: cluster.NewLocal(), err: errors.New("leadership lost")})
+	r2 := openWith(t, t.TempDir(), &stuckRepl{Local: cluster.NewLocal(), err: fmt.Errorf("leadership lost: %w", cluster.ErrOutcomeUnknown)})
 	defer r2.Close()
 	if err := r2.SetBroker(logconfig.Broker{}); !errors.Is(err, kerr.RequestTimedOut) {
 		t.Fatalf("failed proposal: %v", err)

@@ -8,6 +8,7 @@
 package users
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/pbkdf2"
 	"crypto/rand"
@@ -27,7 +28,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
 
@@ -163,7 +164,7 @@ func (c *alterCmd) AppendCommand(b []byte) []byte {
 }
 
 func init() {
-	cluster.RegisterDecoder(kindAlter, func(payload []byte) (cluster.Command, error) {
+	replication.RegisterDecoder(kindAlter, func(payload []byte) (replication.Command, error) {
 		c := new(alterCmd)
 		if err := json.Unmarshal(payload, c); err != nil {
 			return nil, err
@@ -182,13 +183,13 @@ type users map[string]map[Mechanism]Credential
 // Store holds the SCRAM credentials.
 type Store struct {
 	path string
-	repl cluster.Replicator
+	repl replication.Replicator
 	log  *slog.Logger
 
 	// current is read lock-free by authentications; replaced under mu.
 	current atomic.Pointer[users]
 
-	// mu serializes Apply (on the proposer's goroutine with cluster.Local,
+	// mu serializes Apply (on the proposer's goroutine with replication.Local,
 	// on the raft FSM goroutine otherwise). Never held across Propose.
 	mu struct {
 		sync.Mutex
@@ -202,7 +203,7 @@ type Options struct {
 	// lives in its meta/ folder.
 	DataDir string
 	// Repl orders changes; nil: a Local one.
-	Repl   cluster.Replicator
+	Repl   replication.Replicator
 	Logger *slog.Logger
 }
 
@@ -211,7 +212,7 @@ type Options struct {
 func Open(o Options) (*Store, error) {
 	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), repl: o.Repl, log: o.Logger}
 	if s.repl == nil {
-		s.repl = cluster.NewLocal()
+		s.repl = replication.NewLocal()
 	}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -328,27 +329,26 @@ const proposeTimeout = 30 * time.Second
 // commit: NOT_CONTROLLER on a follower, REQUEST_TIMED_OUT when the outcome
 // is unknown. Blocks until applied: call it off the event loop.
 func (s *Store) Alter(ups []Upsert, dels []Deletion) ([]error, error) {
-	res, err := cluster.ProposeWait(s.repl, replKey, &alterCmd{Upserts: ups, Deletions: dels}, proposeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
+	defer cancel()
+	res, err := replication.ProposeWait[[]error](ctx, s.repl, replKey, &alterCmd{Upserts: ups, Deletions: dels})
 	switch {
-	case errors.Is(err, cluster.ErrNotLeader):
+	case errors.Is(err, replication.ErrNotLeader):
 		return nil, fmt.Errorf("%w: this broker is not the cluster leader (the controller): %v", kerr.NotController, err)
-	case errors.Is(err, cluster.ErrOutcomeUnknown):
+	case errors.Is(err, replication.ErrOutcomeUnknown):
 		return nil, fmt.Errorf("%w: SCRAM change may or may not be applied: %v", kerr.RequestTimedOut, err)
 	case err != nil:
 		return nil, err
 	}
-	if r, ok := res.([]error); ok {
-		return r, nil
-	}
-	return nil, fmt.Errorf("users: unexpected apply result %T", res)
+	return res, nil
 }
 
-// Apply implements cluster.Applier. It runs on every node in commit order
+// Apply implements replication.Applier. It runs on every node in commit order
 // and depends only on the command and the stored state: each operation is
 // checked again (a deletion of a credential that is not there fails with
 // RESOURCE_NOT_FOUND) and the rest applied. It returns []error, one per
 // upsert then deletion, or an error when nothing could be applied.
-func (s *Store) Apply(cmd cluster.Command) any {
+func (s *Store) Apply(cmd replication.Command) any {
 	c, ok := cmd.(*alterCmd)
 	if !ok {
 		return fmt.Errorf("users: unexpected command %T", cmd)

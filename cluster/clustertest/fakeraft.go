@@ -1,6 +1,8 @@
 // Package clustertest has a fake asynchronous replicator for the scripted
 // tests of appliers (coordinators, stores): it behaves as the raft
-// replicator does where an applier can tell, without a network.
+// replicator does where an applier can tell, without a network, and keeps
+// the replication contract (done exactly once, never inline, unknown
+// outcomes reported as such).
 package clustertest
 
 import (
@@ -11,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // FakeRaft stands in for the raft replicator where it matters to a
@@ -19,9 +21,10 @@ import (
 // once; one goroutine (the "FSM") later decodes it on every node and
 // applies it to that node's registered applier, in proposal order, and
 // then calls done with the proposer's result. Propose on another node
-// fails with cluster.ErrNotLeader. While stalled, proposals are held
-// (neither applied nor answered) until release; a delay makes every commit
-// wait that long first.
+// fails with replication.ErrNotLeader, answered on a callback goroutine.
+// While stalled, proposals are held (appended, neither applied nor
+// answered) until release; a delay makes every commit wait that long
+// first.
 type FakeRaft struct {
 	t     *testing.T
 	nodes []*FakeNode
@@ -38,6 +41,8 @@ type FakeRaft struct {
 	// refused counts proposals answered ErrNotLeader, counted after their
 	// done returned (so what done did is visible to whoever sees it).
 	refused int
+	// cb answers refusals off the proposer's goroutine.
+	cb replication.Callbacks
 }
 
 type fakeEntry struct {
@@ -47,13 +52,14 @@ type fakeEntry struct {
 	done      func(any, error)
 }
 
-// FakeNode is one node's view: a cluster.Replicator with its own appliers.
+// FakeNode is one node's view: a replication.Replicator with its own
+// appliers.
 type FakeNode struct {
 	r  *FakeRaft
 	id int
 
 	mu       sync.Mutex
-	appliers map[string]cluster.Applier
+	appliers map[string]replication.Applier
 }
 
 // New starts a fake cluster of n nodes led by node 0, stopped when the
@@ -62,7 +68,7 @@ func New(t *testing.T, n int) *FakeRaft {
 	r := &FakeRaft{t: t}
 	r.cond = sync.NewCond(&r.mu)
 	for i := range n {
-		r.nodes = append(r.nodes, &FakeNode{r: r, id: i, appliers: map[string]cluster.Applier{}})
+		r.nodes = append(r.nodes, &FakeNode{r: r, id: i, appliers: map[string]replication.Applier{}})
 	}
 	r.wg.Add(1)
 	go r.run()
@@ -126,7 +132,9 @@ func (r *FakeRaft) Release() {
 	r.mu.Unlock()
 }
 
-// Close commits what is queued, fails what is held and stops the FSM.
+// Close commits what is queued, answers what is held with an unknown
+// outcome (appended, never committed: as a raft leader that shuts down
+// with entries in flight) and stops the FSM.
 func (r *FakeRaft) Close() {
 	r.mu.Lock()
 	r.closed = true
@@ -136,7 +144,7 @@ func (r *FakeRaft) Close() {
 	r.mu.Unlock()
 	r.wg.Wait()
 	for _, e := range held {
-		e.done(nil, fmt.Errorf("fake raft closed: %w", cluster.ErrNotLeader))
+		e.done(nil, fmt.Errorf("fake raft closed with the entry in flight: %w", replication.ErrOutcomeUnknown))
 	}
 }
 
@@ -166,7 +174,7 @@ func (r *FakeRaft) commit(e fakeEntry) {
 		// Every node decodes its own copy, which is then scribbled
 		// over: a decoder that kept bytes of the payload would see it.
 		buf := bytes.Clone(e.payload)
-		cmd, err := cluster.DecodeCommand(e.kind, buf)
+		cmd, err := replication.DecodeCommand(e.kind, buf)
 		if err != nil {
 			r.t.Errorf("node %d: %v", n.id, err)
 			e.done(nil, err)
@@ -189,39 +197,43 @@ func (r *FakeRaft) commit(e fakeEntry) {
 	e.done(result, nil)
 }
 
-// Register implements cluster.Replicator.
-func (n *FakeNode) Register(key string, a cluster.Applier) {
+// Register implements replication.Replicator.
+func (n *FakeNode) Register(key string, a replication.Applier) {
 	n.mu.Lock()
 	n.appliers[key] = a
 	n.mu.Unlock()
 }
 
-// Unregister implements cluster.Replicator.
+// Unregister implements replication.Replicator.
 func (n *FakeNode) Unregister(key string) {
 	n.mu.Lock()
 	delete(n.appliers, key)
 	n.mu.Unlock()
 }
 
-// Propose implements cluster.Replicator.
-func (n *FakeNode) Propose(key string, cmd cluster.Command, done func(any, error)) {
-	kind, payload, err := cluster.EncodeCommand(cmd)
+// Propose implements replication.Replicator.
+func (n *FakeNode) Propose(key string, cmd replication.Command, done func(any, error)) {
+	r := n.r
+	kind, payload, err := replication.EncodeCommand(cmd)
 	if err != nil {
-		done(nil, fmt.Errorf("propose to %s: %w", key, err))
+		r.cb.Add(done, nil, fmt.Errorf("propose to %s: %w", key, err))
 		return
 	}
-	r := n.r
+	refuse := func(err error) {
+		r.cb.Add(func(res any, err error) {
+			done(res, err)
+			r.countRefused()
+		}, nil, err)
+	}
 	r.mu.Lock()
 	switch {
 	case r.closed:
 		r.mu.Unlock()
-		done(nil, fmt.Errorf("propose to %s: fake raft closed: %w", key, cluster.ErrNotLeader))
-		r.countRefused()
+		refuse(fmt.Errorf("propose to %s: fake raft closed: %w", key, replication.ErrNotLeader))
 		return
 	case r.leader != n.id:
 		r.mu.Unlock()
-		done(nil, fmt.Errorf("propose to %s on node %d: %w", key, n.id, cluster.ErrNotLeader))
-		r.countRefused()
+		refuse(fmt.Errorf("propose to %s on node %d: %w", key, n.id, replication.ErrNotLeader))
 		return
 	}
 	e := fakeEntry{key: key, kind: kind, payload: slices.Clone(payload), from: n, done: done}

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/netio/certs"
 )
@@ -158,23 +159,15 @@ func (a *adminServer) removeVoter(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a.repl.Status(a.nodes.Get))
 }
 
-// proposeWait proposes cmd and waits for it to be applied.
-func proposeWait(r cluster.Replicator, key string, cmd cluster.Command) error {
-	done := make(chan error, 1)
-	r.Propose(key, cmd, func(res any, err error) {
-		if err == nil {
-			if e, ok := res.(error); ok {
-				err = e
-			}
-		}
-		done <- err
-	})
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(30 * time.Second):
-		return errors.New("proposal not applied within 30s")
-	}
+// proposeWait proposes cmd and waits up to 30s for it to be applied; off
+// the event loop only (admin requests, startup). The error wraps
+// replication.ErrNotLeader, or ErrOutcomeUnknown when the directory change
+// may or may not have been applied, or is Apply's own.
+func proposeWait(r replication.Replicator, key string, cmd replication.Command) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := replication.ProposeWait[any](ctx, r, key, cmd)
+	return err
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

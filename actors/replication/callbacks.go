@@ -1,0 +1,73 @@
+package replication
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// Callbacks runs proposals' done callbacks off the proposer's goroutine,
+// one at a time and in the order they were added. A replicator uses it for
+// every answer it knows while Propose still runs (the single-node
+// replicator's applied result, a refusal), so none is given inline. The
+// zero value is ready; it needs no Close: a goroutine runs while callbacks
+// are queued and exits when the queue is empty (one per burst, not one per
+// proposal).
+type Callbacks struct {
+	mu struct {
+		sync.Mutex
+		queue   []call
+		running bool // a drain goroutine owns the queue's head
+	}
+}
+
+type call struct {
+	done func(any, error)
+	res  any
+	err  error
+}
+
+// Add queues done(res, err). Any goroutine; it never blocks on a callback.
+func (c *Callbacks) Add(done func(any, error), res any, err error) {
+	c.mu.Lock()
+	c.mu.queue = append(c.mu.queue, call{done: done, res: res, err: err})
+	if c.mu.running {
+		c.mu.Unlock()
+		return
+	}
+	c.mu.running = true
+	c.mu.Unlock()
+	go c.drain()
+}
+
+// drain runs queued callbacks until the queue is empty. Only one drain
+// runs at a time (mu.running), which keeps the order.
+func (c *Callbacks) drain() {
+	var batch []call
+	for {
+		c.mu.Lock()
+		if len(c.mu.queue) == 0 {
+			c.mu.running = false
+			c.mu.Unlock()
+			return
+		}
+		// Swap buffers: proposers append to the other one meanwhile.
+		batch, c.mu.queue = c.mu.queue, batch[:0]
+		c.mu.Unlock()
+		for i := range batch {
+			run(batch[i])
+			batch[i] = call{} // drop references for the GC
+		}
+	}
+}
+
+// run calls one callback; a panic in it is a caller's bug, logged so that
+// the queue keeps serving the others.
+func run(cl call) {
+	defer func() {
+		if r := recover(); r != nil {
+			slog.Error("replication: done callback panicked", "panic", fmt.Sprint(r))
+		}
+	}()
+	cl.done(cl.res, cl.err)
+}
