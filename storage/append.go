@@ -104,8 +104,21 @@ func (l *Log) shouldRoll(seg *segment, h recordbatch.Header, next, nowMs int64, 
 		return next+int64(h.LastOffsetDelta)-seg.base > maxRelOffset && next != seg.base
 	}
 	return seg.size+int64(h.TotalSize()) > opts.SegmentBytes ||
-		(seg.rollStartMs >= 0 && nowMs-seg.rollStartMs >= opts.rollMs()) ||
+		segmentAged(seg, h, nowMs, opts.rollMs()) ||
 		next+int64(h.LastOffsetDelta)-seg.base > maxRelOffset
+}
+
+// segmentAged is segment.ms's test, Kafka's rule: the segment's age is the
+// incoming batch's max timestamp minus the segment's first batch's, the
+// records alone deciding, so that every node, and one that reopened the
+// segment since, rolls at the same offset. Without timestamps it is the
+// time since the segment's first append, on nowMs (the command's clock
+// when replicated; a reopened segment's start is then a guess).
+func segmentAged(seg *segment, h recordbatch.Header, nowMs, rollMs int64) bool {
+	if seg.firstTS >= 0 && h.MaxTimestamp >= 0 {
+		return h.MaxTimestamp-seg.firstTS >= rollMs
+	}
+	return seg.rollStartMs >= 0 && nowMs-seg.rollStartMs >= rollMs
 }
 
 // writeRun writes batches contiguously at the end of seg and publishes them.

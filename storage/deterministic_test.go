@@ -17,34 +17,84 @@ func segmentBases(l *Log) []int64 {
 	return out
 }
 
-// TestAppendAtRollsOnGivenTime checks that segment.ms rolls follow the time
-// passed to AppendAt, never the log's own clock: two logs whose clocks
-// disagree by hours roll at the same offsets when given the same times.
-func TestAppendAtRollsOnGivenTime(t *testing.T) {
+// rollTimes are append times (and record timestamps) 0..1000 ms apart; with
+// segment.ms=1000 they roll at offsets 3 (1000 after 0), 5 (1500 after
+// 1000) and 7 (1500 after 2500).
+var (
+	rollTimes = []int64{0, 500, 999, 1000, 1001, 2500, 2600, 4000}
+	rollBases = []int64{0, 3, 5, 7}
+)
+
+// TestRollsFollowRecordTimestamps: segment.ms compares record timestamps
+// (Kafka's rule), so logs whose clocks and append times disagree by hours,
+// and one closed and reopened in the middle of a segment, roll at the
+// same offsets.
+func TestRollsFollowRecordTimestamps(t *testing.T) {
 	const t0 = int64(1_000_000)
-	a := openLog(t, t.TempDir(), Options{SegmentMs: 1000, Now: newClock(t0).Now})
+	opts := func(clk *clock) Options { return Options{SegmentMs: 1000, Now: clk.Now} }
+	a := openLog(t, t.TempDir(), opts(newClock(t0)))
 	defer a.Close()
-	// b's clock is hours ahead: on its own clock every append would roll.
 	bClock := newClock(t0 + 3*3600*1000)
-	b := openLog(t, t.TempDir(), Options{SegmentMs: 1000, Now: bClock.Now})
+	b := openLog(t, t.TempDir(), opts(bClock))
 	defer b.Close()
-	times := []int64{t0, t0 + 500, t0 + 999, t0 + 1000, t0 + 1001, t0 + 2500, t0 + 2600, t0 + 4000}
-	for i, now := range times {
-		for _, l := range []*Log{a, b} {
-			if _, _, err := l.AppendAt(simpleBatch(t, 1, 10, now), now); err != nil {
+	cDir := t.TempDir()
+	c := openLog(t, cDir, opts(newClock(t0)))
+	for i, rel := range rollTimes {
+		ts := t0 + rel
+		for _, l := range []*Log{a, c} {
+			if _, _, err := l.AppendAt(simpleBatch(t, 1, 10, ts), ts); err != nil {
 				t.Fatalf("append %d: %v", i, err)
 			}
 		}
+		// b appends late, on a clock hours ahead.
+		if _, _, err := b.AppendAt(simpleBatch(t, 1, 10, ts), bClock.Ms()); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
 		bClock.Advance(time.Hour)
+		if i == 1 || i == 4 {
+			c.Close()
+			c = openLog(t, cDir, opts(newClock(t0+7*24*3600*1000)))
+		}
 	}
-	// Rolls where 1000 ms have passed since a segment's first append:
-	// t0+1000 (offset 3), t0+2500 (offset 5), t0+4000 (offset 7).
-	want := []int64{0, 3, 5, 7}
-	if got := segmentBases(a); !slices.Equal(got, want) {
-		t.Fatalf("log a segments %v, want %v", got, want)
+	defer c.Close()
+	for name, l := range map[string]*Log{"a": a, "b (clock ahead)": b, "c (reopened)": c} {
+		if got := segmentBases(l); !slices.Equal(got, rollBases) {
+			t.Fatalf("log %s segments %v, want %v", name, got, rollBases)
+		}
 	}
-	if got := segmentBases(b); !slices.Equal(got, want) {
-		t.Fatalf("log b segments %v, want %v (its own clock leaked into the roll)", got, want)
+}
+
+// TestAppendAtRollsOnGivenTimeWithoutTimestamps: records without
+// timestamps fall back to the time since the segment's first append, on
+// the time AppendAt is given, never the log's own clock.
+func TestAppendAtRollsOnGivenTimeWithoutTimestamps(t *testing.T) {
+	const t0 = int64(1_000_000)
+	clk := newClock(t0 + 3*3600*1000) // on its own clock every append would roll
+	l := openLog(t, t.TempDir(), Options{SegmentMs: 1000, Now: clk.Now})
+	defer l.Close()
+	for i, rel := range rollTimes {
+		if _, _, err := l.AppendAt(simpleBatch(t, 1, 10, -1), t0+rel); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		clk.Advance(time.Hour)
+	}
+	if got := segmentBases(l); !slices.Equal(got, rollBases) {
+		t.Fatalf("segments %v, want %v (the log's clock leaked into the roll)", got, rollBases)
+	}
+}
+
+// TestOldTimestampsRollOnTheirSpan: records stamped long ago (mirrored
+// data) roll when their own timestamps span segment.ms, not at every batch.
+func TestOldTimestampsRollOnTheirSpan(t *testing.T) {
+	clk := newClock(100 * 24 * 3600 * 1000)
+	l := openLog(t, t.TempDir(), Options{SegmentMs: 1000, Now: clk.Now})
+	defer l.Close()
+	old := int64(1_000_000)
+	for i := range 10 {
+		mustAppend(t, l, simpleBatch(t, 1, 10, old+int64(i)*100))
+	}
+	if got := segmentBases(l); !slices.Equal(got, []int64{0}) {
+		t.Fatalf("segments %v: old timestamps 900 ms apart rolled", got)
 	}
 }
 
