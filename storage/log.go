@@ -12,12 +12,13 @@
 // # Determinism
 //
 // A replicated partition applies the same commands on every node, so what
-// changes offsets must depend only on those commands: AppendAt takes the
-// roll check's time from the command, and the leader turns retention into
-// a DeleteRecordsBefore offset (RetentionOffset) that every node applies.
-// Segment boundaries may still differ between nodes (a node restarted
-// mid-segment counts the active segment's age from its first batch's
-// timestamp); the start and end offsets do not.
+// changes offsets must depend only on those commands: segment.ms compares
+// record timestamps (records without any: AppendAt's time, the command's
+// clock), and the leader turns retention into a DeleteRecordsBefore offset
+// (RetentionOffset) that every node applies. Segment boundaries may still
+// differ between nodes (records without timestamps in a segment reopened
+// since its first append; compaction, which is not replicated yet, runs on
+// each node's clock); the start and end offsets do not.
 //
 // Read, OffsetForTimestamp, MaxTimestamp, StartOffset, NextOffset, Size,
 // EndOffsetForEpoch, LatestEpoch, DirtyRatio, NeedsCompaction and Sync may
