@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"archive/tar"
 	"fmt"
 	"io"
 	"sync"
@@ -40,7 +39,19 @@ type fsm struct {
 	opening struct {
 		sync.Mutex
 		opened bool
+		// restored is set when a snapshot was restored into the unopened
+		// directory (at start, or installed while NewRaft waits for the
+		// leader).
+		restored bool
 	}
+
+	// sinceSnapshot counts the entry bytes applied since the last
+	// snapshot was captured; past snapshotBytes, ApplyBatch asks raft for
+	// a snapshot, so the tail replayed at start stays bounded in bytes
+	// and not only in entries. Written on the FSM goroutine.
+	sinceSnapshot atomic.Int64
+	// snapshotAsked is set while a snapshot asked for by size is pending.
+	snapshotAsked atomic.Bool
 }
 
 // markOpened is called once NewRaft is about to hand the state directory
@@ -115,6 +126,15 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		// Invariant: lastApplied only grows (entries come in log order).
 		f.lastApplied.Store(logs[n-1].Index)
 	}
+	var applied int64
+	for _, l := range logs {
+		applied += int64(len(l.Data))
+	}
+	if f.sinceSnapshot.Add(applied) >= f.r.o.SnapshotBytes && f.r.o.SnapshotBytes > 0 && f.snapshotAsked.CompareAndSwap(false, true) {
+		// Not here: raft's snapshot goroutine asks this goroutine for
+		// the capture, so waiting for it here would deadlock.
+		go f.r.snapshotBySize()
+	}
 	return out
 }
 
@@ -132,7 +152,7 @@ func (f *fsm) wait(wg *sync.WaitGroup) {
 
 // Snapshot implements raft.FSM: it captures StateDir as it is now (every
 // applied entry is in it) by hard-linking its files and noting their
-// sizes; Persist streams them while applying goes on.
+// sizes; Persist hands the links to the snapshot store.
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if f.restarting.Load() {
 		return nil, fmt.Errorf("node restarting to load an installed snapshot")
@@ -144,27 +164,37 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, err
 	}
 	s.index = f.lastApplied.Load()
+	f.sinceSnapshot.Store(0)
 	return s, nil
 }
 
-// Restore implements raft.FSM. While NewRaft runs (the local snapshot at
-// start, or an install that arrives before NewRaft returns) it fills the
-// state directory, which nothing has opened yet. Once the caller may have
-// opened it, the state objects cannot be swapped under their actors, so
-// the node restarts and restores the installed snapshot at start (unless
-// the snapshot holds exactly the node's state).
-// Restoring into a directory the caller is opening (the old "not started
-// yet" test) wiped files under the partitions being opened.
+// Restore implements raft.FSM. rc is a snapshot opened from this node's
+// store (snapStore.Open): its manifest names the snapshot, whose files are
+// linked in the store. While NewRaft runs (the local snapshot at start,
+// or an install that arrives before NewRaft returns) the restore re-links
+// and truncates the state directory, which nothing has opened yet
+// (restoreFromLinks: O(files)). Once the caller may have opened it, the
+// state objects cannot be swapped under their actors, so the node
+// restarts and restores the installed snapshot at start (unless the
+// snapshot holds exactly the node's state).
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	m, err := readManifestHead(rc)
+	if err != nil {
+		return err
+	}
 	f.opening.Lock()
 	defer f.opening.Unlock()
 	if !f.opening.opened {
-		index, err := restoreState(rc, f.r.o.StateDir)
+		st, err := restoreFromLinks(f.r.o.StateDir, f.r.snaps.filesDir(m.ID), m)
 		if err != nil {
-			return err
+			return fmt.Errorf("restore snapshot %s: %w", m.ID, err)
 		}
-		f.lastApplied.Store(index)
+		f.r.log.Info("restored the state from a snapshot", "snapshot", m.ID, "state_index", m.StateIndex,
+			"kept", st.kept, "truncated", st.truncated, "linked", st.linked, "removed", st.removed)
+		f.lastApplied.Store(m.StateIndex)
+		f.sinceSnapshot.Store(0)
+		f.opening.restored = true
 		return nil
 	}
 	// A snapshot of exactly what this state holds (the leader resends one
@@ -173,9 +203,8 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	// between that state index and the snapshot's raft index there are no
 	// commands, so whatever raft applies next is new here too. Restarting
 	// for it would only make the leader send it again.
-	if index, ok := readStateIndex(tar.NewReader(rc)); ok && index == f.lastApplied.Load() && !f.restarting.Load() {
-		f.r.log.Info("the installed snapshot holds this node's state: no restart", "state_index", index)
-		_, _ = io.Copy(io.Discard, rc)
+	if m.StateIndex == f.lastApplied.Load() && !f.restarting.Load() {
+		f.r.log.Info("the installed snapshot holds this node's state: no restart", "state_index", m.StateIndex)
 		return nil
 	}
 	if f.r.o.OnRuntimeRestore == nil {

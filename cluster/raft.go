@@ -19,8 +19,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-
-	"github.com/regent-broker/regent/actors/replication"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
@@ -39,8 +37,10 @@ type RaftOptions struct {
 	// snapshots.
 	Dir string
 	// StateDir is the node's broker state (topics, partitions, groups,
-	// transactions). It is derived from raft: wiped at start and rebuilt
-	// from the latest snapshot and the log after it.
+	// transactions). It persists across restarts: at start NewRaft makes it
+	// equal to the latest snapshot (re-linking and truncating files, no
+	// copy) and raft applies the entries after it; with no snapshot yet it
+	// is emptied, since raft then replays its whole log.
 	StateDir string
 	// Peers are the initial voters; the nodes bootstrap the cluster with
 	// them when their raft state is empty (unless Join).
@@ -60,6 +60,18 @@ type RaftOptions struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
+	// SnapshotBytes also triggers a snapshot once this many entry bytes
+	// were applied since the last one, bounding the log replayed at start
+	// in bytes (default 256 MiB).
+	SnapshotBytes int64
+	// StartWait bounds how long NewRaft waits, on a node with no raft
+	// state, for the leader's first entries or snapshot before handing the
+	// state directory over (see awaitFirstContact). Zero: no wait, for
+	// callers that start a new cluster's nodes one after another in one
+	// process (the first could not hear from a leader before the others
+	// exist); the broker sets it. Stop, when closed, ends the wait early.
+	StartWait time.Duration
+	Stop      <-chan struct{}
 	// TLS and DialTLS, both set, put the raft transport on mutual TLS:
 	// TLS must require and verify peer certificates, DialTLS presents
 	// this node's certificate and trusts the cluster CA (tls_transport.go).
@@ -90,6 +102,7 @@ type Raft struct {
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
 	store *raftboltdb.BoltStore
+	snaps *snapStore
 	fsm   *fsm
 
 	// appliers is written by Register/Unregister (any goroutine) and read
@@ -112,13 +125,6 @@ type Raft struct {
 	}
 	wake     chan struct{}
 	slots    chan struct{}
-	// cb answers the proposals Propose refuses, off the proposer's
-	// goroutine (never inline: replication's contract).
-	cb replication.Callbacks
-	// batcherDone is closed when the batcher exits (nothing more comes
-	// into inflight); raftDown when raft has shut down (futures it has not
-	// answered by then it never will). Both made by Start.
-	batcherDone, raftDown chan struct{}
 	inflight chan *pendingEntry
 
 	leaderHooks []func(leader bool) // set before Start; called on the leadership goroutine
@@ -144,29 +150,17 @@ type proposal struct {
 	done func(any, error)
 }
 
-// pendingEntry is one raft entry being committed. answered is closed by
-// the entry's waiter goroutine once f has answered (err is then set): the
-// completer can stop waiting for an answer that raft will never give (a
-// future left in raft's apply queue when it shut down).
 type pendingEntry struct {
-	f        raft.ApplyFuture
-	props    []*proposal
-	err      error
-	answered chan struct{}
+	f     raft.ApplyFuture
+	props []*proposal
 }
 
-// await waits for f's answer, on the entry's own goroutine. After a
-// shutdown raft may never answer: the goroutine then stays blocked (at
-// most maxInflightEntries of them per Raft).
-func (e *pendingEntry) await() {
-	e.err = e.f.Error()
-	close(e.answered)
-}
-
-// NewRaft opens the raft stores, wipes StateDir, restores the latest
-// snapshot into it and joins (or bootstraps) the cluster. The caller then
-// opens its state from StateDir, registers appliers, and calls Start:
-// committed entries are applied only after Start.
+// NewRaft opens the raft stores, restores the latest snapshot into
+// StateDir (or empties it if there is none) and joins (or bootstraps) the
+// cluster; a node with no raft state first waits for the leader's first
+// entries or snapshot (awaitFirstContact). The caller then opens its state
+// from StateDir, registers appliers, and calls Start: committed entries
+// are applied only after Start.
 func NewRaft(o RaftOptions) (*Raft, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -182,6 +176,9 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	}
 	if o.TrailingLogs == 0 {
 		o.TrailingLogs = 10240
+	}
+	if o.SnapshotBytes == 0 {
+		o.SnapshotBytes = 256 << 20
 	}
 	r := &Raft{
 		o:        o,
@@ -199,26 +196,32 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create raft dir: %w", err)
 	}
-	// The state directory is a function of raft's snapshot and log: start
-	// it empty so nothing applied twice survives from the last run.
-	if err := os.RemoveAll(o.StateDir); err != nil {
-		return nil, fmt.Errorf("clear state dir: %w", err)
+	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: &slogWriter{log: r.log}, JSONFormat: true})
+	snaps, err := newSnapStore(filepath.Join(o.Dir, "snapshots"), 2, r.log)
+	if err != nil {
+		return nil, fmt.Errorf("open raft snapshots: %w", err)
+	}
+	r.snaps = snaps
+	// The state directory persists; raft restores the latest snapshot into
+	// it (fsm.Restore) and applies only the entries after it. With no
+	// snapshot raft replays its log from the start: start the state empty
+	// so nothing is applied twice.
+	if metas, err := snaps.List(); err != nil {
+		return nil, err
+	} else if len(metas) == 0 {
+		if err := os.RemoveAll(o.StateDir); err != nil {
+			return nil, fmt.Errorf("clear state dir: %w", err)
+		}
 	}
 	if err := os.MkdirAll(o.StateDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
-	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Info, Output: &slogWriter{log: r.log}, JSONFormat: true})
 
 	store, err := raftboltdb.NewBoltStore(filepath.Join(o.Dir, "raft.db"))
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
 	r.store = store
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(o.Dir, "snapshots"), 2, hlog)
-	if err != nil {
-		_ = store.Close()
-		return nil, fmt.Errorf("open raft snapshots: %w", err)
-	}
 	adv, err := net.ResolveTCPAddr("tcp", o.Self.Raft)
 	if err != nil {
 		_ = store.Close()
@@ -274,15 +277,6 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r.raft = ra
-	// From here the caller opens StateDir: later installs restart the node.
-	r.fsm.markOpened()
-	if r.fsm.lastApplied.Load() == 0 {
-		// Restored from a snapshot that did not record its state index
-		// (taken before it was): the snapshot's raft index is the
-		// closest bound.
-		snap, _ := strconv.ParseUint(ra.Stats()["last_snapshot_index"], 10, 64)
-		r.fsm.lastApplied.CompareAndSwap(0, snap)
-	}
 	if !existing && !o.Join {
 		var servers []raft.Server
 		for _, p := range o.Peers {
@@ -298,6 +292,11 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		}
 		r.log.Info("bootstrapped cluster", "voters", len(servers))
 	}
+	if !existing && o.StartWait > 0 {
+		r.awaitFirstContact()
+	}
+	// From here the caller opens StateDir: later installs restart the node.
+	r.fsm.markOpened()
 	r.obsCh = make(chan raft.Observation, 64)
 	r.obs = raft.NewObserver(r.obsCh, false, func(o *raft.Observation) bool {
 		switch o.Data.(type) {
@@ -332,7 +331,6 @@ func (r *Raft) Start() {
 		return
 	}
 	close(r.fsm.readyCh)
-	r.batcherDone, r.raftDown = make(chan struct{}), make(chan struct{})
 	r.wg.Add(4)
 	go r.batcher()
 	go r.completer()
@@ -360,21 +358,19 @@ func (r *Raft) applier(key string) Applier {
 	return r.appliers.m[key]
 }
 
-// Propose implements Replicator. done is called from a replicator
-// goroutine, never the proposer's: once the command is committed and
-// applied on this node; with an error wrapping ErrNotLeader when this node
-// is not the leader or is shutting down before the command reached raft
-// (not applied); with an error wrapping ErrOutcomeUnknown when raft took
-// the entry and then lost leadership or shut down (see complete).
+// Propose implements Replicator. done is called from the replicator's
+// goroutine once the command is committed and applied on this node, or
+// with an error wrapping ErrNotLeader when this node is not (or stopped
+// being) the leader; after a leadership loss the outcome is unknown.
 func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 	if !r.ready.Load() {
-		r.cb.Add(done, nil, r.notLeaderErr())
+		done(nil, r.notLeaderErr())
 		return
 	}
 	inner, tp := unwrapTrace(cmd)
 	enc, ok := inner.(Encodable)
 	if !ok {
-		r.cb.Add(done, nil, fmt.Errorf("propose to %q: %w: %T", key, ErrNotEncodable, inner))
+		done(nil, fmt.Errorf("%w: %T", ErrNotEncodable, inner))
 		return
 	}
 	// Encoded by the batcher, straight into the entry.
@@ -386,7 +382,7 @@ func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 	r.queue.Lock()
 	if r.queue.closed {
 		r.queue.Unlock()
-		r.cb.Add(done, nil, fmt.Errorf("%w: node shutting down", ErrNotLeader))
+		done(nil, fmt.Errorf("%w: node shutting down", ErrNotLeader))
 		return
 	}
 	r.queue.pending = append(r.queue.pending, p)
@@ -438,7 +434,6 @@ func (r *Raft) take() []*proposal {
 // maxInflightEntries being committed at once.
 func (r *Raft) batcher() {
 	defer r.wg.Done()
-	defer close(r.batcherDone)
 	for {
 		select {
 		case <-r.wake:
@@ -447,14 +442,6 @@ func (r *Raft) batcher() {
 			return
 		}
 		for {
-			// Stop wins over a free slot: nothing goes to raft once
-			// Shutdown began (a select would pick either).
-			select {
-			case <-r.stop:
-				r.failQueued(fmt.Errorf("%w: node shutting down", ErrNotLeader))
-				return
-			default:
-			}
 			select {
 			case r.slots <- struct{}{}:
 			case <-r.stop:
@@ -470,16 +457,12 @@ func (r *Raft) batcher() {
 			for i, p := range props {
 				cmds[i] = p.ec
 			}
-			e := &pendingEntry{f: r.raft.Apply(encodeEntry(cmds), 0), props: props, answered: make(chan struct{})}
-			go e.await()
-			r.inflight <- e
+			f := r.raft.Apply(encodeEntry(cmds), 0)
+			r.inflight <- &pendingEntry{f: f, props: props}
 		}
 	}
 }
 
-// failQueued answers the proposals that never reached raft (definite
-// failures: err wraps ErrNotLeader) and refuses later ones; on the batcher
-// goroutine, at shutdown.
 func (r *Raft) failQueued(err error) {
 	r.queue.Lock()
 	r.queue.closed = true
@@ -495,76 +478,49 @@ func (r *Raft) failQueued(err error) {
 	}
 }
 
-// completer answers proposals in commit order, until the batcher has
-// exited and every entry it handed over is answered.
+// completer answers proposals in commit order.
 func (r *Raft) completer() {
 	defer r.wg.Done()
 	for {
+		var e *pendingEntry
 		select {
-		case e := <-r.inflight:
-			r.complete(e)
-		case <-r.batcherDone:
+		case e = <-r.inflight:
+		case <-r.stop:
+			// Drain what the batcher already handed over; raft fails
+			// outstanding futures on shutdown.
 			for {
 				select {
-				case e := <-r.inflight:
+				case e = <-r.inflight:
 					r.complete(e)
 				default:
 					return
 				}
 			}
 		}
+		r.complete(e)
 	}
 }
 
-// complete answers an entry's proposals, on the completer goroutine.
 func (r *Raft) complete(e *pendingEntry) {
-	var err error
-	select {
-	case <-e.answered:
-		err = e.err
-	case <-r.raftDown:
-		select {
-		case <-e.answered:
-			err = e.err
-		default:
-			// raft shut down without answering (the entry sat in its
-			// apply queue, or its answer is still on the way here).
-			err = errors.New("raft shut down with the entry in flight")
-		}
-	}
+	err := e.f.Error()
 	<-r.slots
 	if err != nil {
-		err = applyError(err)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+			err = fmt.Errorf("%w: %v", ErrNotLeader, err)
+		}
 		for _, p := range e.props {
 			p.done(nil, err)
 		}
 		return
 	}
-	results, ok := e.f.Response().([]any)
+	results, _ := e.f.Response().([]any)
 	for i, p := range e.props {
-		if !ok || i >= len(results) {
-			// Committed, but this node's FSM did not apply it (it is
-			// restarting to load a snapshot, or the entry did not
-			// decode): the result is not known here.
-			p.done(nil, fmt.Errorf("%w: entry committed but not applied on this node", ErrOutcomeUnknown))
-			continue
+		var res any
+		if i < len(results) {
+			res = results[i]
 		}
-		p.done(results[i], nil)
+		p.done(res, nil)
 	}
-}
-
-// applyError maps a raft Apply future's error to the contract. raft
-// refuses an entry it has not appended with ErrNotLeader (this node was not
-// leading when raft took it) or ErrLeadershipTransferInProgress: a definite
-// failure. ErrLeadershipLost comes after the entry was appended and may
-// still be committed by the next leader; ErrRaftShutdown may come before
-// or after the append; a log store error leaves the entry's fate to the
-// next leader too: all of these are unknown outcomes.
-func applyError(err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-		return fmt.Errorf("%w: %w", ErrNotLeader, err)
-	}
-	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 }
 
 // leadership follows raft's leader changes: a new leader first waits for
@@ -788,9 +744,6 @@ func (r *Raft) Shutdown() error {
 		// which the completer is blocked on.
 		r.raft.DeregisterObserver(r.obs)
 		err = r.raft.Shutdown().Error()
-		if r.started.Load() {
-			close(r.raftDown)
-		}
 		r.wg.Wait()
 		if cerr := r.trans.Close(); err == nil {
 			err = cerr

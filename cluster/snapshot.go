@@ -1,14 +1,11 @@
 package cluster
 
 import (
-	"archive/tar"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -18,20 +15,28 @@ import (
 // stateSnapshot is a consistent capture of the state directory: hard
 // links (so retention, compaction and atomic rewrites after the capture do
 // not touch it) and the size each file had at capture time (so appends
-// after it are left out).
+// after it are left out). Capturing costs O(files), not O(bytes).
+//
+// Every file kind in the state directory is either append-only (segments,
+// the group and transaction logs: a later append grows the shared inode
+// past the recorded size, which the snapshot ignores) or rewritten whole
+// by writing a new file and renaming it over the old one (checkpoints,
+// producer state, topics.json, broker-configs.json, acls.json,
+// scram-credentials.json, meta/nodes.json, meta/cluster-id, and the
+// group and transaction logs when they compact themselves): the link
+// keeps the old inode. The sparse indexes are written in place and are
+// left out (storage rebuilds a missing or inconsistent index). The one
+// in-place shrink, storage.Log.Truncate, is not used by the broker (raft
+// never truncates applied state).
 type stateSnapshot struct {
-	dir   string // the staging directory of links
+	dir   string // the staging directory of links ("" once a sink adopted it)
 	files []snapFile
+	dirs  []string // every directory, relative, slash form
 	// index is the FSM's lastApplied at capture (see fsm.lastApplied),
-	// stored in the snapshot so that a node restored from it knows which
+	// stored in the manifest so that a node restored from it knows which
 	// commands its state holds.
 	index uint64
 }
-
-// stateIndexEntry names the snapshot entry holding stateSnapshot.index.
-// It is not a state file (none is named so at the top of the state
-// directory): restoreState reads it instead of writing it.
-const stateIndexEntry = ".regent-state-index"
 
 type snapFile struct {
 	rel  string
@@ -41,11 +46,32 @@ type snapFile struct {
 var snapSeq atomic.Uint64
 
 // skipInSnapshot names files rebuilt on open and written in place, which a
-// hard link cannot freeze: the sparse indexes.
+// hard link cannot freeze (the sparse indexes), and temporary files.
 func skipInSnapshot(name string) bool {
-	return strings.HasSuffix(name, ".index") || strings.HasSuffix(name, ".timeindex") || strings.HasSuffix(name, ".tmp")
+	return isIndexFile(name) || strings.HasSuffix(name, ".tmp")
 }
 
+const (
+	segmentSuffix     = ".log"
+	indexSuffix       = ".index"
+	timeIndexSuffix   = ".timeindex"
+	cleanShutdownMark = ".clean-shutdown" // storage's marker: indexes match the log
+)
+
+func isIndexFile(name string) bool {
+	return strings.HasSuffix(name, indexSuffix) || strings.HasSuffix(name, timeIndexSuffix)
+}
+
+// segmentOfIndex names the segment an index file belongs to.
+func segmentOfIndex(rel string) string {
+	if s, ok := strings.CutSuffix(rel, timeIndexSuffix); ok {
+		return s + segmentSuffix
+	}
+	return strings.TrimSuffix(rel, indexSuffix) + segmentSuffix
+}
+
+// captureState links every state file into a new staging directory under
+// raftDir. It runs on the FSM goroutine, between batches.
 func captureState(stateDir, raftDir string) (*stateSnapshot, error) {
 	staging := filepath.Join(raftDir, "snapshot-staging", fmt.Sprintf("%d-%d", os.Getpid(), snapSeq.Add(1)))
 	if err := os.MkdirAll(staging, 0o755); err != nil {
@@ -67,9 +93,10 @@ func captureState(stateDir, raftDir string) (*stateSnapshot, error) {
 			if rel == "." {
 				return nil
 			}
+			s.dirs = append(s.dirs, filepath.ToSlash(rel))
 			return os.MkdirAll(filepath.Join(staging, rel), 0o755)
 		}
-		if !d.Type().IsRegular() || skipInSnapshot(d.Name()) {
+		if !d.Type().IsRegular() || skipInSnapshot(d.Name()) || d.Name() == cleanShutdownMark {
 			return nil
 		}
 		link := filepath.Join(staging, rel)
@@ -93,108 +120,157 @@ func captureState(stateDir, raftDir string) (*stateSnapshot, error) {
 	return s, nil
 }
 
-// Persist implements raft.FSMSnapshot: a tar of the captured files.
+// Persist implements raft.FSMSnapshot: the sink adopts the links (a
+// rename) and writes the manifest; its Close fsyncs the linked files,
+// since raft truncates its log once the snapshot is stored. Nothing is
+// copied.
 func (s *stateSnapshot) Persist(sink raft.SnapshotSink) error {
-	err := s.write(sink)
-	if err != nil {
+	k, ok := sink.(*snapSink)
+	if !ok {
+		_ = sink.Cancel()
+		return fmt.Errorf("snapshot sink %T is not a manifest sink", sink)
+	}
+	if err := k.adopt(s); err != nil {
 		_ = sink.Cancel()
 		return err
 	}
 	return sink.Close()
 }
 
-func (s *stateSnapshot) write(w io.Writer) error {
-	tw := tar.NewWriter(w)
-	idx := []byte(strconv.FormatUint(s.index, 10))
-	if err := tw.WriteHeader(&tar.Header{Name: stateIndexEntry, Mode: 0o644, Size: int64(len(idx)), Typeflag: tar.TypeReg}); err != nil {
-		return fmt.Errorf("snapshot state index: %w", err)
-	}
-	if _, err := tw.Write(idx); err != nil {
-		return fmt.Errorf("snapshot state index: %w", err)
-	}
-	for _, f := range s.files {
-		if err := tw.WriteHeader(&tar.Header{Name: filepath.ToSlash(f.rel), Mode: 0o644, Size: f.size, Typeflag: tar.TypeReg}); err != nil {
-			return fmt.Errorf("snapshot %s: %w", f.rel, err)
-		}
-		fh, err := os.Open(filepath.Join(s.dir, f.rel))
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", f.rel, err)
-		}
-		_, err = io.CopyN(tw, fh, f.size)
-		fh.Close()
-		if err != nil {
-			return fmt.Errorf("snapshot %s: %w", f.rel, err)
-		}
-	}
-	return tw.Close()
-}
-
 // Release implements raft.FSMSnapshot.
-func (s *stateSnapshot) Release() { _ = os.RemoveAll(s.dir) }
-
-// readStateIndex reads a snapshot's first entry, the state index it
-// recorded; ok is false for a snapshot from before it was recorded (or
-// one that cannot be read, which the restore then reports).
-func readStateIndex(tr *tar.Reader) (index uint64, ok bool) {
-	h, err := tr.Next()
-	if err != nil || h.Name != stateIndexEntry {
-		return 0, false
+func (s *stateSnapshot) Release() {
+	if s.dir != "" {
+		_ = os.RemoveAll(s.dir)
 	}
-	raw, err := io.ReadAll(io.LimitReader(tr, 32))
-	if err != nil {
-		return 0, false
-	}
-	index, err = strconv.ParseUint(string(raw), 10, 64)
-	return index, err == nil
 }
 
-// restoreState replaces stateDir's contents with a snapshot's and returns
-// the state index the snapshot was taken at (0 in snapshots from before
-// it was recorded).
-func restoreState(r io.Reader, stateDir string) (index uint64, err error) {
-	if err := os.RemoveAll(stateDir); err != nil {
-		return 0, fmt.Errorf("clear state dir: %w", err)
-	}
+// restoreStats says what a restore changed.
+type restoreStats struct {
+	kept, truncated, linked, removed int
+}
+
+// restoreFromLinks makes stateDir hold exactly the snapshot m, whose files
+// are linked in linksDir, without copying bytes: a file that is still the
+// snapshot's inode is truncated to its recorded size (dropping appends made
+// after the capture); a missing or replaced one is linked back; files and
+// directories the snapshot does not name are removed, and so are the
+// indexes of segments it touched and the clean-shutdown marker of every
+// directory it changed (storage then rebuilds those indexes). It is
+// idempotent: a crash during it is repaired by running it again.
+//
+// A state file and its snapshot link share an inode afterwards: the state
+// may append to it (past the recorded size) or replace it by rename, never
+// rewrite it in place (see stateSnapshot).
+func restoreFromLinks(stateDir, linksDir string, m *manifest) (restoreStats, error) {
+	var st restoreStats
 	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return 0, fmt.Errorf("create state dir: %w", err)
+		return st, fmt.Errorf("create state dir: %w", err)
 	}
-	tr := tar.NewReader(r)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return index, nil
+	dirs := map[string]bool{".": true}
+	for _, d := range m.Dirs {
+		rel := filepath.FromSlash(d)
+		dirs[rel] = true
+		if err := os.MkdirAll(filepath.Join(stateDir, rel), 0o755); err != nil {
+			return st, fmt.Errorf("restore dir %s: %w", d, err)
 		}
+	}
+	keep := make(map[string]bool, len(m.Files))
+	touched := map[string]bool{} // files changed here: their indexes go
+	dirty := map[string]bool{}   // directories with a change: their marker goes
+	for _, f := range m.Files {
+		rel := filepath.FromSlash(f.Path)
+		keep[rel] = true
+		dirs[filepath.Dir(rel)] = true
+		link := filepath.Join(linksDir, rel)
+		lfi, err := os.Stat(link)
 		if err != nil {
-			return 0, fmt.Errorf("read snapshot: %w", err)
+			return st, fmt.Errorf("snapshot file %s: %w", f.Path, err)
 		}
-		if h.Name == stateIndexEntry {
-			raw, err := io.ReadAll(io.LimitReader(tr, 32))
-			if err == nil {
-				index, err = strconv.ParseUint(string(raw), 10, 64)
-			}
-			if err != nil {
-				return 0, fmt.Errorf("snapshot state index: %w", err)
-			}
-			continue
-		}
-		rel := filepath.FromSlash(h.Name)
-		if !filepath.IsLocal(rel) {
-			return 0, fmt.Errorf("snapshot entry %q escapes the state directory", h.Name)
+		if lfi.Size() < f.Size {
+			return st, fmt.Errorf("snapshot file %s holds %d bytes, its manifest %d: it was cut in place", f.Path, lfi.Size(), f.Size)
 		}
 		path := filepath.Join(stateDir, rel)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return 0, fmt.Errorf("restore %s: %w", rel, err)
+		fi, err := os.Lstat(path)
+		switch {
+		case err == nil && os.SameFile(fi, lfi):
+			if fi.Size() == f.Size {
+				st.kept++
+				continue
+			}
+			st.truncated++
+		case err == nil:
+			// Replaced since the capture (a rename over it), or not a
+			// regular file: the snapshot's inode comes back.
+			if err := os.RemoveAll(path); err != nil {
+				return st, fmt.Errorf("restore %s: %w", f.Path, err)
+			}
+			fallthrough
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return st, fmt.Errorf("restore %s: %w", f.Path, err)
+			}
+			if err := os.Link(link, path); err != nil {
+				return st, fmt.Errorf("restore %s: %w", f.Path, err)
+			}
+			st.linked++
+		default:
+			return st, fmt.Errorf("restore %s: %w", f.Path, err)
 		}
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+		if lfi.Size() > f.Size {
+			// Appends made after the capture, in the shared inode.
+			if err := os.Truncate(path, f.Size); err != nil {
+				return st, fmt.Errorf("restore %s: %w", f.Path, err)
+			}
+		}
+		touched[rel] = true
+		dirty[filepath.Dir(rel)] = true
+	}
+	// What the snapshot does not hold goes. Directories first (whole
+	// subtrees), then files, then markers of directories that changed.
+	var extra []string
+	err := filepath.WalkDir(stateDir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
-			return 0, fmt.Errorf("restore %s: %w", rel, err)
+			return err
 		}
-		_, err = io.Copy(f, tr)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
+		rel, err := filepath.Rel(stateDir, path)
 		if err != nil {
-			return 0, fmt.Errorf("restore %s: %w", rel, err)
+			return err
+		}
+		if d.IsDir() {
+			if !dirs[rel] {
+				extra = append(extra, rel)
+				dirty[filepath.Dir(rel)] = true
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if keep[rel] || d.Name() == cleanShutdownMark {
+			return nil
+		}
+		if isIndexFile(d.Name()) {
+			if seg := segmentOfIndex(rel); keep[seg] && !touched[seg] {
+				return nil
+			}
+		}
+		extra = append(extra, rel)
+		if !isIndexFile(d.Name()) {
+			dirty[filepath.Dir(rel)] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return st, fmt.Errorf("scan state dir: %w", err)
+	}
+	for _, rel := range extra {
+		if err := os.RemoveAll(filepath.Join(stateDir, rel)); err != nil {
+			return st, fmt.Errorf("remove %s: %w", rel, err)
+		}
+		st.removed++
+	}
+	for d := range dirty {
+		if err := os.Remove(filepath.Join(stateDir, d, cleanShutdownMark)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return st, fmt.Errorf("remove %s marker: %w", d, err)
 		}
 	}
+	return st, nil
 }

@@ -81,6 +81,7 @@ type Config struct {
 	RaftSnapshotThreshold uint64
 	RaftSnapshotInterval  time.Duration
 	RaftTrailingLogs      uint64
+	RaftSnapshotBytes     int64
 }
 
 // Clustered reports whether the node runs in cluster mode.

@@ -75,6 +75,7 @@ var validEnv = map[string]string{
 	"raft-snapshot-threshold":   "64",
 	"raft-snapshot-interval":    "300ms",
 	"raft-trailing-logs":        "16",
+	"raft-snapshot-bytes":       "64MiB",
 	"admin-listen":              "127.0.0.1:19300",
 	"listeners":                 "PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19094",
 	"advertised-listeners":      "PLAINTEXT://broker.example:9092",

@@ -82,7 +82,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}))
 	sync := partition.SyncInterval
 	// In cluster mode the raft log, fsynced on a majority before an
-	// answer, is the durable copy; the state directory is rebuilt from it.
+	// answer, is the durable copy: the state directory is not fsynced on
+	// appends. It persists across restarts, made equal at start to the
+	// latest raft snapshot (whose files are fsynced when it is taken) and
+	// brought forward by the log entries after it.
 	if cfg.Fsync == "always" && !cfg.Clustered() {
 		sync = partition.SyncAlways
 	}
@@ -102,7 +105,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	raftTLS, raftDialTLS := clusterTLS(clusterCerts)
 
 	// The replicator: a Local one, or raft. In cluster mode the broker
-	// state lives in data/state and is rebuilt from raft at every start.
+	// state lives in data/state; at start raft restores its latest snapshot
+	// there (re-linking, not copying) and applies the entries after it.
 	var (
 		repl      cluster.Replicator
 		raftRepl  *cluster.Raft
@@ -122,8 +126,14 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			SnapshotThreshold: cfg.RaftSnapshotThreshold,
 			SnapshotInterval:  cfg.RaftSnapshotInterval,
 			TrailingLogs:      cfg.RaftTrailingLogs,
-			TLS:               raftTLS,
-			DialTLS:           raftDialTLS,
+			SnapshotBytes:     cfg.RaftSnapshotBytes,
+			// A node with no raft state waits for the leader's first
+			// entries or snapshot before opening its state, so that a
+			// snapshot installs in place instead of restarting the node.
+			StartWait: raftStartWait,
+			Stop:      ctx.Done(),
+			TLS:       raftTLS,
+			DialTLS:   raftDialTLS,
 		})
 		if err2 != nil {
 			return err2
@@ -345,8 +355,8 @@ loop:
 			}
 			break loop
 		case <-flush.C:
-			// In cluster mode the raft log is the durable copy; the
-			// state directory is rebuilt from it.
+			// In cluster mode the raft log is the durable copy; raft
+			// snapshots fsync the state files they name.
 			if sync == partition.SyncInterval && raftRepl == nil {
 				reg.ForEachPartition((*partition.Partition).Sync)
 				if err := groups.Sync(); err != nil {
@@ -418,6 +428,10 @@ func lockDataDir(dir string) (func(), error) {
 	}
 	return func() { f.Close() }, nil
 }
+
+// raftStartWait bounds how long a node with no raft state waits for the
+// leader before opening its state (cluster.RaftOptions.StartWait).
+const raftStartWait = 2 * time.Minute
 
 // loadClusterID reads the cluster id, making one on first start.
 func loadClusterID(dir string) (string, error) {

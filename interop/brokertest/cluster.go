@@ -664,7 +664,9 @@ func (c *Cluster) AddNode(t testing.TB) *Node {
 	c.addMember(n)
 	n.spawn()
 	deadline := time.Now().Add(leaderTimeout)
-	c.waitListening(n, n.Admin, deadline)
+	// Added before it listens: a node with no raft state opens its state,
+	// and then its ports, only once the leader has sent it entries or a
+	// snapshot (cluster.RaftOptions.StartWait).
 	attempt := 0
 	c.waitVoter(t, id, true, deadline, func() error {
 		if !n.Alive() {
@@ -682,6 +684,7 @@ func (c *Cluster) AddNode(t testing.TB) *Node {
 			"--kafka", n.Addr, "--raft", n.Raft, "--node-admin", n.Admin)
 		return err
 	})
+	c.waitListening(n, n.Admin, deadline)
 	c.waitListening(n, n.Addr, deadline)
 	c.WaitCaughtUp(t, id, time.Until(deadline))
 	t.Logf("cluster: node %d joined (kafka %s)", id, n.Addr)
