@@ -19,6 +19,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/regent-broker/regent/actors/replication"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
@@ -125,6 +127,13 @@ type Raft struct {
 	}
 	wake     chan struct{}
 	slots    chan struct{}
+	// cb answers the proposals Propose refuses, off the proposer's
+	// goroutine (never inline: replication's contract).
+	cb replication.Callbacks
+	// batcherDone is closed when the batcher exits (nothing more comes
+	// into inflight); raftDown when raft has shut down (futures it has not
+	// answered by then it never will). Both made by Start.
+	batcherDone, raftDown chan struct{}
 	inflight chan *pendingEntry
 
 	leaderHooks []func(leader bool) // set before Start; called on the leadership goroutine
@@ -150,9 +159,23 @@ type proposal struct {
 	done func(any, error)
 }
 
+// pendingEntry is one raft entry being committed. answered is closed by
+// the entry's waiter goroutine once f has answered (err is then set): the
+// completer can stop waiting for an answer that raft will never give (a
+// future left in raft's apply queue when it shut down).
 type pendingEntry struct {
-	f     raft.ApplyFuture
-	props []*proposal
+	f        raft.ApplyFuture
+	props    []*proposal
+	err      error
+	answered chan struct{}
+}
+
+// await waits for f's answer, on the entry's own goroutine. After a
+// shutdown raft may never answer: the goroutine then stays blocked (at
+// most maxInflightEntries of them per Raft).
+func (e *pendingEntry) await() {
+	e.err = e.f.Error()
+	close(e.answered)
 }
 
 // NewRaft opens the raft stores, restores the latest snapshot into
@@ -331,6 +354,7 @@ func (r *Raft) Start() {
 		return
 	}
 	close(r.fsm.readyCh)
+	r.batcherDone, r.raftDown = make(chan struct{}), make(chan struct{})
 	r.wg.Add(4)
 	go r.batcher()
 	go r.completer()
@@ -358,19 +382,21 @@ func (r *Raft) applier(key string) Applier {
 	return r.appliers.m[key]
 }
 
-// Propose implements Replicator. done is called from the replicator's
-// goroutine once the command is committed and applied on this node, or
-// with an error wrapping ErrNotLeader when this node is not (or stopped
-// being) the leader; after a leadership loss the outcome is unknown.
+// Propose implements Replicator. done is called from a replicator
+// goroutine, never the proposer's: once the command is committed and
+// applied on this node; with an error wrapping ErrNotLeader when this node
+// is not the leader or is shutting down before the command reached raft
+// (not applied); with an error wrapping ErrOutcomeUnknown when raft took
+// the entry and then lost leadership or shut down (see complete).
 func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 	if !r.ready.Load() {
-		done(nil, r.notLeaderErr())
+		r.cb.Add(done, nil, r.notLeaderErr())
 		return
 	}
 	inner, tp := unwrapTrace(cmd)
 	enc, ok := inner.(Encodable)
 	if !ok {
-		done(nil, fmt.Errorf("%w: %T", ErrNotEncodable, inner))
+		r.cb.Add(done, nil, fmt.Errorf("propose to %q: %w: %T", key, ErrNotEncodable, inner))
 		return
 	}
 	// Encoded by the batcher, straight into the entry.
@@ -382,7 +408,7 @@ func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 	r.queue.Lock()
 	if r.queue.closed {
 		r.queue.Unlock()
-		done(nil, fmt.Errorf("%w: node shutting down", ErrNotLeader))
+		r.cb.Add(done, nil, fmt.Errorf("%w: node shutting down", ErrNotLeader))
 		return
 	}
 	r.queue.pending = append(r.queue.pending, p)
@@ -434,6 +460,7 @@ func (r *Raft) take() []*proposal {
 // maxInflightEntries being committed at once.
 func (r *Raft) batcher() {
 	defer r.wg.Done()
+	defer close(r.batcherDone)
 	for {
 		select {
 		case <-r.wake:
@@ -442,6 +469,14 @@ func (r *Raft) batcher() {
 			return
 		}
 		for {
+			// Stop wins over a free slot: nothing goes to raft once
+			// Shutdown began (a select would pick either).
+			select {
+			case <-r.stop:
+				r.failQueued(fmt.Errorf("%w: node shutting down", ErrNotLeader))
+				return
+			default:
+			}
 			select {
 			case r.slots <- struct{}{}:
 			case <-r.stop:
@@ -457,12 +492,16 @@ func (r *Raft) batcher() {
 			for i, p := range props {
 				cmds[i] = p.ec
 			}
-			f := r.raft.Apply(encodeEntry(cmds), 0)
-			r.inflight <- &pendingEntry{f: f, props: props}
+			e := &pendingEntry{f: r.raft.Apply(encodeEntry(cmds), 0), props: props, answered: make(chan struct{})}
+			go e.await()
+			r.inflight <- e
 		}
 	}
 }
 
+// failQueued answers the proposals that never reached raft (definite
+// failures: err wraps ErrNotLeader) and refuses later ones; on the batcher
+// goroutine, at shutdown.
 func (r *Raft) failQueued(err error) {
 	r.queue.Lock()
 	r.queue.closed = true
@@ -478,49 +517,76 @@ func (r *Raft) failQueued(err error) {
 	}
 }
 
-// completer answers proposals in commit order.
+// completer answers proposals in commit order, until the batcher has
+// exited and every entry it handed over is answered.
 func (r *Raft) completer() {
 	defer r.wg.Done()
 	for {
-		var e *pendingEntry
 		select {
-		case e = <-r.inflight:
-		case <-r.stop:
-			// Drain what the batcher already handed over; raft fails
-			// outstanding futures on shutdown.
+		case e := <-r.inflight:
+			r.complete(e)
+		case <-r.batcherDone:
 			for {
 				select {
-				case e = <-r.inflight:
+				case e := <-r.inflight:
 					r.complete(e)
 				default:
 					return
 				}
 			}
 		}
-		r.complete(e)
 	}
 }
 
+// complete answers an entry's proposals, on the completer goroutine.
 func (r *Raft) complete(e *pendingEntry) {
-	err := e.f.Error()
+	var err error
+	select {
+	case <-e.answered:
+		err = e.err
+	case <-r.raftDown:
+		select {
+		case <-e.answered:
+			err = e.err
+		default:
+			// raft shut down without answering (the entry sat in its
+			// apply queue, or its answer is still on the way here).
+			err = errors.New("raft shut down with the entry in flight")
+		}
+	}
 	<-r.slots
 	if err != nil {
-		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
-			err = fmt.Errorf("%w: %v", ErrNotLeader, err)
-		}
+		err = applyError(err)
 		for _, p := range e.props {
 			p.done(nil, err)
 		}
 		return
 	}
-	results, _ := e.f.Response().([]any)
+	results, ok := e.f.Response().([]any)
 	for i, p := range e.props {
-		var res any
-		if i < len(results) {
-			res = results[i]
+		if !ok || i >= len(results) {
+			// Committed, but this node's FSM did not apply it (it is
+			// restarting to load a snapshot, or the entry did not
+			// decode): the result is not known here.
+			p.done(nil, fmt.Errorf("%w: entry committed but not applied on this node", ErrOutcomeUnknown))
+			continue
 		}
-		p.done(res, nil)
+		p.done(results[i], nil)
 	}
+}
+
+// applyError maps a raft Apply future's error to the contract. raft
+// refuses an entry it has not appended with ErrNotLeader (this node was not
+// leading when raft took it) or ErrLeadershipTransferInProgress: a definite
+// failure. ErrLeadershipLost comes after the entry was appended and may
+// still be committed by the next leader; ErrRaftShutdown may come before
+// or after the append; a log store error leaves the entry's fate to the
+// next leader too: all of these are unknown outcomes.
+func applyError(err error) error {
+	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
+	}
+	return fmt.Errorf("%w: %w", ErrOutcomeUnknown, err)
 }
 
 // leadership follows raft's leader changes: a new leader first waits for
@@ -744,6 +810,9 @@ func (r *Raft) Shutdown() error {
 		// which the completer is blocked on.
 		r.raft.DeregisterObserver(r.obs)
 		err = r.raft.Shutdown().Error()
+		if r.started.Load() {
+			close(r.raftDown)
+		}
 		r.wg.Wait()
 		if cerr := r.trans.Close(); err == nil {
 			err = cerr
