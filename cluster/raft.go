@@ -21,7 +21,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/regent-broker/regent/actors/replication"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // Peer is one cluster node's identity and addresses.
@@ -35,8 +34,8 @@ type Peer struct {
 // RaftOptions configures a cluster node's replicator.
 type RaftOptions struct {
 	Self Peer
-	// Dir holds raft's own files: the log and stable store (raft.db) and
-	// snapshots.
+	// Dir holds raft's own files: the log and stable store (wal/, see
+	// openLogStore) and snapshots.
 	Dir string
 	// StateDir is the node's broker state (topics, partitions, groups,
 	// transactions). It persists across restarts: at start NewRaft makes it
@@ -103,7 +102,7 @@ type Raft struct {
 	log   *slog.Logger
 	raft  *raft.Raft
 	trans *raft.NetworkTransport
-	store *raftboltdb.BoltStore
+	store logStore
 	snaps *snapStore
 	fsm   *fsm
 
@@ -240,7 +239,7 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 
-	store, err := raftboltdb.NewBoltStore(filepath.Join(o.Dir, "raft.db"))
+	store, err := openLogStore(o.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
@@ -269,8 +268,7 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	cfg.LocalID = raft.ServerID(strconv.Itoa(int(o.Self.ID)))
 	cfg.Logger = hlog
 	cfg.NotifyCh = r.notify
-	cfg.BatchApplyCh = true
-	cfg.MaxAppendEntries = 64
+	tuneRaftConfig(cfg)
 	cfg.SnapshotThreshold = o.SnapshotThreshold
 	cfg.SnapshotInterval = o.SnapshotInterval
 	cfg.TrailingLogs = o.TrailingLogs

@@ -1,0 +1,208 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	raftwal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/migrate"
+)
+
+// logStore is what raft.NewRaft needs from the node's raft log: the log
+// itself and the stable store (current term, last vote), both durable
+// before a call returns, closed at shutdown.
+type logStore interface {
+	raft.LogStore
+	raft.StableStore
+	io.Closer
+}
+
+// Names inside the raft directory.
+const (
+	// walDirName holds raft-wal's segment files and its meta database.
+	walDirName = "wal"
+	// boltFileName is the raft-boltdb store earlier versions kept the
+	// log in.
+	boltFileName = "raft.db"
+)
+
+// openLogStore opens the node's raft log and stable store under dir (the
+// raft directory).
+//
+// The log is raft-wal: measured against raft-boltdb in
+// logstore_bench_test.go it appends with one fsync instead of two and
+// truncates the head by deleting whole segment files, where bolt rewrites
+// its free-page lists (see the figures in the benchmark's comment).
+//
+// A raft directory from an earlier version holds raft.db and no wal: its
+// entries and votes are copied into a new wal once, then raft.db is
+// renamed raft.db.migrated (kept, not deleted, so an operator can still go
+// back). The copy is made in wal.tmp and renamed into place only when
+// complete, so a crash during it leaves raft.db in charge and the next
+// start copies again.
+func openLogStore(dir string) (logStore, error) {
+	walDir := filepath.Join(dir, walDirName)
+	bolt := filepath.Join(dir, boltFileName)
+	if _, err := os.Stat(walDir); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(bolt); err == nil {
+			if err := migrateBoltToWAL(bolt, walDir); err != nil {
+				return nil, fmt.Errorf("migrate %s to %s (remove %s to start this node with an empty raft log, then let the leader catch it up): %w", bolt, walDir, bolt, err)
+			}
+		}
+	}
+	return openWALStore(walDir)
+}
+
+// walStore is raft-wal with a Close that also closes its meta database:
+// raft-wal v0.4.0's WAL.Close leaves that bolt file open and locked, so a
+// node restarted in the same process (tests, and any in-process reopen)
+// would block forever opening it again.
+type walStore struct {
+	*raftwal.WAL
+	meta *metadb.BoltMetaDB
+}
+
+// Close closes the wal, then its meta database.
+func (w *walStore) Close() error {
+	err := w.WAL.Close()
+	if cerr := w.meta.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close raft wal meta: %w", cerr)
+	}
+	return err
+}
+
+// openWALStore opens (or creates) a raft-wal in dir; raft-wal needs the
+// directory to exist.
+func openWALStore(dir string) (*walStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create raft wal dir: %w", err)
+	}
+	meta := &metadb.BoltMetaDB{}
+	w, err := raftwal.Open(dir, raftwal.WithMetaStore(meta))
+	if err != nil {
+		_ = meta.Close()
+		return nil, fmt.Errorf("open raft wal %s: %w", dir, err)
+	}
+	return &walStore{WAL: w, meta: meta}, nil
+}
+
+// openBoltStore opens a raft-boltdb store at path (migration and the
+// benchmark's comparison).
+func openBoltStore(path string) (*raftboltdb.BoltStore, error) {
+	s, err := raftboltdb.NewBoltStore(path)
+	if err != nil {
+		return nil, fmt.Errorf("open raft bolt store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// migrateBoltToWAL copies the bolt store at boltPath into a new wal at
+// walDir and retires the bolt file.
+func migrateBoltToWAL(boltPath, walDir string) (err error) {
+	src, err := openBoltStore(boltPath)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := src.Close(); err == nil && cerr != nil {
+			err = fmt.Errorf("close bolt store: %w", cerr)
+		}
+	}()
+	tmp := walDir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("clear %s: %w", tmp, err)
+	}
+	dst, err := openWALStore(tmp)
+	if err != nil {
+		return err
+	}
+	err = copyLogs(dst, src)
+	if err == nil {
+		err = copyStable(dst, src)
+	}
+	if cerr := dst.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close wal: %w", cerr)
+	}
+	if err != nil {
+		return fmt.Errorf("copy raft log: %w", err)
+	}
+	if err := os.Rename(tmp, walDir); err != nil {
+		return fmt.Errorf("install wal: %w", err)
+	}
+	if err := syncLogStoreDir(filepath.Dir(walDir)); err != nil {
+		return err
+	}
+	// Once the wal is in place it is the log; the bolt file is only kept
+	// for an operator who wants to go back.
+	if err := os.Rename(boltPath, boltPath+".migrated"); err != nil {
+		return fmt.Errorf("retire %s: %w", boltPath, err)
+	}
+	return nil
+}
+
+// copyLogs copies every entry of src into the empty dst.
+func copyLogs(dst, src raft.LogStore) error {
+	last, err := src.LastIndex()
+	if err != nil || last == 0 {
+		return err // an empty log has nothing to copy
+	}
+	return migrate.CopyLogs(context.Background(), dst, src, 4<<20, nil)
+}
+
+// copyStable copies raft's stable keys. raft writes only these three
+// (raft.go's keyCurrentTerm, keyLastVoteTerm, keyLastVoteCand); a node
+// that never voted has no vote keys, which is not an error.
+func copyStable(dst, src raft.StableStore) error {
+	for _, k := range []string{"CurrentTerm", "LastVoteTerm"} {
+		v, err := src.GetUint64([]byte(k))
+		if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", k, err)
+		}
+		if err := dst.SetUint64([]byte(k), v); err != nil {
+			return fmt.Errorf("write %s: %w", k, err)
+		}
+	}
+	v, err := src.Get([]byte("LastVoteCand"))
+	if errors.Is(err, raftboltdb.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read LastVoteCand: %w", err)
+	}
+	if err := dst.Set([]byte("LastVoteCand"), v); err != nil {
+		return fmt.Errorf("write LastVoteCand: %w", err)
+	}
+	return nil
+}
+
+// tuneRaftConfig sets raft's throughput knobs (NewRaft and the log store
+// benchmark share them, so the benchmark measures what nodes run).
+// BatchApplyCh lets the leader hand up to MaxAppendEntries queued entries
+// to one StoreLogs (one fsync) and one AppendEntries RPC.
+func tuneRaftConfig(cfg *raft.Config) {
+	cfg.BatchApplyCh = true
+	cfg.MaxAppendEntries = 64
+}
+
+// syncLogStoreDir makes renames in dir durable.
+func syncLogStoreDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
