@@ -12,7 +12,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
@@ -63,8 +63,8 @@ type Options struct {
 	Epoch  int32
 	Logger *slog.Logger
 	// Repl orders the partition's state changes; nil means a private
-	// cluster.Local.
-	Repl cluster.Replicator
+	// replication.Local.
+	Repl replication.Replicator
 }
 
 // Open opens (recovering) the partition's log and spawns its actor.
@@ -91,7 +91,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	}
 	repl := o.Repl
 	if repl == nil {
-		repl = cluster.NewLocal()
+		repl = replication.NewLocal()
 	}
 	a := &partitionActor{p: p, state: st, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger.With("topic", o.Topic, "partition", o.Index)}
 	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("partition/%s/%d/%d", o.Topic, o.Index, time.Now().UnixNano()))
@@ -315,10 +315,10 @@ func (p *Partition) wakeWaiters() {
 	p.waiters.Unlock()
 }
 
-// The request messages also carry their proposal (command and answer
-// slot), so that proposing costs no allocation beyond done's closure. The
-// fields the actor sets are the actor goroutine's; the slot is shared with
-// the replicator's done as slot says.
+// The request messages also carry their proposal (command and answer), so
+// that proposing allocates only done's closures. The fields the actor sets
+// are the actor goroutine's; the answer is written by done before it sends
+// the message back, and read by the actor when that message arrives.
 
 type produceMsg struct {
 	records []byte
@@ -329,7 +329,7 @@ type produceMsg struct {
 	// Set by the actor.
 	wt  WorkTrace
 	cmd appendCmd
-	slot
+	ans answer[ProduceResult]
 }
 
 type deleteRecordsMsg struct {
@@ -337,7 +337,7 @@ type deleteRecordsMsg struct {
 	reply  func(int64, error)
 	// Set by the actor.
 	cmd deleteRecordsCmd
-	slot
+	ans answer[deleteRecordsResult]
 }
 
 type markerMsg struct {
@@ -351,7 +351,7 @@ type markerMsg struct {
 	// Set by the actor.
 	wt  WorkTrace
 	cmd markerCmd
-	slot
+	ans answer[MarkerResult]
 }
 
 // The late answers: a request message sent back to the actor once the
@@ -384,12 +384,12 @@ type partitionActor struct {
 	p      *Partition
 	state  *State
 	sync   SyncPolicy
-	repl   cluster.Replicator
+	repl   replication.Replicator
 	key    string // the replicator key of this partition
 	closed bool
 	logger *slog.Logger
-	// inflight holds the requests whose proposal Propose has not answered
-	// yet (only a replicator that answers later has any).
+	// inflight holds the requests whose proposal has not been answered
+	// yet.
 	inflight map[pending]struct{}
 	gate     gate
 	// retaining is set by the actor when it proposes a retention move and
@@ -428,11 +428,11 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	case *applyMsg:
 		a.applyCommitted(m)
 	case *producedMsg:
-		a.answered((*produceMsg)(m), &m.slot)
+		a.answered((*produceMsg)(m))
 	case *markedMsg:
-		a.answered((*markerMsg)(m), &m.slot)
+		a.answered((*markerMsg)(m))
 	case *recordsDeletedMsg:
-		a.answered((*deleteRecordsMsg)(m), &m.slot)
+		a.answered((*deleteRecordsMsg)(m))
 	case *closeMsg:
 		m.done <- a.close(m.remove)
 	}
@@ -453,20 +453,18 @@ func (a *partitionActor) produce(m *produceMsg) {
 		m.wt.StorageStart()
 	}
 	m.cmd = appendCmd{records: m.records, now: time.Now().UnixNano()}
-	done := func(r any, err error) {
-		if m.settle(r, err) {
-			a.send((*producedMsg)(m)) // refused once closed: close answered m
-		}
-	}
-	if a.propose(m, &m.slot, traced(&m.cmd, m.wt), done) {
-		r, err := m.outcome()
-		m.finish(a, r, err)
-	}
+	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*producedMsg)(m))
 }
 
 // finish implements pending: the produce's records are applied (or not).
-func (m *produceMsg) finish(a *partitionActor, r any, err error) {
-	res := produceOutcome(r, err)
+func (m *produceMsg) finish(a *partitionActor, failed error) {
+	var res ProduceResult
+	if failed != nil {
+		// m.ans is not read: a late done may still be writing it.
+		res = produceOutcome(ProduceResult{}, failed)
+	} else {
+		res = produceOutcome(m.ans.res, m.ans.err)
+	}
 	if res.Err == nil && a.sync == SyncAlways && m.acks != 0 {
 		if err := a.p.log.Sync(); err != nil {
 			res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
@@ -509,20 +507,17 @@ func (a *partitionActor) writeMarker(m *markerMsg) {
 		m.wt.StorageStart()
 	}
 	m.cmd = markerCmd{pid: m.pid, epoch: m.epoch, commit: m.commit, coordinatorEpoch: m.coordinatorEpoch, now: time.Now().UnixNano()}
-	done := func(r any, err error) {
-		if m.settle(r, err) {
-			a.send((*markedMsg)(m)) // refused once closed: close answered m
-		}
-	}
-	if a.propose(m, &m.slot, traced(&m.cmd, m.wt), done) {
-		r, err := m.outcome()
-		m.finish(a, r, err)
-	}
+	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*markedMsg)(m))
 }
 
 // finish implements pending: the marker is written (or not).
-func (m *markerMsg) finish(a *partitionActor, r any, perr error) {
-	err := markerOutcome(r, perr)
+func (m *markerMsg) finish(a *partitionActor, failed error) {
+	var err error
+	if failed != nil {
+		err = markerOutcome(MarkerResult{}, failed)
+	} else {
+		err = markerOutcome(m.ans.res, m.ans.err)
+	}
 	if err == nil && a.sync == SyncAlways {
 		if serr := a.p.log.Sync(); serr != nil {
 			err = fmt.Errorf("fsync after marker: %w", serr)
@@ -551,20 +546,16 @@ func (a *partitionActor) deleteRecords(m *deleteRecordsMsg) {
 		return
 	}
 	m.cmd = deleteRecordsCmd{offset: off}
-	done := func(r any, err error) {
-		if m.settle(r, err) {
-			a.send((*recordsDeletedMsg)(m)) // refused once closed: close answered m
-		}
-	}
-	if a.propose(m, &m.slot, &m.cmd, done) {
-		r, err := m.outcome()
-		m.finish(a, r, err)
-	}
+	propose(a, m, &m.cmd, &m.ans, (*recordsDeletedMsg)(m))
 }
 
 // finish implements pending: the log start moved (or not).
-func (m *deleteRecordsMsg) finish(_ *partitionActor, r any, err error) {
-	m.reply(deleteOutcome(r, err))
+func (m *deleteRecordsMsg) finish(_ *partitionActor, failed error) {
+	if failed != nil {
+		m.reply(deleteOutcome(deleteRecordsResult{}, failed))
+		return
+	}
+	m.reply(deleteOutcome(m.ans.res, m.ans.err))
 }
 
 func (a *partitionActor) maintain(leader bool) {
@@ -604,11 +595,11 @@ func (a *partitionActor) proposeRetention(now time.Time) {
 			a.logger.Error("retention proposal panicked", "offset", off, "panic", r)
 		}
 	}()
-	a.repl.Propose(a.key, cmd, func(r any, err error) {
+	replication.Propose(a.repl, a.key, cmd, func(r deleteRecordsResult, err error) {
 		a.retaining.Store(false)
 		low, err := deleteOutcome(r, err)
 		switch {
-		case errors.Is(err, cluster.ErrNotLeader):
+		case errors.Is(err, replication.ErrNotLeader):
 			// Leadership moved: the next leader evaluates retention.
 			a.logger.Debug("retention proposal refused", "offset", off, "err", err)
 		case err != nil:
@@ -655,9 +646,9 @@ func (a *partitionActor) close(remove bool) error {
 type traceParenter interface{ TraceParent() string }
 
 // traced wraps cmd with wt's trace context, when there is one.
-func traced(cmd cluster.Command, wt WorkTrace) cluster.Command {
+func traced(cmd replication.Command, wt WorkTrace) replication.Command {
 	if tp, ok := wt.(traceParenter); ok {
-		return cluster.WithTrace(cmd, tp.TraceParent())
+		return replication.WithTrace(cmd, tp.TraceParent())
 	}
 	return cmd
 }

@@ -4,83 +4,52 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // How the partition actor talks to its replicator.
 //
-// Proposing: the actor proposes a command and the replicator calls done
-// with Apply's result. cluster.Local calls done before Propose returns, on
-// the actor goroutine, and the actor finishes the request right there.
-// Raft calls done later, from its own goroutine; done then sends the
-// request back to the actor as a message and the actor finishes it when
-// that message arrives, so replies always run on the actor goroutine and
-// the actor never waits: any number of proposals may be in flight.
+// Proposing: the actor proposes a command and the replicator answers done,
+// always later and on another goroutine (replication's contract), with the
+// command's typed result. done stores the answer in the request message
+// and sends the message back to the actor (as its "answered" type); the
+// actor finishes the request when it arrives, so replies always run on the
+// actor goroutine and the actor never waits: any number of proposals may
+// be in flight. With the single-node replicator the command is applied
+// inside Propose, on the actor goroutine, and only the answer travels.
 //
 // Applying: raft hands every node's actor the committed commands with
 // ApplyAsync, from its FSM goroutine, in log order; the mailbox keeps that
 // order and the actor applies them one by one.
 
-// Slot states. Only the proposer (the actor) moves a slot out of
-// slotPending to slotLater or slotAbandoned; only done moves it to
-// slotInline.
-const (
-	slotPending   int32 = iota // Propose has not returned and done has not run
-	slotInline                 // done ran before Propose returned
-	slotLater                  // Propose returned first: done sends a message
-	slotAbandoned              // Propose panicked: the request was answered
-)
-
-// slot carries one proposal's answer from done to the actor. done writes
-// result and err and then moves state; the actor reads them only after it
-// saw done's move (inline), or after receiving done's message (later).
-type slot struct {
-	state  atomic.Int32
-	result any
-	err    error
-	// panicked is Propose's panic; actor goroutine only.
-	panicked any
+// answer carries one proposal's outcome from done to the actor: done
+// writes it and then sends the request back to the actor; the actor reads
+// it only when that message arrives (the mailbox orders the two).
+type answer[R any] struct {
+	res R
+	err error
 }
 
-// settle stores the replicator's answer. It reports whether the answer
-// must travel to the actor as a message (Propose has returned).
-func (s *slot) settle(result any, err error) (later bool) {
-	s.result, s.err = result, err
-	if s.state.CompareAndSwap(slotPending, slotInline) {
-		return false
-	}
-	return s.state.Load() == slotLater
-}
-
-// outcome is the answer to finish with; actor goroutine only, once the
-// answer is in.
-func (s *slot) outcome() (any, error) {
-	if s.panicked != nil {
-		return nil, proposalPanic{s.panicked}
-	}
-	return s.result, s.err
-}
-
-// proposalPanic is a panic inside Propose (with Local, inside Apply).
+// proposalPanic is a panic inside Propose (a replicator's bug).
 type proposalPanic struct{ v any }
 
 func (p proposalPanic) Error() string { return fmt.Sprintf("proposal panicked: %v", p.v) }
 
 // pending is a request whose proposal the actor tracks until it finishes.
 type pending interface {
-	// finish completes the request with the proposal's outcome, as done
-	// got it (or the panic, or the close, that ended it); actor goroutine.
-	finish(a *partitionActor, result any, err error)
+	// finish completes the request: with its answer when failed is nil
+	// (the answer has arrived), else with failed (the proposal ended
+	// without an answer: close, or a panic in Propose). Actor goroutine.
+	finish(a *partitionActor, failed error)
 }
 
 // errClosedInFlight ends the proposals still in flight when the partition
 // closes: their outcome is unknown.
-var errClosedInFlight = errors.New("partition closed before its proposal was answered")
+var errClosedInFlight = fmt.Errorf("partition closed before its proposal was answered: %w", replication.ErrOutcomeUnknown)
 
 // gate stops replicator goroutines from sending to the actor once it has
 // closed: what they sent before is ahead of the poison pill Close sends,
@@ -103,65 +72,59 @@ func (a *partitionActor) send(msg any) bool {
 	return true
 }
 
-// propose hands cmd to the replicator. It reports whether the answer is
-// already in s (done ran before Propose returned, or Propose panicked);
-// otherwise p is tracked and finishes when done's message comes.
-func (a *partitionActor) propose(p pending, s *slot, cmd cluster.Command, done func(any, error)) (ready bool) {
+// propose hands cmd to the replicator for request p; when the answer comes
+// it is stored in ans and back (p's "answered" message) is sent to the
+// actor, which then calls answered(p). Actor goroutine.
+func propose[R any](a *partitionActor, p pending, cmd replication.Command, ans *answer[R], back any) {
+	if a.inflight == nil {
+		a.inflight = map[pending]struct{}{}
+	}
+	a.inflight[p] = struct{}{}
 	defer func() {
 		if r := recover(); r != nil {
 			// A panic would lose the request; answer it and keep the
-			// partition serving.
+			// partition serving. A late done finds it no longer in flight.
 			a.logger.Error("proposal panicked", "command", fmt.Sprintf("%T", cmd), "panic", r)
-			s.panicked = r
-			s.state.CompareAndSwap(slotPending, slotAbandoned)
-			ready = true
+			delete(a.inflight, p)
+			p.finish(a, proposalPanic{r})
 		}
 	}()
-	a.repl.Propose(a.key, cmd, done)
-	if s.state.CompareAndSwap(slotPending, slotLater) {
-		if a.inflight == nil {
-			a.inflight = map[pending]struct{}{}
-		}
-		a.inflight[p] = struct{}{}
-		return false
-	}
-	return true
+	replication.Propose(a.repl, a.key, cmd, func(res R, err error) {
+		ans.res, ans.err = res, err
+		a.send(back) // refused once closed: close answered p
+	})
 }
 
-// answered finishes p when its late answer arrives; close may have
-// answered it already.
-func (a *partitionActor) answered(p pending, s *slot) {
+// answered finishes p with the answer done stored; close (or a panic in
+// Propose) may have finished it already.
+func (a *partitionActor) answered(p pending) {
 	if _, ok := a.inflight[p]; !ok {
-		if !a.closed {
-			a.logger.Error("answer to a proposal that is not in flight")
-		}
 		return
 	}
 	delete(a.inflight, p)
-	r, err := s.outcome()
-	p.finish(a, r, err)
+	p.finish(a, nil)
 }
 
 // abortInFlight answers every proposal still in flight; close calls it.
 func (a *partitionActor) abortInFlight() {
 	for p := range a.inflight {
 		delete(a.inflight, p)
-		p.finish(a, nil, errClosedInFlight)
+		p.finish(a, errClosedInFlight)
 	}
 }
 
 // applyMsg is a committed command ApplyAsync handed over.
 type applyMsg struct {
-	cmd  cluster.Command
+	cmd  replication.Command
 	done func(any)
 }
 
-// ApplyAsync implements cluster.AsyncApplier. The replicator calls it from
+// ApplyAsync implements replication.AsyncApplier. The replicator calls it from
 // its goroutine; the command is applied on the actor goroutine, in the
 // order ApplyAsync was called, and done runs there after the result is
 // published. On a closed partition done runs at once, on the caller's
 // goroutine, with kerr.NotLeaderForPartition.
-func (a *partitionActor) ApplyAsync(cmd cluster.Command, done func(result any)) {
+func (a *partitionActor) ApplyAsync(cmd replication.Command, done func(result any)) {
 	if !a.send(&applyMsg{cmd: cmd, done: done}) {
 		done(kerr.NotLeaderForPartition)
 	}
@@ -173,14 +136,16 @@ func (a *partitionActor) applyCommitted(m *applyMsg) {
 		m.done(kerr.NotLeaderForPartition)
 		return
 	}
-	res := a.applyRecovered(m.cmd)
+	res := a.Apply(m.cmd)
 	a.publish()
 	m.done(res)
 }
 
-// applyRecovered is Apply with a panic turned into a failed result: the
-// FSM must get an answer and the partition keep serving.
-func (a *partitionActor) applyRecovered(cmd cluster.Command) (res any) {
+// Apply implements replication.Applier. It runs on the actor goroutine:
+// inside Propose with the single-node replicator, from applyCommitted with
+// raft. A panic becomes a failed result: the replicator (the FSM) must get
+// an answer and the partition keep serving.
+func (a *partitionActor) Apply(cmd replication.Command) (res any) {
 	defer func() {
 		if r := recover(); r != nil {
 			a.logger.Error("apply panicked", "command", fmt.Sprintf("%T", cmd), "panic", r)
@@ -197,13 +162,12 @@ func (a *partitionActor) applyRecovered(cmd cluster.Command) (res any) {
 			}
 		}
 	}()
-	return a.Apply(cmd)
+	return a.apply(cmd)
 }
 
-// Apply implements cluster.Applier. It runs on the actor goroutine: inside
-// Propose with cluster.Local, from applyCommitted with raft. It must be
-// deterministic: every node applies the same commands to the same state.
-func (a *partitionActor) Apply(cmd cluster.Command) any {
+// apply applies one command. It must be deterministic: every node applies
+// the same commands to the same state.
+func (a *partitionActor) apply(cmd replication.Command) any {
 	switch c := cmd.(type) {
 	case *appendCmd:
 		return a.state.Produce(c.records, time.Unix(0, c.now))
@@ -237,65 +201,44 @@ func (a *partitionActor) applyDeleteRecords(off int64) deleteRecordsResult {
 	return deleteRecordsResult{lowWatermark: a.p.log.StartOffset()}
 }
 
-// The outcome functions turn what done got into the request's answer. A
+// The outcome functions turn a proposal's answer into the request's. A
 // Propose error leaves the outcome unknown (or says this node does not
 // lead): either way the client retries at the leader it finds in Metadata,
-// which NOT_LEADER_OR_FOLLOWER tells it to do. A result may be an error
-// rather than the command's result type: ApplyAsync on a closed partition,
-// or a replicator that could not apply the command.
+// which NOT_LEADER_OR_FOLLOWER tells it to do (an idempotent producer's
+// retry of a batch that did commit is caught as a duplicate). An error
+// result (ApplyAsync on a closed partition) arrives as err too.
 
-func produceOutcome(r any, err error) ProduceResult {
+func produceOutcome(r ProduceResult, err error) ProduceResult {
 	if err != nil {
 		return ProduceResult{Err: kafkaError(err), ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
 	}
-	switch r := r.(type) {
-	case ProduceResult:
-		return r
-	case error:
-		return ProduceResult{Err: kafkaError(r), ErrMessage: r.Error(), BaseOffset: -1, LogAppendTime: -1}
-	default:
-		return ProduceResult{Err: kerr.UnknownServerError, ErrMessage: fmt.Sprintf("unexpected produce result %T", r), BaseOffset: -1, LogAppendTime: -1}
-	}
+	return r
 }
 
-func markerOutcome(r any, err error) error {
+func markerOutcome(r MarkerResult, err error) error {
 	if err != nil {
 		return wrapKafka(err)
 	}
-	switch r := r.(type) {
-	case MarkerResult:
-		return r.Err
-	case error:
-		return wrapKafka(r)
-	default:
-		return fmt.Errorf("%w: unexpected marker result %T", kerr.UnknownServerError, r)
-	}
+	return r.Err
 }
 
-func deleteOutcome(r any, err error) (int64, error) {
+func deleteOutcome(r deleteRecordsResult, err error) (int64, error) {
 	if err != nil {
 		return -1, wrapKafka(err)
 	}
-	switch r := r.(type) {
-	case deleteRecordsResult:
-		return r.lowWatermark, r.err
-	case error:
-		return -1, wrapKafka(r)
-	default:
-		return -1, fmt.Errorf("%w: unexpected delete records result %T", kerr.UnknownServerError, r)
-	}
+	return r.lowWatermark, r.err
 }
 
 // kafkaError is the Kafka error for a failed proposal or an error result:
 // the error's own Kafka code if it has one, UNKNOWN_SERVER_ERROR for a
-// panic, NOT_LEADER_OR_FOLLOWER otherwise.
+// panic or a result of the wrong type, NOT_LEADER_OR_FOLLOWER otherwise.
 func kafkaError(err error) *kerr.Error {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return ke
 	}
 	var pp proposalPanic
-	if errors.As(err, &pp) {
+	if errors.As(err, &pp) || errors.Is(err, replication.ErrUnexpectedResult) {
 		return kerr.UnknownServerError
 	}
 	return kerr.NotLeaderForPartition

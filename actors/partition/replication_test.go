@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/interop/testwait"
 )
@@ -39,6 +40,8 @@ type fakeCluster struct {
 	results [][]any
 
 	completions chan func()
+	// cb answers refusals off the proposer's goroutine (the contract).
+	cb replication.Callbacks
 	// completed counts the proposers' done callbacks that have returned
 	// (run by the completer goroutine, in entry order).
 	completed int
@@ -191,12 +194,12 @@ func (n *fakeNode) registered(key string) cluster.AsyncApplier {
 
 func (n *fakeNode) Propose(key string, cmd cluster.Command, done func(any, error)) {
 	if !n.leader {
-		done(nil, fmt.Errorf("%w: node %d follows", cluster.ErrNotLeader, n.id))
+		n.c.cb.Add(done, nil, fmt.Errorf("%w: node %d follows", cluster.ErrNotLeader, n.id))
 		return
 	}
 	kind, payload, err := cluster.EncodeCommand(cmd)
 	if err != nil {
-		done(nil, err)
+		n.c.cb.Add(done, nil, err)
 		return
 	}
 	n.c.mu.Lock()
@@ -533,12 +536,13 @@ func TestProposeErrors(t *testing.T) {
 	c.mu.Unlock()
 	check("lost leadership", leader, true)
 
+	unknown := fmt.Errorf("raft is shutting down: %w", cluster.ErrOutcomeUnknown)
 	c.mu.Lock()
-	c.failWith = errors.New("raft is shutting down")
+	c.failWith = unknown
 	c.mu.Unlock()
 	check("unknown outcome", leader, false)
 	r := produceSync(t, leader, batch(t, -1, -1, -1, 1, false))
-	if r.ErrMessage != "raft is shutting down" {
+	if r.ErrMessage != unknown.Error() {
 		t.Fatalf("message %q", r.ErrMessage)
 	}
 }
@@ -580,8 +584,8 @@ func TestApplyAsyncClosed(t *testing.T) {
 			t.Fatalf("in flight at close: %+v", r)
 		}
 	}
-	if err := await(t, markerErr); !errors.Is(err, kerr.NotLeaderForPartition) {
-		t.Fatalf("marker in flight at close: %v", err)
+	if err := await(t, markerErr); !errors.Is(err, kerr.NotLeaderForPartition) || !errors.Is(err, cluster.ErrOutcomeUnknown) {
+		t.Fatalf("marker in flight at close: %v, want NOT_LEADER_OR_FOLLOWER and an unknown outcome", err)
 	}
 	if r, ok := await(t, queued).(ProduceResult); !ok || r.Err != nil || r.BaseOffset != 0 {
 		t.Fatalf("apply queued before close: %+v", r)
@@ -710,4 +714,26 @@ func TestApplyAsyncDuringClose(t *testing.T) {
 	// The rest of Close: stop the actor once it drained its mailbox.
 	p.root.Poison(p.pid)
 	p.wakeWaiters()
+}
+
+// oddRepl applies nothing and answers every proposal, off the proposer's
+// goroutine, with a result of the wrong type.
+type oddRepl struct{ cb replication.Callbacks }
+
+func (*oddRepl) Register(string, replication.Applier) {}
+func (*oddRepl) Unregister(string)                    {}
+func (r *oddRepl) Propose(_ string, _ replication.Command, done func(any, error)) {
+	r.cb.Add(done, "not a result", nil)
+}
+
+// TestWrongResultType: a result of the wrong type is a broken invariant
+// answered UNKNOWN_SERVER_ERROR, not a panic on the callback goroutine.
+func TestWrongResultType(t *testing.T) {
+	p := openWith(t, quietSystem(t), &oddRepl{})
+	if r := produceSync(t, p, batch(t, -1, -1, -1, 1, false)); r.Err != kerr.UnknownServerError {
+		t.Fatalf("produce: %+v", r)
+	}
+	if err := markerSync(t, p, 1, 0, true); !errors.Is(err, kerr.UnknownServerError) {
+		t.Fatalf("marker: %v", err)
+	}
 }
