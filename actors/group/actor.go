@@ -8,14 +8,13 @@ import (
 	"errors"
 	"log/slog"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // opMsg runs one step of the state machine for a request.
@@ -39,8 +38,8 @@ type (
 	// manager's lock after its entry went).
 	retireMsg struct{}
 	closeMsg  struct{ done chan struct{} }
-	// persistedMsg carries a replicator's answer that came back on
-	// another goroutine.
+	// persistedMsg carries a replicator's answer (always on another
+	// goroutine, after Propose returned: replication's contract).
 	persistedMsg struct {
 		eff Effects
 		err error
@@ -149,9 +148,9 @@ func (a *groupActor) run(step func(now time.Time) Effects) {
 	a.afterStep()
 }
 
-// persist proposes eff's records; replies go out once they are applied.
-// The local replicator answers on this goroutine, before Propose returns;
-// a replicator that answers later does so through a persistedMsg.
+// persist proposes eff's records; replies go out once they are applied,
+// when the replicator's answer comes back as a persistedMsg. Meanwhile the
+// actor serves other requests.
 func (a *groupActor) persist(eff Effects) {
 	if len(eff.Records) == 0 {
 		a.finish(eff, nil)
@@ -165,36 +164,13 @@ func (a *groupActor) persist(eff Effects) {
 		return
 	default:
 	}
-	slot := &struct {
-		sync.Mutex
-		inline bool
-		done   bool
-		err    error
-	}{inline: true}
 	a.persisting++
-	a.m.repl.Propose(replKey, &persistCmd{recs: eff.Records}, func(res any, err error) {
-		if err == nil {
-			if e, ok := res.(error); ok {
-				err = e
-			}
-		}
-		slot.Lock()
-		if slot.inline {
-			slot.done, slot.err = true, err
-			slot.Unlock()
-			return
-		}
-		slot.Unlock()
-		a.m.root.Send(a.self, &persistedMsg{eff: eff, err: err})
+	root, self := a.m.root, a.self
+	// The store's Apply returns nil or an error: R = any, and an error
+	// result arrives as err.
+	replication.Propose(a.m.repl, replKey, &persistCmd{recs: eff.Records}, func(_ any, err error) {
+		root.Send(self, &persistedMsg{eff: eff, err: err})
 	})
-	slot.Lock()
-	slot.inline = false
-	done, err := slot.done, slot.err
-	slot.Unlock()
-	if done {
-		a.persisting--
-		a.finish(eff, err)
-	}
 }
 
 // finish applies persisted records and delivers replies; after a failed
@@ -203,8 +179,9 @@ func (a *groupActor) persist(eff Effects) {
 // the new coordinator), and offsets are left as they were.
 func (a *groupActor) finish(eff Effects, err error) {
 	switch {
-	case errors.Is(err, cluster.ErrNotLeader), errors.Is(err, errDeactivated):
-		// Expected while leadership moves.
+	case errors.Is(err, replication.ErrNotLeader), errors.Is(err, replication.ErrOutcomeUnknown), errors.Is(err, errDeactivated):
+		// Expected while leadership moves (an unknown outcome: the next
+		// coordinator loads whatever was committed).
 		a.logger.Warn("persist group records: leadership moved", "records", len(eff.Records), "err", err)
 	case err != nil:
 		a.logger.Error("persist group records", "records", len(eff.Records), "err", err)

@@ -25,7 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/lifecycle"
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // TxnPartition is what the coordinator needs of a partition: writing the
@@ -88,7 +88,7 @@ type Options struct {
 	// broker calls Sync on its flush interval.
 	Fsync bool
 	// Repl orders the coordinator's writes; nil: a local replicator.
-	Repl cluster.Replicator
+	Repl replication.Replicator
 	// CoordinatorEpoch is written into markers (raft term in cluster
 	// mode); 0 in single-node mode.
 	CoordinatorEpoch int32
@@ -118,7 +118,7 @@ func (o *Options) withDefaults() Options {
 		c.Logger = slog.Default()
 	}
 	if c.Repl == nil {
-		c.Repl = cluster.NewLocal()
+		c.Repl = replication.NewLocal()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -388,11 +388,12 @@ func (c *Coordinator) publish(id string, pid *actor.PID, t *Txn) {
 	c.mu.summaries[id] = summarize(t)
 }
 
-// persist makes t durable through the replicator. The local replicator
-// answers before Propose returns; one that answers later (raft) blocks the
-// calling actor (only that transactional id) until it does, or until stop
-// (the actor's activation) closes: then the outcome is unknown, and the
-// next activation loads whatever was committed.
+// persist makes t durable through the replicator and waits for the
+// answer: the calling actor (only that transactional id) blocks until it
+// comes, or until stop (the actor's activation) closes: then the outcome
+// is unknown, and the next activation loads whatever was committed. The
+// store applies on the FSM goroutine (or inside Propose with the local
+// replicator), never on this actor's, so the wait cannot deadlock.
 func (c *Coordinator) persist(t *Txn, stop <-chan struct{}) error {
 	select {
 	case <-stop:
@@ -403,27 +404,16 @@ func (c *Coordinator) persist(t *Txn, stop <-chan struct{}) error {
 	if err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	c.o.Repl.Propose(replKey, cmd, func(res any, err error) {
-		if err == nil {
-			if e, ok := res.(error); ok {
-				err = e
-			}
+	// The store's Apply returns nil or an error (R = any).
+	_, err = replication.Await[any](c.o.Repl, replKey, cmd, stop)
+	if err != nil {
+		select {
+		case <-stop:
+			return fmt.Errorf("%w: %w", errDeactivated, err)
+		default:
 		}
-		done <- err
-	})
-	// An answer already in (the local replicator) wins over stop.
-	select {
-	case err := <-done:
-		return err
-	default:
 	}
-	select {
-	case err := <-done:
-		return err
-	case <-stop:
-		return errDeactivated
-	}
+	return err
 }
 
 // Sync fsyncs the transaction log (the broker's flush interval).
