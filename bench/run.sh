@@ -18,8 +18,10 @@ usage: bench/run.sh [options]
   --rounds R         repeat the whole comparison R times, alternating which broker
                      goes first, and report medians (default 1)
   --only WHICH       run only one half: regent or kafka (default both)
-  --regent-nodes N   run Regent as an N-node raft cluster on this machine, topics
-                     replicated to all N (default 1: a single node); Kafka stays
+  --regent-nodes N   also run Regent as an N-node raft cluster on this machine,
+                     topics replicated to all N, after the single node in the same
+                     round: the table gets a column for it and the cluster/single
+                     acks=all ratio (default 1: the single node only); Kafka stays
                      a single node
   --security MODE    plaintext (default), ssl (TLS only) or sasl_ssl (TLS and
                      SASL SCRAM-SHA-512): how the clients reach both brokers;
@@ -200,6 +202,51 @@ put() { res[$1]="${res[$1]:+${res[$1]} }$2"; }
 failures=0
 cur=""
 server_log=""
+# broker_pids[i]: the broker processes bench_broker measures (node i; one
+# entry for a single node). Set by run_* before they call bench_broker.
+declare -a broker_pids=()
+clk_tck=$(getconf CLK_TCK 2>/dev/null || echo 100)
+
+# proc_sample PID: "WRITE_BYTES CPU_TICKS" of a running process: the bytes it
+# caused to be written to storage (/proc/PID/io write_bytes, counted when the
+# page is dirtied, so page-cache writes count as soon as they are made) and its
+# utime+stime (/proc/PID/stat fields 14 and 15; cut after the last ')', since
+# the command name may hold spaces). "0 0" when the process is gone.
+proc_sample() {
+  local wb st
+  wb=$(awk '/^write_bytes:/ { print $2 }' "/proc/$1/io" 2>/dev/null)
+  st=$(sed -E 's/^.*\) //' "/proc/$1/stat" 2>/dev/null | awk '{ print $12 + $13 }')
+  echo "${wb:-0} ${st:-0}"
+}
+
+# peak_rss_mb PID: the process's peak resident set so far (VmHWM), in MB.
+peak_rss_mb() {
+  awk '/^VmHWM:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status" 2>/dev/null
+}
+
+# put_proc_costs NAME BEFORE...: after a produce run of records x record_size,
+# record for each broker process (before = proc_sample outputs, one per
+# broker_pids entry, same order) the disk bytes written per produced byte and
+# the CPU seconds per produced GB, per node and summed over the nodes, and each
+# node's peak RSS.
+put_proc_costs() {
+  local name=$1 i n=0 wb0 t0 wb1 t1 dwb dt swb=0 st=0 produced
+  shift
+  local -a before=("$@")
+  produced=$((records * record_size))
+  for i in "${!broker_pids[@]}"; do
+    read -r wb0 t0 <<<"${before[n]}"
+    read -r wb1 t1 <<<"$(proc_sample "${broker_pids[i]}")"
+    n=$((n + 1))
+    dwb=$((wb1 - wb0)) dt=$((t1 - t0))
+    swb=$((swb + dwb)) st=$((st + dt))
+    put "$name:io:wpb:$i" "$(awk -v w="$dwb" -v p="$produced" 'BEGIN { printf "%.3f", w / p }')"
+    put "$name:io:cpu:$i" "$(awk -v t="$dt" -v h="$clk_tck" -v p="$produced" 'BEGIN { printf "%.2f", t / h / (p / 1e9) }')"
+    put "$name:io:rss:$i" "$(peak_rss_mb "${broker_pids[i]}")"
+  done
+  put "$name:io:wpb:all" "$(awk -v w="$swb" -v p="$produced" 'BEGIN { printf "%.3f", w / p }')"
+  put "$name:io:cpu:all" "$(awk -v t="$st" -v h="$clk_tck" -v p="$produced" 'BEGIN { printf "%.2f", t / h / (p / 1e9) }')"
+}
 
 # --------------------------------------------------------------- security ---
 # setup_security: for ssl and sasl_ssl, a throwaway CA and a server certificate
@@ -287,6 +334,12 @@ bench_broker() {
   for acks in 1 all; do
     key=p1; [[ $acks == all ]] && key=pa
     say "[$name] producer acks=$acks: $records x ${record_size} B"
+    # The brokers' writes and CPU are measured over the acks=all run.
+    local -a before=()
+    local pid
+    if [[ $acks == all ]]; then
+      for pid in "${broker_pids[@]}"; do before+=("$(proc_sample "$pid")"); done
+    fi
     t0=$(now_ms)
     kjava "$tools_log"
     if ! run_step "$dir/produce-acks$acks.out" "${KJ[@]}" -Xmx1g \
@@ -313,6 +366,7 @@ bench_broker() {
     put "$name:$key:max" "${f[4]}"; put "$name:$key:p50" "${f[5]}"; put "$name:$key:p99" "${f[7]}"
     put "$name:$key:p999" "${f[8]}"
     [[ $acks == 1 ]] && filled=1
+    [[ $acks == all ]] && put_proc_costs "$name" "${before[@]}"
     say "[$name]   ${f[1]} records/s, ${f[2]} MB/s, avg ${f[3]} ms, p99 ${f[7]} ms ($(($(now_ms) - t0)) ms wall)"
   done
 
@@ -375,8 +429,16 @@ build_regent() {
   fi
 }
 
-run_regent() { # run_regent ROUND
-  ((regent_nodes > 1)) && { run_regent_cluster "$1"; return; }
+run_regent() { # run_regent ROUND: the single node, then the cluster if asked
+  run_regent_single "$1"
+  local rc=$?
+  if ((regent_nodes > 1)); then
+    run_regent_cluster "$1" || rc=$?
+  fi
+  return $rc
+}
+
+run_regent_single() { # run_regent_single ROUND
   local dir=$work/round$1/regent port
   mkdir -p "$dir/data"
   cur=regent
@@ -409,6 +471,7 @@ run_regent() { # run_regent ROUND
     stop_pid "$server_pid"; server_pid=""
     return 1
   fi
+  broker_pids=([1]="$server_pid")
   bench_broker regent "127.0.0.1:$port" "$dir"
   local rc=$?
   stop_pid "$server_pid"; server_pid=""
@@ -418,9 +481,9 @@ run_regent() { # run_regent ROUND
 # run_regent_cluster ROUND: regent_nodes nodes in raft cluster mode, every
 # topic replicated to all of them; the load goes to whichever leads.
 run_regent_cluster() {
-  local dir=$work/round$1/regent i peers="" bs="" kp rp ap
+  local dir=$work/round$1/cluster i peers="" bs="" kp rp ap
   local -a kports rports aports pids
-  cur=regent
+  cur=cluster
   mkdir -p "$dir"
   for ((i = 1; i <= regent_nodes; i++)); do
     read -r kp rp <<<"$(free_ports)"
@@ -438,7 +501,7 @@ run_regent_cluster() {
     pids[i]=$!
   done
   server_pid=${pids[1]} server_log=$dir/regent1.log
-  say "[regent] started a $regent_nodes-node cluster (pids ${pids[*]}) on $bs"
+  say "[cluster] started a $regent_nodes-node cluster (pids ${pids[*]}) on $bs"
   local ok=1 deadline=$(($(now_ms) + start_timeout * 1000))
   for ((i = 1; i <= regent_nodes; i++)); do
     wait_port "${kports[i]}" "${pids[i]}" "$dir/regent$i.log" || ok=0
@@ -447,10 +510,15 @@ run_regent_cluster() {
     if (($(now_ms) > deadline)); then echo "bench: the cluster elected no leader in ${start_timeout}s" >&2; ok=0; fi
     sleep 0.1
   done
-  local rc=1
+  local rc=1 leader
   if ((ok)); then
-    bench_broker regent "$bs" "$dir" "$regent_nodes"
+    broker_pids=()
+    for ((i = 1; i <= regent_nodes; i++)); do broker_pids[i]=${pids[i]}; done
+    bench_broker cluster "$bs" "$dir" "$regent_nodes"
     rc=$?
+    # Which node led (and so took the clients' traffic) this round.
+    leader=$("$regent_bin" cluster status --admin "127.0.0.1:${aports[1]}" 2>/dev/null | sed -nE 's/.*"leader_id":([0-9]+).*/\1/p' | head -n 1)
+    put cluster:leader "${leader:-?}"
   else
     failures=$((failures + 1))
   fi
@@ -530,6 +598,7 @@ EOF
     stop_pid "$server_pid"; server_pid=""
     return 1
   fi
+  broker_pids=([1]="$server_pid")
   bench_broker kafka "127.0.0.1:$port" "$dir"
   local rc=$?
   stop_pid "$server_pid"; server_pid=""
@@ -563,6 +632,12 @@ fmt() { # median to one decimal, or "-" when there is no value
   if [[ -z $m ]]; then echo -; else awk -v x="$m" 'BEGIN { printf "%.1f\n", x }'; fi
 }
 
+fmt2() { # median to three significant decimals, or "-"
+  local m
+  m=$(median "${1:-}")
+  if [[ -z $m ]]; then echo -; else awk -v x="$m" 'BEGIN { printf "%.3f\n", x }'; fi
+}
+
 report() {
   local rows=(
     "p1:rps|produce acks=1   records/s|higher"
@@ -581,29 +656,66 @@ report() {
     "c:fnps|consume fetch-only records/s|higher"
     "c:reb|consume group join ms|lower"
   )
-  local r key label better
+  # Broker costs over the acks=all run, per node (a single node is node 1)
+  # and summed over the cluster's nodes.
+  local i n=$regent_nodes
+  for ((i = 1; i <= n; i++)); do rows+=("io:wpb:$i|disk B written/produced B, node $i|lower"); done
+  ((n > 1)) && rows+=("io:wpb:all|disk B written/produced B, all nodes|lower")
+  for ((i = 1; i <= n; i++)); do rows+=("io:cpu:$i|CPU s per produced GB, node $i|lower"); done
+  ((n > 1)) && rows+=("io:cpu:all|CPU s per produced GB, all nodes|lower")
+  for ((i = 1; i <= n; i++)); do rows+=("io:rss:$i|peak RSS MB, node $i|lower"); done
+  local r key label better v
   echo
   echo "bench: $records records x $record_size B, $partitions partitions, $(nproc) cores," \
     "Apache Kafka $(kafka_version), $rounds round(s)$( ((rounds > 1)) && echo ', medians')"
   security_line
-  ((regent_nodes > 1)) && echo "regent ran as a $regent_nodes-node raft cluster on this machine (every write replicated to all $regent_nodes); kafka as one node"
-  printf '%-34s %14s %14s %13s  %s\n' metric regent kafka regent/kafka better
-  printf '%-34s %14s %14s %13s  %s\n' ---------------------------------- -------------- \
-    -------------- ------------- ------
+  if ((n > 1)); then
+    echo "regent ran as one node and then as a $n-node raft cluster on this machine (every write replicated to all $n; leader per round: ${res[cluster:leader]:-?}); kafka as one node"
+  fi
+  echo "disk, CPU and RSS rows: each broker process over the acks=all producer run (/proc/PID/io write_bytes, utime+stime), per $records x $record_size B produced; RSS is VmHWM by then"
+  local -a head=(metric regent kafka regent/kafka better)
+  local line='%-44s %14s %14s %13s  %s\n'
+  if ((n > 1)); then
+    head=(metric regent "regent x$n" kafka regent/kafka "x$n/regent" better)
+    line='%-44s %14s %14s %14s %13s %11s  %s\n'
+  fi
+  # shellcheck disable=SC2059 # the format is one of the two above
+  printf "$line" "${head[@]}"
   for r in "${rows[@]}"; do
     IFS='|' read -r key label better <<<"$r"
-    printf '%-34s %14s %14s %13s  %s\n' "$label" "$(fmt "${res[regent:$key]:-}")" "$(fmt "${res[kafka:$key]:-}")" \
-      "$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")" "$better"
+    local f=fmt
+    [[ $key == io:wpb:* ]] && f=fmt2
+    local reg kaf clu
+    reg=$($f "${res[regent:$key]:-}") kaf=$($f "${res[kafka:$key]:-}")
+    if ((n > 1)); then
+      clu=$($f "${res[cluster:$key]:-}")
+      # shellcheck disable=SC2059
+      printf "$line" "$label" "$reg" "$clu" "$kaf" "$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")" \
+        "$(ratio "${res[cluster:$key]:-}" "${res[regent:$key]:-}")" "$better"
+    else
+      # shellcheck disable=SC2059
+      printf "$line" "$label" "$reg" "$kaf" "$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")" "$better"
+    fi
   done
   {
     printf '# %s\n' "$(security_line)"
-    printf 'metric\tregent (per round)\tkafka (per round)\n'
+    if ((n > 1)); then
+      printf 'metric\tregent (per round)\tkafka (per round)\tregent x%s cluster (per round)\n' "$n"
+    else
+      printf 'metric\tregent (per round)\tkafka (per round)\n'
+    fi
     for r in "${rows[@]}"; do
       IFS='|' read -r key label better <<<"$r"
-      printf '%s\t%s\t%s\n' "$key" "${res[regent:$key]:-}" "${res[kafka:$key]:-}"
+      v="$key\t${res[regent:$key]:-}\t${res[kafka:$key]:-}"
+      ((n > 1)) && v+="\t${res[cluster:$key]:-}"
+      printf '%b\n' "$v"
     done
   } >"$cache/last-results.tsv" 2>/dev/null
   echo
+  if ((n > 1)); then
+    echo "bench: cluster/single acks=all throughput ratio $(ratio "${res[cluster:pa:rps]:-}" "${res[regent:pa:rps]:-}")" \
+      "($n-node regent over 1-node regent, same run)"
+  fi
   echo "bench: producer throughput ratio $(ratio "${res[regent:p1:rps]:-}" "${res[kafka:p1:rps]:-}")," \
     "consumer throughput ratio $(ratio "${res[regent:c:nps]:-}" "${res[kafka:c:nps]:-}")," \
     "producer p99 latency ratio $(ratio "${res[regent:p1:p99]:-}" "${res[kafka:p1:p99]:-}")"
