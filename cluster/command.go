@@ -39,6 +39,8 @@ func DecodeCommand(kind string, payload []byte) (Command, error) {
 type Traced = replication.Traced
 
 // WithTrace is replication.WithTrace.
-func WithTrace(cmd Command, traceparent string) Command { return replication.WithTrace(cmd, traceparent) }
+func WithTrace(cmd Command, traceparent string) Command {
+	return replication.WithTrace(cmd, traceparent)
+}
 
 func unwrapTrace(cmd Command) (Command, string) { return replication.UnwrapTrace(cmd) }

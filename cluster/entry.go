@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // entryVersion is the first byte of every raft entry Regent writes; a node
@@ -29,12 +31,8 @@ func (c entryCommand) wireSize() int {
 	return len(c.payload) + c.size + len(c.key) + len(c.kind) + len(c.trace) + 16
 }
 
-// CommandSizer is an Encodable that knows its encoded size roughly (within
-// a few bytes), so big commands are batched by size without encoding them
-// first. Others count as small.
-type CommandSizer interface {
-	CommandSize() int
-}
+// CommandSizer is replication.CommandSizer.
+type CommandSizer = replication.CommandSizer
 
 // appendEntryCommand appends c's framing to b. The payload length is a
 // fixed 4 bytes so the command can be encoded in place and patched.

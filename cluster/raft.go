@@ -124,8 +124,8 @@ type Raft struct {
 		bytes   int
 		closed  bool // set at shutdown: later proposals fail at once
 	}
-	wake     chan struct{}
-	slots    chan struct{}
+	wake  chan struct{}
+	slots chan struct{}
 	// cb answers the proposals Propose refuses, off the proposer's
 	// goroutine (never inline: replication's contract).
 	cb replication.Callbacks
@@ -133,7 +133,7 @@ type Raft struct {
 	// into inflight); raftDown when raft has shut down (futures it has not
 	// answered by then it never will). Both made by Start.
 	batcherDone, raftDown chan struct{}
-	inflight chan *pendingEntry
+	inflight              chan *pendingEntry
 
 	leaderHooks []func(leader bool) // set before Start; called on the leadership goroutine
 

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // replKey is the replicator key the store applies: every ACL change in one
@@ -46,12 +46,12 @@ func appendJSON(b []byte, v any) []byte {
 }
 
 func init() {
-	cluster.RegisterDecoder(kindCreate, decodeJSON[createCmd])
-	cluster.RegisterDecoder(kindDelete, decodeJSON[deleteCmd])
+	replication.RegisterDecoder(kindCreate, decodeJSON[createCmd])
+	replication.RegisterDecoder(kindDelete, decodeJSON[deleteCmd])
 }
 
 // decodeJSON decodes a *T; json.Unmarshal copies what it keeps.
-func decodeJSON[T any](payload []byte) (cluster.Command, error) {
+func decodeJSON[T any](payload []byte) (replication.Command, error) {
 	c := new(T)
 	if err := json.Unmarshal(payload, c); err != nil {
 		return nil, err

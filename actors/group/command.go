@@ -12,7 +12,7 @@ import (
 	"encoding/binary"
 	"fmt"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 const (
@@ -20,7 +20,7 @@ const (
 	persistCmdVersion = 0
 )
 
-func init() { cluster.RegisterDecoder(persistKind, decodePersistCmd) }
+func init() { replication.RegisterDecoder(persistKind, decodePersistCmd) }
 
 // persistCmd is the replicated command: records to make durable. A
 // decoded command also carries their frames (frames, with bounds[i] the
@@ -34,10 +34,10 @@ type persistCmd struct {
 
 func (c *persistCmd) String() string { return fmt.Sprintf("persist %d group records", len(c.recs)) }
 
-// CommandKind implements cluster.Encodable.
+// CommandKind implements replication.Encodable.
 func (c *persistCmd) CommandKind() string { return persistKind }
 
-// AppendCommand implements cluster.Encodable.
+// AppendCommand implements replication.Encodable.
 func (c *persistCmd) AppendCommand(b []byte) []byte {
 	b = append(b, persistCmdVersion)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(c.recs)))
@@ -50,9 +50,9 @@ func (c *persistCmd) AppendCommand(b []byte) []byte {
 	return b
 }
 
-// decodePersistCmd is the cluster.Decoder of persistCmd. It copies the
+// decodePersistCmd is the replication.Decoder of persistCmd. It copies the
 // payload first: the records and frames it returns keep slices of it.
-func decodePersistCmd(payload []byte) (cluster.Command, error) {
+func decodePersistCmd(payload []byte) (replication.Command, error) {
 	if len(payload) < 5 {
 		return nil, fmt.Errorf("payload of %d bytes", len(payload))
 	}

@@ -27,7 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/lifecycle"
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
 
@@ -45,7 +45,7 @@ type Options struct {
 	// Config, if set, is used instead of what Broker says (tests).
 	Config *Config
 	// Repl orders the coordinator's writes; nil: a local replicator.
-	Repl cluster.Replicator
+	Repl replication.Replicator
 	// Fsync makes every write fsync before it is answered; otherwise the
 	// broker calls Sync on its flush interval.
 	Fsync bool
@@ -68,7 +68,7 @@ type Manager struct {
 	cfg    Config
 	root   *actor.RootContext
 	store  *Store
-	repl   cluster.Replicator
+	repl   replication.Replicator
 	logger *slog.Logger
 
 	// life serializes Activate, Deactivate and Close, and guards wg (the
@@ -131,7 +131,7 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	repl := o.Repl
 	if repl == nil {
-		repl = cluster.NewLocal()
+		repl = replication.NewLocal()
 	}
 	repl.Register(replKey, store)
 	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // The partition's replicated commands. In raft mode they travel in the
@@ -28,10 +28,10 @@ const (
 const commandVersion = 1
 
 func init() {
-	cluster.RegisterDecoder(kindAppend, decodeAppend)
-	cluster.RegisterDecoder(kindMarker, decodeMarker)
-	cluster.RegisterDecoder(kindDeleteRecords, decodeDeleteRecords)
-	cluster.RegisterDecoder(kindRetain, decodeRetain)
+	replication.RegisterDecoder(kindAppend, decodeAppend)
+	replication.RegisterDecoder(kindMarker, decodeMarker)
+	replication.RegisterDecoder(kindDeleteRecords, decodeDeleteRecords)
+	replication.RegisterDecoder(kindRetain, decodeRetain)
 }
 
 // appendCmd is the replicated form of a produce: offsets and sequence
@@ -74,14 +74,14 @@ const (
 	retainLen       = 8 + 8             // offset, now
 )
 
-// CommandKind implements cluster.Encodable.
+// CommandKind implements replication.Encodable.
 func (c *appendCmd) CommandKind() string { return kindAppend }
 
-// CommandSize implements cluster.CommandSizer: the raft replicator batches
+// CommandSize implements replication.CommandSizer: the raft replicator batches
 // produces by size without encoding them first.
 func (c *appendCmd) CommandSize() int { return 1 + appendHeaderLen + len(c.records) }
 
-// AppendCommand implements cluster.Encodable.
+// AppendCommand implements replication.Encodable.
 func (c *appendCmd) AppendCommand(b []byte) []byte {
 	b = slices.Grow(b, 1+appendHeaderLen+len(c.records))
 	b = append(b, commandVersion)
@@ -89,7 +89,7 @@ func (c *appendCmd) AppendCommand(b []byte) []byte {
 	return append(b, c.records...)
 }
 
-func decodeAppend(p []byte) (cluster.Command, error) {
+func decodeAppend(p []byte) (replication.Command, error) {
 	body, err := commandBody(p, appendHeaderLen, true)
 	if err != nil {
 		return nil, err
@@ -100,10 +100,10 @@ func decodeAppend(p []byte) (cluster.Command, error) {
 	return &appendCmd{now: int64(binary.BigEndian.Uint64(body)), records: recs}, nil
 }
 
-// CommandKind implements cluster.Encodable.
+// CommandKind implements replication.Encodable.
 func (c *markerCmd) CommandKind() string { return kindMarker }
 
-// AppendCommand implements cluster.Encodable.
+// AppendCommand implements replication.Encodable.
 func (c *markerCmd) AppendCommand(b []byte) []byte {
 	b = slices.Grow(b, 1+markerLen)
 	b = append(b, commandVersion)
@@ -118,7 +118,7 @@ func (c *markerCmd) AppendCommand(b []byte) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(c.now))
 }
 
-func decodeMarker(p []byte) (cluster.Command, error) {
+func decodeMarker(p []byte) (replication.Command, error) {
 	body, err := commandBody(p, markerLen, false)
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func decodeMarker(p []byte) (cluster.Command, error) {
 	}, nil
 }
 
-// CommandKind implements cluster.Encodable.
+// CommandKind implements replication.Encodable.
 func (c *deleteRecordsCmd) CommandKind() string {
 	if c.retain {
 		return kindRetain
@@ -143,7 +143,7 @@ func (c *deleteRecordsCmd) CommandKind() string {
 	return kindDeleteRecords
 }
 
-// AppendCommand implements cluster.Encodable.
+// AppendCommand implements replication.Encodable.
 func (c *deleteRecordsCmd) AppendCommand(b []byte) []byte {
 	b = slices.Grow(b, 1+retainLen)
 	b = append(b, commandVersion)
@@ -154,7 +154,7 @@ func (c *deleteRecordsCmd) AppendCommand(b []byte) []byte {
 	return b
 }
 
-func decodeRetain(p []byte) (cluster.Command, error) {
+func decodeRetain(p []byte) (replication.Command, error) {
 	body, err := commandBody(p, retainLen, false)
 	if err != nil {
 		return nil, err
@@ -166,7 +166,7 @@ func decodeRetain(p []byte) (cluster.Command, error) {
 	}, nil
 }
 
-func decodeDeleteRecords(p []byte) (cluster.Command, error) {
+func decodeDeleteRecords(p []byte) (replication.Command, error) {
 	body, err := commandBody(p, deleteLen, false)
 	if err != nil {
 		return nil, err

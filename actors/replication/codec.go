@@ -16,6 +16,13 @@ type Encodable interface {
 	AppendCommand(b []byte) []byte
 }
 
+// CommandSizer is an Encodable that knows its encoded size roughly (within
+// a few bytes), so the raft replicator batches big commands by size without
+// encoding them first. Others count as small.
+type CommandSizer interface {
+	CommandSize() int
+}
+
 // Decoder rebuilds a command from its encoding. The payload aliases the
 // raft entry: a decoder copies any bytes it keeps or mutates.
 type Decoder func(payload []byte) (Command, error)

@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // replKey is the replicator key the registry applies: one key for every
@@ -77,17 +77,17 @@ func appendJSON(b []byte, v any) []byte {
 }
 
 func init() {
-	cluster.RegisterDecoder(kindCreate, decodeJSON(func(c *createCmd) { c.Configs = nonNil(c.Configs) }))
-	cluster.RegisterDecoder(kindDelete, decodeJSON[deleteCmd](nil))
-	cluster.RegisterDecoder(kindAddPartitions, decodeJSON[addPartitionsCmd](nil))
-	cluster.RegisterDecoder(kindSetConfigs, decodeJSON(func(c *setConfigsCmd) { c.Configs = nonNil(c.Configs) }))
-	cluster.RegisterDecoder(kindSetBroker, decodeJSON(func(c *setBrokerCmd) { c.Overrides = nonNil(c.Overrides) }))
+	replication.RegisterDecoder(kindCreate, decodeJSON(func(c *createCmd) { c.Configs = nonNil(c.Configs) }))
+	replication.RegisterDecoder(kindDelete, decodeJSON[deleteCmd](nil))
+	replication.RegisterDecoder(kindAddPartitions, decodeJSON[addPartitionsCmd](nil))
+	replication.RegisterDecoder(kindSetConfigs, decodeJSON(func(c *setConfigsCmd) { c.Configs = nonNil(c.Configs) }))
+	replication.RegisterDecoder(kindSetBroker, decodeJSON(func(c *setBrokerCmd) { c.Overrides = nonNil(c.Overrides) }))
 }
 
 // decodeJSON makes a decoder for *T; fix normalizes the decoded value.
 // json.Unmarshal copies what it keeps, so the payload is not retained.
-func decodeJSON[T any](fix func(*T)) cluster.Decoder {
-	return func(payload []byte) (cluster.Command, error) {
+func decodeJSON[T any](fix func(*T)) replication.Decoder {
+	return func(payload []byte) (replication.Command, error) {
 		c := new(T)
 		if err := json.Unmarshal(payload, c); err != nil {
 			return nil, err

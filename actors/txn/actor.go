@@ -16,7 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // Result is the answer to a coordinator request.
@@ -279,7 +279,7 @@ func (a *txnActor) apply(st Step) error {
 		return nil
 	}
 	if err := a.c.persist(st.Next, a.stop); err != nil {
-		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, errDeactivated) {
+		if errors.Is(err, replication.ErrNotLeader) || errors.Is(err, errDeactivated) {
 			// Expected while leadership moves.
 			a.logger.Warn("persist transaction state: leadership moved", "state", st.Next.State, "err", err)
 		} else {

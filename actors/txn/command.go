@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 const putKind = "txn.put"
 
-func init() { cluster.RegisterDecoder(putKind, decodePutCmd) }
+func init() { replication.RegisterDecoder(putKind, decodePutCmd) }
 
 // putCmd is the replicated command: one transactional id's new state,
 // encoded once, when it is made.
@@ -40,15 +40,15 @@ func newPutCmd(t *Txn) (*putCmd, error) {
 
 func (c *putCmd) String() string { return fmt.Sprintf("put transaction %q", c.id) }
 
-// CommandKind implements cluster.Encodable.
+// CommandKind implements replication.Encodable.
 func (c *putCmd) CommandKind() string { return putKind }
 
-// AppendCommand implements cluster.Encodable.
+// AppendCommand implements replication.Encodable.
 func (c *putCmd) AppendCommand(b []byte) []byte { return append(b, c.frame...) }
 
-// decodePutCmd is the cluster.Decoder of putCmd. The frame it keeps is a
+// decodePutCmd is the replication.Decoder of putCmd. The frame it keeps is a
 // copy: the payload aliases the raft entry.
-func decodePutCmd(payload []byte) (cluster.Command, error) {
+func decodePutCmd(payload []byte) (replication.Command, error) {
 	frame := bytes.Clone(payload)
 	id, value, next, ok := readStoreFrame(frame, 0)
 	if !ok {
