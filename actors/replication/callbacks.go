@@ -18,6 +18,9 @@ type Callbacks struct {
 		sync.Mutex
 		queue   []call
 		running bool // a drain goroutine owns the queue's head
+		// spare is the buffer the last drain gave back, so that bursts
+		// do not grow a new one each time.
+		spare []call
 	}
 }
 
@@ -43,11 +46,15 @@ func (c *Callbacks) Add(done func(any, error), res any, err error) {
 // drain runs queued callbacks until the queue is empty. Only one drain
 // runs at a time (mu.running), which keeps the order.
 func (c *Callbacks) drain() {
-	var batch []call
+	c.mu.Lock()
+	batch := c.mu.spare
+	c.mu.spare = nil
+	c.mu.Unlock()
 	for {
 		c.mu.Lock()
 		if len(c.mu.queue) == 0 {
 			c.mu.running = false
+			c.mu.spare = batch[:0]
 			c.mu.Unlock()
 			return
 		}
