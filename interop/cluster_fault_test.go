@@ -26,10 +26,11 @@ import (
 // transactional producer runs transactions over two topics, committing or
 // aborting each at random (seeded; the seed is logged and
 // REGENT_FAULT_SEED replays it), all without pause while, in order, the
-// leader is SIGKILLed and restarted, a follower is SIGKILLed and
-// restarted, and the leader is SIGSTOPped for 10 s (the other two elect a
-// leader and the clients carry on with it) and SIGCONTinued (it steps down
-// and catches up as a follower). Then the load stops and read_committed
+// leader (also the transaction coordinator) is SIGKILLed as a commit is
+// sent and restarted, a follower is SIGKILLed and restarted, and the
+// leader is SIGSTOPped for 10 s as a commit is sent (the other two elect a
+// leader and the idempotent clients carry on with it) and SIGCONTinued (it
+// steps down and catches up as a follower). Then the load stops and read_committed
 // consumers read every partition to its end:
 //   - every acknowledged idempotent record is at its acknowledged offset,
 //     no value is there twice, nothing unacknowledged is there, and each
@@ -76,6 +77,7 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 	// clients learn of the new leader from the others and move their
 	// batches once the stopped node's requests have timed out.
 	var counts clientCounts
+	t.Cleanup(func() { counts.dumpIfFailed(t) })
 	faultOpts := []kgo.Opt{
 		kgo.ProduceRequestTimeout(2 * time.Second),
 		kgo.RequestTimeoutOverhead(2 * time.Second),
@@ -320,14 +322,20 @@ func checkProducerOrder(t *testing.T, log []map[int64]string) {
 
 // clientCounts counts what the fault clients go through: requests that
 // failed on the wire, failed dials, disconnects, and the warnings and
-// errors kgo logs (retries, leader moves, fencing). Its methods are called
-// by kgo from any goroutine.
+// errors kgo logs (retries, leader moves, fencing). It also keeps kgo's
+// latest debug lines, written to a file if the test fails: how a client
+// moved (or did not) is otherwise lost. Its methods are called by kgo
+// from any goroutine.
 type clientCounts struct {
 	reqErrs, dialErrs, disconnects, warnings atomic.Int64
 
 	mu      sync.Mutex
 	samples map[string]int // warning message -> count
+	ring    []string       // the last clientLogLines lines, from next on
+	next    int
 }
+
+const clientLogLines = 50_000
 
 var (
 	_ kgo.HookBrokerE2E        = (*clientCounts)(nil)
@@ -350,19 +358,47 @@ func (cc *clientCounts) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _
 
 func (cc *clientCounts) OnBrokerDisconnect(kgo.BrokerMetadata, net.Conn) { cc.disconnects.Add(1) }
 
-func (cc *clientCounts) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+func (cc *clientCounts) Level() kgo.LogLevel { return kgo.LogLevelDebug }
 
-func (cc *clientCounts) Log(level kgo.LogLevel, msg string, _ ...any) {
+func (cc *clientCounts) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	line := fmt.Sprintf("%s [%s] %s %v", time.Now().UTC().Format("15:04:05.000000"), level, msg, keyvals)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if len(cc.ring) < clientLogLines {
+		cc.ring = append(cc.ring, line)
+	} else {
+		cc.ring[cc.next] = line
+		cc.next = (cc.next + 1) % clientLogLines
+	}
 	if level > kgo.LogLevelWarn || level == kgo.LogLevelNone {
 		return
 	}
 	cc.warnings.Add(1)
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
 	if cc.samples == nil {
 		cc.samples = map[string]int{}
 	}
 	cc.samples[msg]++
+}
+
+// dumpIfFailed writes the kept client log lines to a file if t failed.
+func (cc *clientCounts) dumpIfFailed(t *testing.T) {
+	if !t.Failed() {
+		return
+	}
+	cc.mu.Lock()
+	lines := append(slices.Clone(cc.ring[cc.next:]), cc.ring[:cc.next]...)
+	cc.mu.Unlock()
+	f, err := os.CreateTemp("", "regent-fault-clients-*.log")
+	if err != nil {
+		t.Logf("client log: %v", err)
+		return
+	}
+	defer f.Close()
+	if _, err := f.WriteString(strings.Join(lines, "\n") + "\n"); err != nil {
+		t.Logf("client log: %v", err)
+		return
+	}
+	t.Logf("the fault clients' last %d kgo log lines: %s", len(lines), f.Name())
 }
 
 // sample names the most frequent messages logged, with their counts.
@@ -742,6 +778,13 @@ type txnSummary struct {
 // transaction ended.
 func checkTxns(t *testing.T, txns []*faultTxn, committed, uncommitted map[topicPartition][]readRec) txnSummary {
 	t.Helper()
+	// known: every value the worker sent, and the sentinels'.
+	known := func(v string) bool {
+		if id, i, ok := parseTxnValue(v); ok {
+			return id < len(txns) && txns[id].id == id && i < len(txns[id].recs) && txns[id].recs[i].value == v
+		}
+		return strings.HasPrefix(v, "sentinel/")
+	}
 	seen := map[string]topicPartition{}
 	for tp, recs := range committed {
 		lastID, lastI := -1, -1
@@ -753,6 +796,9 @@ func checkTxns(t *testing.T, txns []*faultTxn, committed, uncommitted map[topicP
 				t.Fatalf("read_committed: %q in %v and again in %v at %d", r.value, where, tp, r.offset)
 			}
 			seen[r.value] = tp
+			if !known(r.value) {
+				t.Fatalf("%s/%d offset %d: read_committed returned %q, which nobody sent", tp.topic, tp.partition, r.offset, r.value)
+			}
 			id, i, ok := parseTxnValue(r.value)
 			if !ok {
 				continue // a sentinel
@@ -824,6 +870,9 @@ func checkTxns(t *testing.T, txns []*faultTxn, committed, uncommitted map[topicP
 			}
 			if inUncommitted[r.value] {
 				t.Fatalf("read_uncommitted: %q twice (%v offset %d)", r.value, tp, r.offset)
+			}
+			if !known(r.value) {
+				t.Fatalf("%s/%d offset %d: read_uncommitted returned %q, which nobody sent", tp.topic, tp.partition, r.offset, r.value)
 			}
 			inUncommitted[r.value] = true
 			id, _, ok := parseTxnValue(r.value)
