@@ -447,3 +447,15 @@ func TestRestoreOnlyIntoAnUnopenedStateDir(t *testing.T) {
 		t.Fatalf("state index after installs that changed nothing: %d, want 42", got)
 	}
 }
+
+// TestTarSnapshotRefused: a snapshot of the tar format (raft's file store,
+// before manifests) stops the node instead of being skipped: the log
+// before it may be gone.
+func TestTarSnapshotRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "2-100-1700000000000", "meta.json"), "{}")
+	writeFile(t, filepath.Join(dir, "2-100-1700000000000", "state.bin"), "tar")
+	if _, err := newSnapStore(dir, 2, slog.New(slog.DiscardHandler)); err == nil {
+		t.Fatal("a tar snapshot was skipped silently")
+	}
+}

@@ -95,10 +95,19 @@ func newSnapStore(dir string, retain int, log *slog.Logger) (*snapStore, error) 
 		return nil, fmt.Errorf("list snapshot dir: %w", err)
 	}
 	for _, e := range ents {
+		path := filepath.Join(dir, e.Name())
 		if strings.HasSuffix(e.Name(), snapTmpSuffix) {
-			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			if err := os.RemoveAll(path); err != nil {
 				return nil, fmt.Errorf("remove unfinished snapshot %s: %w", e.Name(), err)
 			}
+			continue
+		}
+		// A tar snapshot of raft's file store (before manifests): the log
+		// before it may be gone, so starting without it would apply the
+		// log's tail to an empty state. Refuse rather than guess.
+		if _, err := os.Stat(filepath.Join(path, "state.bin")); err == nil {
+			return nil, fmt.Errorf("snapshot %s is of the tar format this version no longer reads: "+
+				"empty this node's data directory to have the leader send it a snapshot", path)
 		}
 	}
 	return s, nil
@@ -156,8 +165,6 @@ func (s *snapStore) listLocked() ([]*raft.SnapshotMeta, error) {
 		dir := filepath.Join(s.dir, e.Name())
 		m, err := readSnapMeta(dir)
 		if err == nil {
-			// A snapshot of the tar format (before manifests) has no
-			// manifest and cannot be restored from links.
 			_, err = os.Stat(filepath.Join(dir, snapManifestFile))
 		}
 		if err != nil {
