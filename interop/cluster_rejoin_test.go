@@ -33,11 +33,21 @@ import (
 // tail segment) and the follower needs the snapshot. The catch-up rate is
 // logged; above 256 MiB the records are not checked one by one.
 // REGENT_TEST_REJOIN_LOG=1 logs the nodes' raft and snapshot lines.
-func TestClusterFollowerRejoinsWithDeletedData(t *testing.T) {
-	const (
-		topic      = "cluster-rejoin"
-		partitions = 3
-	)
+func TestClusterFollowerRejoinsWithDeletedData(t *testing.T) { testFollowerRejoin(t, true) }
+
+// TestClusterRestartedFollowerLoadsSnapshot: a follower killed while the
+// leader took 80 MiB and snapshotted past what it has comes back with its
+// data; it opens its own (persisted) state at start, and the leader's
+// snapshot installs on the running node, which restarts itself once to
+// load it (re-linking the received files), then catches up as above.
+func TestClusterRestartedFollowerLoadsSnapshot(t *testing.T) { testFollowerRejoin(t, false) }
+
+func testFollowerRejoin(t *testing.T, wipe bool) {
+	const partitions = 3
+	topic := "cluster-rejoin"
+	if !wipe {
+		topic = "cluster-restart"
+	}
 	skipClusterInShort(t)
 	bigMB := 80
 	if v, err := strconv.Atoi(os.Getenv("REGENT_BIG_REJOIN_MB")); err == nil && v > 0 {
@@ -50,6 +60,16 @@ func TestClusterFollowerRejoinsWithDeletedData(t *testing.T) {
 	createClusterTopic(t, ctx, c, topic, partitions, 3)
 	c.WaitTopic(t, topic, partitions, 3, time.Minute)
 	acks := produceSync(t, ctx, c, topic, partitions, "before", 300)
+	leader := c.LeaderID(t)
+	var follower int32
+	for _, id := range c.IDs() {
+		if id != leader {
+			follower = id
+		}
+	}
+	if !wipe {
+		c.Kill(follower)
+	}
 	start := time.Now()
 	acks = append(acks, produceBulk(t, ctx, c, topic, int64(bigMB)<<20, track)...)
 	t.Logf("produced %d MiB in %s", bigMB, time.Since(start).Round(time.Millisecond))
@@ -64,24 +84,22 @@ func TestClusterFollowerRejoinsWithDeletedData(t *testing.T) {
 		}
 		acks = append(acks, acked{rec.Partition, rec.Offset, string(rec.Value)})
 	}
-	leader := c.LeaderID(t)
-	var follower int32
-	for _, id := range c.IDs() {
-		if id != leader {
-			follower = id
-		}
+	if l := c.LeaderID(t); l != leader {
+		t.Fatalf("leadership moved from %d to %d", leader, l)
 	}
 	// Any snapshot: the leader compacts its log after it, so a node with
 	// nothing needs the snapshot.
 	waitSnapshotAt(t, c.Node(leader).Dir, 1, time.Minute)
 
-	c.Kill(follower)
 	dir := c.Node(follower).Dir
-	if err := os.RemoveAll(dir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
+	if wipe {
+		c.Kill(follower)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	start = time.Now()
 	c.Restart(follower)
@@ -89,8 +107,8 @@ func TestClusterFollowerRejoinsWithDeletedData(t *testing.T) {
 	c.WaitCaughtUp(t, follower, 5*time.Minute)
 	caughtUp := time.Since(start)
 	size := dirBytes(t, filepath.Join(dir, "state"))
-	t.Logf("node %d with a deleted data dir: listening after %s, caught up after %s; state %.1f MiB, %.1f MiB/s from the restart",
-		follower, listening.Round(time.Millisecond), caughtUp.Round(time.Millisecond), float64(size)/(1<<20), float64(size)/(1<<20)/caughtUp.Seconds())
+	t.Logf("node %d (data deleted: %v): listening after %s, caught up after %s; state %.1f MiB, %.1f MiB/s from the restart",
+		follower, wipe, listening.Round(time.Millisecond), caughtUp.Round(time.Millisecond), float64(size)/(1<<20), float64(size)/(1<<20)/caughtUp.Seconds())
 	since := sinceRestart(c.Node(follower).LogTail(1 << 30))
 	for _, line := range strings.Split(since, "\n") {
 		if strings.Contains(line, "waiting for the leader") || strings.Contains(line, "heard from the leader") ||
@@ -98,8 +116,12 @@ func TestClusterFollowerRejoinsWithDeletedData(t *testing.T) {
 			t.Logf("node %d: %s", follower, line)
 		}
 	}
-	if strings.Contains(since, "restarting the node") {
+	restarted := strings.Contains(since, "restarting the node")
+	if restarted && wipe {
 		t.Fatalf("node %d restarted itself to load the snapshot:\n%s", follower, since)
+	}
+	if !wipe {
+		t.Logf("node %d restarted itself to load the installed snapshot: %v", follower, restarted)
 	}
 	if os.Getenv("REGENT_TEST_REJOIN_LOG") != "" {
 		for _, line := range strings.Split(c.Node(leader).LogTail(1<<30), "\n") {
@@ -124,9 +146,12 @@ func TestClusterFollowerRejoinsWithDeletedData(t *testing.T) {
 	c.Kill(leader)
 	next := c.WaitLeader(t, time.Minute)
 	t.Logf("leader %d killed; node %d leads", leader, next)
+	if next == leader {
+		t.Fatalf("killed leader %d still leads", leader)
+	}
 	c.WaitTopic(t, topic, partitions, 2, time.Minute)
 	if track {
-		verifyAcked(t, "after the follower rejoined with deleted data", readLog(t, ctx, c, topic, partitions), acks)
+		verifyAcked(t, fmt.Sprintf("after the follower rejoined (data deleted: %v)", wipe), readLog(t, ctx, c, topic, partitions), acks)
 	}
 }
 
