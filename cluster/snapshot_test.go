@@ -2,14 +2,18 @@ package cluster
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 func writeFile(t *testing.T, path, data string) {
@@ -458,4 +462,41 @@ func TestTarSnapshotRefused(t *testing.T) {
 	if _, err := newSnapStore(dir, 2, slog.New(slog.DiscardHandler)); err == nil {
 		t.Fatal("a tar snapshot was skipped silently")
 	}
+}
+
+// TestSnapshotByAppliedBytes: past SnapshotBytes of applied entries a
+// snapshot is taken, though the entry threshold and the interval are far
+// off; a node restarted afterwards restores it and applies only the
+// entries after it.
+func TestSnapshotByAppliedBytes(t *testing.T) {
+	base := t.TempDir()
+	self := Peer{ID: 1, Raft: freeAddr(t)}
+	o := RaftOptions{Self: self, Peers: []Peer{self}, Dir: filepath.Join(base, "raft"), StateDir: filepath.Join(base, "state"),
+		SnapshotThreshold: 1 << 30, SnapshotInterval: time.Hour, SnapshotBytes: 2000, StartWait: 10 * time.Second}
+	n := startNode(t, o, true)
+	defer func() { _ = n.r.Shutdown() }()
+	testwait.For(t, "leadership", 15*time.Second, func() bool { return n.r.Ready() })
+	for v := uint64(0); v < 200; v++ {
+		if err := propose(t, n, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.For(t, "a snapshot by bytes", 15*time.Second, func() bool {
+		metas, err := n.r.snaps.List()
+		return err == nil && len(metas) > 0
+	})
+	metas, _ := n.r.snaps.List()
+	_, m := openManifest(t, n.r.snaps, metas[0].ID)
+	if m.StateIndex == 0 {
+		t.Fatal("snapshot without a state index")
+	}
+	want := fmt.Sprint(n.list.snapshot())
+	if err := n.r.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	n = startNode(t, o, true)
+	testwait.For(t, "leadership after the restart", 15*time.Second, func() bool { return n.r.Ready() })
+	testwait.For(t, "the restarted node to hold every value", 15*time.Second, func() bool {
+		return fmt.Sprint(n.list.snapshot()) == want
+	})
 }
