@@ -500,3 +500,29 @@ func TestSnapshotByAppliedBytes(t *testing.T) {
 		return fmt.Sprint(n.list.snapshot()) == want
 	})
 }
+
+// TestSnapshotBeingReadIsNotReaped: a snapshot opened (to send it to a
+// follower) keeps its files until its reader closes; the next reap then
+// takes it.
+func TestSnapshotBeingReadIsNotReaped(t *testing.T) {
+	root := t.TempDir()
+	state, raftDir := filepath.Join(root, "state"), filepath.Join(root, "raft")
+	writeFile(t, filepath.Join(state, "p-0", "00000000000000000000.log"), "data")
+	dir := filepath.Join(raftDir, "snapshots")
+	store := newTestStore(t, dir, 1)
+	first := takeSnapshot(t, store, state, raftDir, 10)
+	meta, rc, err := store.Open(first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	takeSnapshot(t, store, state, raftDir, 20)
+	n, err := io.Copy(io.Discard, rc)
+	if err != nil || n != meta.Size {
+		t.Fatalf("read %d of %d bytes of a snapshot reaped while open: %v", n, meta.Size, err)
+	}
+	rc.Close()
+	takeSnapshot(t, store, state, raftDir, 30)
+	if exists(filepath.Join(dir, first)) {
+		t.Fatalf("snapshot %s outlived its reader and a later reap", first)
+	}
+}

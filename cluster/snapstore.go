@@ -50,6 +50,10 @@ type snapStore struct {
 	// a snapshot being opened is not reaped under the reader's feet
 	// between its listing and its opening.
 	mu sync.Mutex
+	// readers counts the open readers of each snapshot (mu held): the
+	// reader opens files lazily, so a snapshot being sent to a follower is
+	// not reaped until its reader closes (the next reap takes it).
+	readers map[string]int
 }
 
 const (
@@ -88,7 +92,7 @@ func newSnapStore(dir string, retain int, log *slog.Logger) (*snapStore, error) 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create snapshot dir: %w", err)
 	}
-	s := &snapStore{dir: dir, retain: retain, log: log}
+	s := &snapStore{dir: dir, retain: retain, log: log, readers: map[string]int{}}
 	// Snapshots a crash interrupted are not listed; drop them.
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -242,7 +246,8 @@ func (s *snapStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 		size += f.Size
 	}
 	meta.Size = size
-	return meta, &snapReader{head: bytes.NewReader(head), dir: s.filesDir(id), files: m.Files}, nil
+	s.readers[id]++
+	return meta, &snapReader{store: s, id: id, head: bytes.NewReader(head), dir: s.filesDir(id), files: m.Files}, nil
 }
 
 func encodeManifestHead(m *manifest) ([]byte, error) {
@@ -293,6 +298,8 @@ func readManifestHead(r io.Reader) (*manifest, error) {
 // snapReader streams a snapshot: the head, then each file's first size
 // bytes, opening files only when reached.
 type snapReader struct {
+	store *snapStore
+	id    string
 	head  *bytes.Reader
 	dir   string
 	files []manifestFile
@@ -339,6 +346,14 @@ func (r *snapReader) Read(p []byte) (int, error) {
 }
 
 func (r *snapReader) Close() error {
+	if r.store != nil {
+		r.store.mu.Lock()
+		if r.store.readers[r.id]--; r.store.readers[r.id] <= 0 {
+			delete(r.store.readers, r.id)
+		}
+		r.store.mu.Unlock()
+		r.store = nil
+	}
 	if r.cur != nil {
 		err := r.cur.Close()
 		r.cur = nil
@@ -566,6 +581,9 @@ func (s *snapStore) reapLocked() error {
 	}
 	var errs []error
 	for _, m := range metas[min(len(metas), s.retain):] {
+		if s.readers[m.ID] > 0 {
+			continue // being read: reaped at a later reap
+		}
 		if err := os.RemoveAll(filepath.Join(s.dir, m.ID)); err != nil {
 			errs = append(errs, fmt.Errorf("reap snapshot %s: %w", m.ID, err))
 			continue
