@@ -45,6 +45,10 @@ type snapFile struct {
 
 var snapSeq atomic.Uint64
 
+// stagingDirName is the directory, beside the snapshot store's, where
+// captures are linked until a sink adopts them.
+const stagingDirName = "snapshot-staging"
+
 // skipInSnapshot names files rebuilt on open and written in place, which a
 // hard link cannot freeze (the sparse indexes), and temporary files.
 func skipInSnapshot(name string) bool {
@@ -73,7 +77,7 @@ func segmentOfIndex(rel string) string {
 // captureState links every state file into a new staging directory under
 // raftDir. It runs on the FSM goroutine, between batches.
 func captureState(stateDir, raftDir string) (*stateSnapshot, error) {
-	staging := filepath.Join(raftDir, "snapshot-staging", fmt.Sprintf("%d-%d", os.Getpid(), snapSeq.Add(1)))
+	staging := filepath.Join(raftDir, stagingDirName, fmt.Sprintf("%d-%d", os.Getpid(), snapSeq.Add(1)))
 	if err := os.MkdirAll(staging, 0o755); err != nil {
 		return nil, fmt.Errorf("snapshot staging: %w", err)
 	}

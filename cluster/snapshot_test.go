@@ -526,3 +526,19 @@ func TestSnapshotBeingReadIsNotReaped(t *testing.T) {
 		t.Fatalf("snapshot %s outlived its reader and a later reap", first)
 	}
 }
+
+// TestStagingLeftoversRemoved: links of a capture a crash left behind are
+// removed when the store opens.
+func TestStagingLeftoversRemoved(t *testing.T) {
+	root := t.TempDir()
+	state, raftDir := filepath.Join(root, "state"), filepath.Join(root, "raft")
+	writeFile(t, filepath.Join(state, "p-0", "00000000000000000000.log"), "data")
+	s, err := captureState(state, raftDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newTestStore(t, filepath.Join(raftDir, "snapshots"), 2)
+	if exists(s.dir) {
+		t.Fatalf("capture %s survived the store's opening", s.dir)
+	}
+}

@@ -93,6 +93,11 @@ func newSnapStore(dir string, retain int, log *slog.Logger) (*snapStore, error) 
 		return nil, fmt.Errorf("create snapshot dir: %w", err)
 	}
 	s := &snapStore{dir: dir, retain: retain, log: log, readers: map[string]int{}}
+	// Captures a crash left unpersisted: their links would hold the
+	// inodes of deleted segments forever.
+	if err := os.RemoveAll(filepath.Join(filepath.Dir(dir), stagingDirName)); err != nil {
+		return nil, fmt.Errorf("remove snapshot staging: %w", err)
+	}
 	// Snapshots a crash interrupted are not listed; drop them.
 	ents, err := os.ReadDir(dir)
 	if err != nil {
