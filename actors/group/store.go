@@ -21,7 +21,7 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/recordlog"
 )
 
@@ -281,23 +281,23 @@ func (s *Store) append(recs []Record, frames []byte, index uint64, hasIndex bool
 	return nil
 }
 
-// Apply implements cluster.Applier: it persists a persistCmd's records and
+// Apply implements replication.Applier: it persists a persistCmd's records and
 // returns the error, if any, as the result. It is safe from any goroutine
 // (the raft FSM's, while others read the store) and deterministic: a
 // decoded command's frames are written as they came, so every node's log
 // holds the same bytes and indexes the same live records.
-func (s *Store) Apply(cmd cluster.Command) any {
+func (s *Store) Apply(cmd replication.Command) any {
 	return s.apply(cmd, 0, false)
 }
 
 // ApplyAt is Apply for the command at raft index index: the store
 // records index as its applied index in the same write as the records,
 // so after a restart AppliedIndex says which commands it already holds.
-func (s *Store) ApplyAt(index uint64, cmd cluster.Command) any {
+func (s *Store) ApplyAt(index uint64, cmd replication.Command) any {
 	return s.apply(cmd, index, true)
 }
 
-func (s *Store) apply(cmd cluster.Command, index uint64, hasIndex bool) any {
+func (s *Store) apply(cmd replication.Command, index uint64, hasIndex bool) any {
 	c, ok := cmd.(*persistCmd)
 	if !ok {
 		return fmt.Errorf("group store: unknown command %T", cmd)

@@ -18,7 +18,7 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"github.com/regent-broker/regent/cluster"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/recordlog"
 )
 
@@ -129,22 +129,22 @@ func (s *Store) write(c *putCmd, index uint64, hasIndex bool) error {
 	return nil
 }
 
-// Apply implements cluster.Applier: it writes a putCmd and returns the
+// Apply implements replication.Applier: it writes a putCmd and returns the
 // error, if any, as the result. It is safe from any goroutine (the raft
 // FSM's, while others read the store) and deterministic: the command's
 // frame is written as it came, so every node's log holds the same bytes.
-func (s *Store) Apply(cmd cluster.Command) any {
+func (s *Store) Apply(cmd replication.Command) any {
 	return s.apply(cmd, 0, false)
 }
 
 // ApplyAt is Apply for the command at raft index index: the store
 // records index as its applied index in the same write as the frame, so
 // after a restart AppliedIndex says which commands it already holds.
-func (s *Store) ApplyAt(index uint64, cmd cluster.Command) any {
+func (s *Store) ApplyAt(index uint64, cmd replication.Command) any {
 	return s.apply(cmd, index, true)
 }
 
-func (s *Store) apply(cmd cluster.Command, index uint64, hasIndex bool) any {
+func (s *Store) apply(cmd replication.Command, index uint64, hasIndex bool) any {
 	c, ok := cmd.(*putCmd)
 	if !ok {
 		return fmt.Errorf("txn store: unknown command %T", cmd)
