@@ -46,9 +46,10 @@ type fsm struct {
 	}
 
 	// sinceSnapshot counts the entry bytes applied since the last
-	// snapshot was captured; past snapshotBytes, ApplyBatch asks raft for
-	// a snapshot, so the tail replayed at start stays bounded in bytes
-	// and not only in entries. Written on the FSM goroutine.
+	// snapshot was captured or restored; past RaftOptions.SnapshotBytes,
+	// ApplyBatch asks raft for a snapshot, so the tail replayed at start
+	// stays bounded in bytes and not only in entries. Written on the FSM
+	// goroutine (and by a restore at start, before it runs).
 	sinceSnapshot atomic.Int64
 	// snapshotAsked is set while a snapshot asked for by size is pending.
 	snapshotAsked atomic.Bool
