@@ -71,17 +71,22 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 	// A client must find the new leader while the old one is stopped.
 	// With kgo's defaults it would not within the pause: it waits 20 s
 	// for a produce answer, then retries on the same broker without
-	// asking for metadata (an i/o timeout is no sign the leader moved),
-	// and a metadata request it sends may go to the stopped node too.
-	// Hence short request deadlines and metadata at most 1 s old: the
-	// clients learn of the new leader from the others and move their
-	// batches once the stopped node's requests have timed out.
+	// asking for metadata (an i/o timeout is no sign the leader moved;
+	// the stopped node still accepts connections, so each retry waits
+	// for its ApiVersions to time out), and a metadata request it sends
+	// may go to the stopped node too. A partition's batches move to the
+	// new leader only once every request that holds them on the old one
+	// has failed. Hence short request deadlines, metadata at most 1 s
+	// old, and one produce request in flight per broker (with kgo's
+	// five, the stopped node's requests failed one after another and a
+	// client once had nothing acknowledged 6 s after the election).
 	var counts clientCounts
 	t.Cleanup(func() { counts.dumpIfFailed(t) })
 	faultOpts := []kgo.Opt{
 		kgo.ProduceRequestTimeout(2 * time.Second),
 		kgo.RequestTimeoutOverhead(2 * time.Second),
 		kgo.MetadataMaxAge(time.Second),
+		kgo.MaxProduceRequestsInflightPerBroker(1),
 		kgo.WithHooks(&counts),
 	}
 	if os.Getenv("REGENT_TEST_KGO_LOG") == "" {
