@@ -43,13 +43,13 @@ func maintainActor(t *testing.T, segmentBytes int64, repl cluster.Replicator) *p
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lg.Close() })
-	st, err := NewState(lg, cfg, 0)
+	st, err := openStateLog(lg, cfg, 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &Partition{Topic: "t", log: lg}
 	p.waiters.set = map[*Waiter]struct{}{}
-	return &partitionActor{p: p, state: st, repl: repl, key: "partition/t/0", logger: slog.New(slog.DiscardHandler)}
+	return &partitionActor{p: p, sl: st, repl: repl, key: "partition/t/0", logger: slog.New(slog.DiscardHandler)}
 }
 
 // produceSame produces the same record sets, at the same command time, to
@@ -61,7 +61,7 @@ func produceSame(t *testing.T, n int, actors ...*partitionActor) {
 		recs := batch(t, -1, -1, -1, 1+i%4, false)
 		for _, a := range actors {
 			// Each state patches its own copy in place.
-			if res := a.state.Produce(append([]byte(nil), recs...), now); res.Err != nil {
+			if res := a.sl.produce(append([]byte(nil), recs...), now.UnixMilli()); res.Err != nil {
 				t.Fatalf("produce %d: %v", i, res.Err)
 			}
 		}

@@ -77,23 +77,24 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 		_ = lg.Close()
 		return nil, fmt.Errorf("partition %s-%d epoch: %w", o.Topic, o.Index, err)
 	}
-	st, err := NewStateWithSnapshot(lg, o.Config, o.Epoch, filepath.Join(o.Dir, producerSnapshotFile))
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	logger = logger.With("topic", o.Topic, "partition", o.Index)
+	sl, err := openStateLog(lg, o.Config, o.Epoch, filepath.Join(o.Dir, producerSnapshotFile), logger)
 	if err != nil {
 		_ = lg.Close()
 		return nil, err
 	}
 	p := &Partition{Topic: o.Topic, Index: o.Index, root: root, log: lg}
 	p.waiters.set = map[*Waiter]struct{}{}
-	p.view.Store(st.View())
-	logger := o.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	p.view.Store(sl.st.View())
 	repl := o.Repl
 	if repl == nil {
 		repl = replication.NewLocal()
 	}
-	a := &partitionActor{p: p, state: st, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger.With("topic", o.Topic, "partition", o.Index)}
+	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger}
 	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("partition/%s/%d/%d", o.Topic, o.Index, time.Now().UnixNano()))
 	if err != nil {
 		_ = lg.Close()
@@ -381,8 +382,9 @@ type closeMsg struct {
 // lock) and the fields set in Open and never changed (p, sync, repl, key,
 // logger), which replicator goroutines read to send to the actor.
 type partitionActor struct {
-	p      *Partition
-	state  *State
+	p *Partition
+	// sl holds the partition's State and performs its effects on p.log.
+	sl     *stateLog
 	sync   SyncPolicy
 	repl   replication.Replicator
 	key    string // the replicator key of this partition
@@ -411,10 +413,10 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 			m.done <- inspectResult{}
 			return
 		}
-		m.done <- inspectResult{open: a.state.OpenTxns(), producers: a.state.ProducerInfos()}
+		m.done <- inspectResult{open: a.sl.st.OpenTxns(), producers: a.sl.st.ProducerInfos()}
 	case *setConfigMsg:
 		if !a.closed {
-			a.state.SetConfig(m.cfg)
+			a.sl.st.SetConfig(m.cfg)
 			a.p.log.SetOptions(StorageOptions(m.cfg))
 		}
 	case *maintainMsg:
@@ -484,7 +486,7 @@ func (m *produceMsg) finish(a *partitionActor, failed error) {
 // stable offset and aborted transactions, in one store (see ReadView);
 // parked fetches wake on a change.
 func (a *partitionActor) publish() {
-	v := a.state.View()
+	v := a.sl.st.View()
 	if v.sameAs(a.p.view.Load()) {
 		return
 	}
@@ -565,7 +567,7 @@ func (a *partitionActor) maintain(leader bool) {
 	if leader {
 		a.proposeRetention(time.Now())
 	}
-	cfg := a.state.Config()
+	cfg := a.sl.st.Config()
 	if cfg.CleanupCompact && a.p.log.NeedsCompaction() {
 		if err := a.p.log.Compact(); err != nil {
 			a.logger.Error("compaction failed", "err", err)
@@ -613,7 +615,7 @@ func (a *partitionActor) proposeRetention(now time.Time) {
 // snapshot saves producer state so that a restart replays only the log
 // written since; a failure costs only a longer replay.
 func (a *partitionActor) snapshot() {
-	if err := a.state.Snapshot(); err != nil {
+	if err := a.sl.snapshot(); err != nil {
 		a.logger.Warn("producer-state snapshot failed", "err", err)
 	}
 }

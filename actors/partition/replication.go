@@ -172,11 +172,11 @@ func (a *partitionActor) Apply(cmd replication.Command) (res any) {
 func (a *partitionActor) apply(cmd replication.Command) any {
 	switch c := cmd.(type) {
 	case *appendCmd:
-		return a.state.Produce(c.records, time.Unix(0, c.now))
+		return a.sl.produce(c.records, time.Unix(0, c.now).UnixMilli())
 	case *markerCmd:
-		return a.state.WriteMarker(c.pid, c.epoch, c.commit, c.coordinatorEpoch, time.Unix(0, c.now))
+		return a.sl.writeMarker(c.pid, c.epoch, c.commit, c.coordinatorEpoch, time.Unix(0, c.now).UnixMilli())
 	case *deleteRecordsCmd:
-		return a.applyDeleteRecords(c.offset)
+		return a.sl.deleteRecords(c.offset)
 	default:
 		panic(fmt.Sprintf("partition %s: unknown command %T", a.key, cmd))
 	}
@@ -186,21 +186,6 @@ func (a *partitionActor) apply(cmd replication.Command) any {
 type deleteRecordsResult struct {
 	lowWatermark int64
 	err          error
-}
-
-func (a *partitionActor) applyDeleteRecords(off int64) deleteRecordsResult {
-	// The proposer checked off against its high watermark; this node's
-	// log end at this point in the log is the same on every node.
-	if off < 0 || off > a.p.log.NextOffset() {
-		return deleteRecordsResult{lowWatermark: -1, err: kerr.OffsetOutOfRange}
-	}
-	if off > a.p.log.StartOffset() {
-		if err := a.p.log.DeleteRecordsBefore(off); err != nil {
-			a.logger.Error("delete records failed", "offset", off, "err", err)
-			return deleteRecordsResult{lowWatermark: -1, err: fmt.Errorf("%w: delete records before %d: %v", kerr.KafkaStorageError, off, err)}
-		}
-	}
-	return deleteRecordsResult{lowWatermark: a.p.log.StartOffset()}
 }
 
 // The outcome functions turn a proposal's answer into the request's. A

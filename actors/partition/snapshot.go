@@ -7,7 +7,6 @@ import (
 	"os"
 
 	"github.com/regent-broker/regent/storage/atomicfile"
-	"github.com/regent-broker/regent/storage/logconfig"
 )
 
 // A producer-state snapshot bounds the log scan at start: state is loaded
@@ -36,39 +35,26 @@ type snapBatch struct {
 	Timestamp               int64
 }
 
-// NewStateWithSnapshot is NewState that loads and keeps producer state in
-// a snapshot file at path.
-func NewStateWithSnapshot(log Log, cfg logconfig.Config, epoch int32, path string) (*State, error) {
-	s := &State{log: log, cfg: cfg, epoch: epoch, producers: map[int64]*producerEntry{}, aborted: []AbortedTxn{}, snapshotPath: path}
-	from, err := s.loadSnapshot()
-	if err != nil {
-		return nil, err
+// snapshot returns the producer state as of the log end.
+func (s *State) snapshot() snapshotFile {
+	f := snapshotFile{Version: 1, Offset: s.next, Aborted: s.aborted, Producer: make(map[int64]snapshotProducer, len(s.producers))}
+	for pid, e := range s.producers {
+		p := snapshotProducer{Epoch: e.epoch, TxnFirstOffset: e.txnFirstOffset, CoordinatorEpoch: e.coordinatorEpoch, LastTimestamp: e.lastTimestamp}
+		for _, b := range e.batches {
+			p.Batches = append(p.Batches, snapBatch{FirstSeq: b.firstSeq, LastSeq: b.lastSeq, FirstOffset: b.firstOffset, LastOffset: b.lastOffset, Timestamp: b.timestamp})
+		}
+		f.Producer[pid] = p
 	}
-	if err := s.replayFrom(from); err != nil {
-		return nil, err
-	}
-	return s, nil
+	return f
 }
 
-// loadSnapshot returns the offset to replay from: the snapshot's, or the
-// log start when there is no usable snapshot.
-func (s *State) loadSnapshot() (int64, error) {
-	start := s.log.StartOffset()
-	if s.snapshotPath == "" {
-		return start, nil
-	}
-	raw, err := os.ReadFile(s.snapshotPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return start, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read producer snapshot: %w", err)
-	}
-	var f snapshotFile
-	if err := json.Unmarshal(raw, &f); err != nil || f.Version != 1 || f.Offset > s.log.NextOffset() || f.Offset < start {
-		// Unreadable, or the log no longer matches it (truncated, or
-		// deleted past it): replay everything instead.
-		return start, nil
+// restore loads a snapshot's producer state into a state that has none
+// yet, and reports whether it did: a snapshot the log no longer matches
+// (taken past the log end, or before the log start) is not loaded, and
+// the shell replays the whole log instead.
+func (s *State) restore(f snapshotFile) bool {
+	if f.Version != 1 || f.Offset > s.next || f.Offset < s.start {
+		return false
 	}
 	for pid, p := range f.Producer {
 		e := &producerEntry{epoch: p.Epoch, txnFirstOffset: p.TxnFirstOffset, coordinatorEpoch: p.CoordinatorEpoch, lastTimestamp: p.LastTimestamp}
@@ -80,26 +66,33 @@ func (s *State) loadSnapshot() (int64, error) {
 	if f.Aborted != nil {
 		s.aborted = f.Aborted
 	}
-	return f.Offset, nil
+	return true
 }
 
-// Snapshot writes the producer state as of the log end. Called by the
-// owner (the partition actor) on a tick and at close.
-func (s *State) Snapshot() error {
-	if s.snapshotPath == "" {
-		return nil
+// readSnapshot reads the producer snapshot at path; ok is false when there
+// is none or it cannot be parsed (the shell then replays the whole log).
+func readSnapshot(path string) (f snapshotFile, ok bool, err error) {
+	if path == "" {
+		return f, false, nil
 	}
-	f := snapshotFile{Version: 1, Offset: s.log.NextOffset(), Aborted: s.aborted, Producer: make(map[int64]snapshotProducer, len(s.producers))}
-	for pid, e := range s.producers {
-		p := snapshotProducer{Epoch: e.epoch, TxnFirstOffset: e.txnFirstOffset, CoordinatorEpoch: e.coordinatorEpoch, LastTimestamp: e.lastTimestamp}
-		for _, b := range e.batches {
-			p.Batches = append(p.Batches, snapBatch{FirstSeq: b.firstSeq, LastSeq: b.lastSeq, FirstOffset: b.firstOffset, LastOffset: b.lastOffset, Timestamp: b.timestamp})
-		}
-		f.Producer[pid] = p
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return f, false, nil
 	}
+	if err != nil {
+		return f, false, fmt.Errorf("read producer snapshot: %w", err)
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return f, false, nil
+	}
+	return f, true, nil
+}
+
+// writeSnapshot writes f at path, atomically.
+func writeSnapshot(path string, f snapshotFile) error {
 	raw, err := json.Marshal(f)
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(s.snapshotPath, raw)
+	return atomicfile.Write(path, raw)
 }

@@ -5,25 +5,12 @@ package partition
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
-
-// Log is what the state machine needs of the partition's log. *storage.Log
-// implements it.
-type Log interface {
-	// AppendAt appends at the log end; nowMs is the command's clock, which
-	// the log's roll check uses so that every node rolls alike.
-	AppendAt(batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error)
-	Read(offset int64, maxBytes int, strictMax bool) ([]byte, error)
-	StartOffset() int64
-	NextOffset() int64
-}
 
 // ProduceResult is the per-partition outcome of a produce.
 type ProduceResult struct {
@@ -43,23 +30,42 @@ type RecordError struct {
 	Message    string
 }
 
-// State is one partition's state machine. It is owned by the partition
-// actor: no method may be called concurrently.
+// State is one partition's state machine, and a pure one: it does no IO.
+// Commands (Produce, WriteMarker, DeleteRecords) return the result to
+// answer and the effect the shell must carry out on the log — an Append of
+// batches already patched with their offsets, leader epoch and append
+// time, or a new log start — and the shell reports back what the log did
+// (Appended, StartMoved). The partition actor is the shell (see
+// stateLog); scripted tests drive State directly (testdata/*.txt).
+//
+// Storage errors: a command changes nothing when it decides. The state
+// advances only when the shell confirms the effect: Appended with the
+// number of batches the log took (all of them, or the prefix before a
+// storage error; the log drops a partial write), StartMoved with the log
+// start the log reports. So a failed write leaves the state as if the
+// command had not come, beyond what the log did keep.
+//
+// Offsets are the machine's: an Append's first batch goes at NextOffset.
+// Invariant (checked by the shell): the log's end equals NextOffset.
+//
+// Owned by the partition actor: no method may be called concurrently.
 type State struct {
-	log       Log
 	cfg       logconfig.Config
 	epoch     int32 // leader epoch stamped into appended batches
 	producers map[int64]*producerEntry
 	// aborted lists aborted transactions in marker-offset order, for
 	// read_committed fetches; shared with readers through abortedView.
 	aborted []AbortedTxn
-	// snapshotPath is where producer state is snapshotted ("" = never).
-	snapshotPath string
+	// start and next are the log's start and end offsets as the machine
+	// knows them: next is the offset the next appended batch gets.
+	start, next int64
 }
 
-// NewState wraps an opened log. Producer state is rebuilt from the log.
-func NewState(log Log, cfg logconfig.Config, epoch int32) (*State, error) {
-	return NewStateWithSnapshot(log, cfg, epoch, "")
+// NewState returns the state of a log holding [start, next) with no
+// producer state; the shell then replays the log's batches into it
+// (Replay), or loads a producer snapshot and replays what follows it.
+func NewState(cfg logconfig.Config, epoch int32, start, next int64) *State {
+	return &State{cfg: cfg, epoch: epoch, producers: map[int64]*producerEntry{}, aborted: []AbortedTxn{}, start: start, next: next}
 }
 
 // SetConfig swaps the topic config (AlterConfigs).
@@ -68,11 +74,42 @@ func (s *State) SetConfig(cfg logconfig.Config) { s.cfg = cfg }
 // Config returns the config in force.
 func (s *State) Config() logconfig.Config { return s.cfg }
 
-// Produce validates and appends the batches of one partition's records
-// field. Either every batch is appended or (on a validation error) none is,
-// except that a storage error mid-way reports what failed.
-func (s *State) Produce(records []byte, now time.Time) ProduceResult {
-	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1}
+// NextOffset is the offset the next appended batch gets: the log end.
+func (s *State) NextOffset() int64 { return s.next }
+
+// StartOffset is the log start offset.
+func (s *State) StartOffset() int64 { return s.start }
+
+// Append is the effect of a produce or a marker: batches to append to the
+// log in order, the first at Base, each already patched with its base
+// offset, the leader epoch and (LogAppendTime topics) the append time.
+// The shell writes them with the command's clock (NowMs, for the log's
+// roll check) and reports how many the log took with State.Appended.
+type Append struct {
+	Batches [][]byte
+	Base    int64
+	NowMs   int64
+	// What Appended records, per batch: headers with their base offsets.
+	headers    []recordbatch.Header
+	appendTime int64        // -1 unless LogAppendTime
+	marker     *markerWrite // set for a transaction marker (one batch)
+}
+
+// markerWrite is what a written marker does to the producer's state.
+type markerWrite struct {
+	pid              int64
+	epoch            int16
+	commit           bool
+	coordinatorEpoch int32
+}
+
+// Produce decides a produce of one partition's records field: validation,
+// sequence checks and offsets. Either every batch is to be appended or
+// (on a refusal, or a duplicate answered with the original offsets) none
+// is, and the Append is nil. It patches the batches in place but changes
+// no state: that waits for Appended. nowMs is the command's clock.
+func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, *Append) {
+	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: s.start}
 	batches, err := recordbatch.Split(records)
 	if err != nil {
 		// A CRC or framing fault may be damage in transit (clients retry
@@ -81,18 +118,18 @@ func (s *State) Produce(records []byte, now time.Time) ProduceResult {
 		if errors.Is(err, recordbatch.ErrInvalidRecord) {
 			res.Err = kerr.InvalidRecord
 		}
-		return s.finish(res)
+		return res, nil
 	}
 	if len(batches) == 0 {
 		res.Err, res.ErrMessage = kerr.InvalidRecord, "no record batch in produce request"
-		return s.finish(res)
+		return res, nil
 	}
 	headers := make([]recordbatch.Header, len(batches))
 	for i, b := range batches {
 		h, _ := recordbatch.ParseHeader(b) // Split validated it
-		if msg, kerrv := s.validate(b, h, now); kerrv != nil {
+		if msg, kerrv := s.validate(b, h, nowMs); kerrv != nil {
 			res.Err, res.ErrMessage = kerrv, msg
-			return s.finish(res)
+			return res, nil
 		}
 		if err := recordbatch.ValidateProduce(b, recordbatch.ProduceOptions{
 			MaxDecompressedBytes: recordbatch.DecompressLimit(s.cfg.MaxMessageBytes),
@@ -102,7 +139,7 @@ func (s *State) Produce(records []byte, now time.Time) ProduceResult {
 			if re := (*recordbatch.RecordError)(nil); errors.As(err, &re) {
 				res.RecordErrors = []RecordError{{BatchIndex: re.Index, Message: re.Err.Error()}}
 			}
-			return s.finish(res)
+			return res, nil
 		}
 		headers[i] = h
 	}
@@ -116,54 +153,64 @@ func (s *State) Produce(records []byte, now time.Time) ProduceResult {
 		if chk.err != nil {
 			res.Err = chk.err
 			res.ErrMessage = fmt.Sprintf("producer %d epoch %d sequence %d rejected", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
-			return s.finish(res)
+			return res, nil
 		}
 		if chk.duplicate != nil {
 			if i != 0 || len(headers) != 1 {
 				res.Err, res.ErrMessage = kerr.InvalidRecord, "duplicate batch mixed with new batches"
-				return s.finish(res)
+				return res, nil
 			}
 			dup = chk.duplicate
 		}
 	}
 	if dup != nil {
 		res.BaseOffset, res.LogAppendTime = dup.firstOffset, dup.timestamp
-		return s.finish(res)
+		return res, nil
 	}
 	appendTime := int64(-1)
 	if s.cfg.LogAppendTime {
-		appendTime = now.UnixMilli()
+		appendTime = nowMs
 		res.LogAppendTime = appendTime
 	}
+	off := s.next
 	for i, b := range batches {
 		recordbatch.SetPartitionLeaderEpoch(b, s.epoch)
 		if appendTime >= 0 {
 			recordbatch.SetLogAppendTime(b, appendTime)
 		}
-		base, last, err := s.log.AppendAt(b, now.UnixMilli())
-		if err != nil {
-			res.Err, res.ErrMessage = kerr.KafkaStorageError, err.Error()
-			return s.finish(res)
-		}
-		if i == 0 {
-			res.BaseOffset = base
-		}
-		h := headers[i]
-		if h.ProducerID >= 0 {
-			s.track(h, base, last, appendTime)
-		}
+		recordbatch.SetBaseOffset(b, off)
+		headers[i].BaseOffset = off
+		off = headers[i].LastOffset() + 1
 	}
-	return s.finish(res)
+	res.BaseOffset = s.next
+	return res, &Append{Batches: batches, Base: s.next, NowMs: nowMs, headers: headers, appendTime: appendTime}
 }
 
-func (s *State) finish(res ProduceResult) ProduceResult {
-	res.LogStartOffset = s.log.StartOffset()
-	return res
+// Appended records that the log took the first n batches of a, which
+// must be the Append of the last command decided (nothing may come
+// between deciding and confirming). n < len(a.Batches) means a storage
+// error stopped the rest: they are not in the log, and the state does not
+// count them.
+func (s *State) Appended(a *Append, n int) {
+	if a.Base != s.next {
+		panic(fmt.Sprintf("partition state: append at %d confirmed at log end %d", a.Base, s.next))
+	}
+	for i := range n {
+		h := a.headers[i]
+		switch {
+		case a.marker != nil:
+			m := a.marker
+			s.endTxn(m.pid, m.epoch, m.commit, m.coordinatorEpoch, h.BaseOffset)
+		case h.ProducerID >= 0:
+			s.track(h, h.BaseOffset, h.LastOffset(), a.appendTime)
+		}
+		s.next = h.LastOffset() + 1
+	}
 }
 
 // validate applies the topic's limits to one batch. It returns Kafka's error
 // and a message, or a nil error.
-func (s *State) validate(b []byte, h recordbatch.Header, now time.Time) (string, error) {
+func (s *State) validate(b []byte, h recordbatch.Header, nowMs int64) (string, error) {
 	if max := s.cfg.MaxMessageBytes; max > 0 && len(b) > int(max) {
 		return fmt.Sprintf("batch of %d bytes exceeds max.message.bytes %d", len(b), max), kerr.MessageTooLarge
 	}
@@ -174,7 +221,6 @@ func (s *State) validate(b []byte, h recordbatch.Header, now time.Time) (string,
 		return "a transactional batch needs a producer id", kerr.InvalidRecord
 	}
 	if !s.cfg.LogAppendTime {
-		nowMs := now.UnixMilli()
 		if before := s.cfg.MessageTimestampBeforeMaxMs; before >= 0 && before < 1<<62 && h.FirstTimestamp < nowMs-before {
 			return fmt.Sprintf("timestamp %d is more than message.timestamp.before.max.ms=%d before now", h.FirstTimestamp, before), kerr.InvalidTimestamp
 		}
@@ -214,47 +260,54 @@ func (s *State) entry(pid int64, epoch int16) *producerEntry {
 	return e
 }
 
-// replayFrom replays batch headers from offset on, so that duplicate
-// detection and open transactions survive a restart.
-func (s *State) replayFrom(off int64) error {
-	end := s.log.NextOffset()
-	for off < end {
-		chunk, err := s.log.Read(off, 1<<20, false)
-		if err != nil {
-			if errors.Is(err, storage.ErrOffsetOutOfRange) {
-				return nil
-			}
-			return fmt.Errorf("rebuild producer state at offset %d: %w", off, err)
+// Replay re-applies one batch read from the log while the shell rebuilds
+// producer state at open (from the log start, or from a producer snapshot's
+// offset): duplicate detection and open transactions survive a restart.
+// b is the whole batch; only a control batch's records are read. The log
+// end is the shell's to know (NewState): Replay does not move it.
+func (s *State) Replay(b []byte) error {
+	h, err := recordbatch.ParseHeader(b)
+	if err != nil {
+		return err
+	}
+	switch {
+	case h.IsControl():
+		if err := s.replayMarker(h, b); err != nil {
+			return fmt.Errorf("marker at %d: %w", h.BaseOffset, err)
 		}
-		if len(chunk) == 0 {
-			return nil
+	case h.ProducerID >= 0:
+		ts := int64(-1)
+		if h.TimestampType() == 1 {
+			ts = h.MaxTimestamp
 		}
-		next := off
-		for len(chunk) >= recordbatch.HeaderSize {
-			h, err := recordbatch.ParseHeader(chunk)
-			if err != nil || h.TotalSize() > len(chunk) {
-				break
-			}
-			switch {
-			case h.IsControl():
-				b := chunk[:h.TotalSize()]
-				if err := s.replayMarker(h, b); err != nil {
-					return fmt.Errorf("rebuild producer state: marker at %d: %w", h.BaseOffset, err)
-				}
-			case h.ProducerID >= 0:
-				ts := int64(-1)
-				if h.TimestampType() == 1 {
-					ts = h.MaxTimestamp
-				}
-				s.track(h, h.BaseOffset, h.LastOffset(), ts)
-			}
-			next = h.LastOffset() + 1
-			chunk = chunk[h.TotalSize():]
-		}
-		if next <= off {
-			return fmt.Errorf("rebuild producer state: no progress at offset %d", off)
-		}
-		off = next
+		s.track(h, h.BaseOffset, h.LastOffset(), ts)
 	}
 	return nil
+}
+
+// DeleteRecords decides moving the log start to off: a client's
+// DeleteRecords (off resolved and checked against the high watermark by
+// the proposer) or retention's retain command (off resolved by the
+// leader on its log and clock). moveTo is the effect: the offset the
+// shell must delete the log before, then report the log's start with
+// StartMoved; -1 when there is nothing to do, and then res is the answer.
+// The check against the log end is made here, at this point of the log,
+// so every node answers alike.
+func (s *State) DeleteRecords(off int64) (res deleteRecordsResult, moveTo int64) {
+	if off < 0 || off > s.next {
+		return deleteRecordsResult{lowWatermark: -1, err: kerr.OffsetOutOfRange}, -1
+	}
+	if off <= s.start {
+		return deleteRecordsResult{lowWatermark: s.start}, -1
+	}
+	return deleteRecordsResult{lowWatermark: off}, off
+}
+
+// StartMoved records the log start the log reports after a move (which
+// may have failed part way: the log's word is what counts).
+func (s *State) StartMoved(start int64) {
+	if start > s.next {
+		panic(fmt.Sprintf("partition state: log start %d past the log end %d", start, s.next))
+	}
+	s.start = start
 }

@@ -12,10 +12,19 @@ import (
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
 
-// memLog is an in-memory Log for scripted state-machine tests.
+// memLog is an in-memory Log for tests of the state through its shell.
 type memLog struct {
 	batches [][]byte
+	start   int64
 	next    int64
+}
+
+func (m *memLog) DeleteRecordsBefore(off int64) error {
+	if off < 0 || off > m.next {
+		return storage.ErrOffsetOutOfRange
+	}
+	m.start = max(m.start, off)
+	return nil
 }
 
 func (m *memLog) AppendAt(b []byte, _ int64) (int64, int64, error) {
@@ -44,7 +53,7 @@ func (m *memLog) Read(off int64, max int, _ bool) ([]byte, error) {
 	return out, nil
 }
 
-func (m *memLog) StartOffset() int64 { return 0 }
+func (m *memLog) StartOffset() int64 { return m.start }
 func (m *memLog) NextOffset() int64  { return m.next }
 
 func batch(t *testing.T, pid int64, epoch int16, seq int32, n int, key bool) []byte {
@@ -78,7 +87,7 @@ func defaultConfig(t *testing.T) logconfig.Config {
 
 // TestIdempotenceScript walks a producer through Kafka's sequence rules.
 func TestIdempotenceScript(t *testing.T) {
-	st, err := NewState(&memLog{}, defaultConfig(t), 0)
+	st, err := openStateLog(&memLog{}, defaultConfig(t), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +110,7 @@ func TestIdempotenceScript(t *testing.T) {
 		{"non-idempotent", batch(t, -1, -1, -1, 4, false), nil, 7},
 	}
 	for _, s := range steps {
-		res := st.Produce(s.records, now)
+		res := st.produce(s.records, now.UnixMilli())
 		if !errors.Is(res.Err, s.wantErr) && !(res.Err == nil && s.wantErr == nil) {
 			t.Fatalf("%s: err %v, want %v (%s)", s.name, res.Err, s.wantErr, res.ErrMessage)
 		}
@@ -115,21 +124,21 @@ func TestIdempotenceScript(t *testing.T) {
 // after a restart rebuilds state from the log.
 func TestProducerStateRebuiltFromLog(t *testing.T) {
 	lg := &memLog{}
-	st, _ := NewState(lg, defaultConfig(t), 0)
+	st, _ := openStateLog(lg, defaultConfig(t), 0, "", nil)
 	now := time.Now()
 	for i := int32(0); i < 7; i++ {
-		if res := st.Produce(batch(t, 3, 0, i*2, 2, false), now); res.Err != nil {
+		if res := st.produce(batch(t, 3, 0, i*2, 2, false), now.UnixMilli()); res.Err != nil {
 			t.Fatal(res.Err)
 		}
 	}
-	st2, err := NewState(lg, defaultConfig(t), 0)
+	st2, err := openStateLog(lg, defaultConfig(t), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := st2.Produce(batch(t, 3, 0, 12, 2, false), now); res.Err != nil || res.BaseOffset != 12 {
+	if res := st2.produce(batch(t, 3, 0, 12, 2, false), now.UnixMilli()); res.Err != nil || res.BaseOffset != 12 {
 		t.Fatalf("duplicate after rebuild: %+v", res)
 	}
-	if res := st2.Produce(batch(t, 3, 0, 14, 1, false), now); res.Err != nil || res.BaseOffset != 14 {
+	if res := st2.produce(batch(t, 3, 0, 14, 1, false), now.UnixMilli()); res.Err != nil || res.BaseOffset != 14 {
 		t.Fatalf("next after rebuild: %+v", res)
 	}
 }
@@ -138,24 +147,24 @@ func TestTopicLimits(t *testing.T) {
 	now := time.Now()
 	cfg := defaultConfig(t)
 	cfg.MaxMessageBytes = 100
-	st, _ := NewState(&memLog{}, cfg, 0)
-	if res := st.Produce(batch(t, -1, -1, -1, 20, false), now); !errors.Is(res.Err, kerr.MessageTooLarge) {
+	st, _ := openStateLog(&memLog{}, cfg, 0, "", nil)
+	if res := st.produce(batch(t, -1, -1, -1, 20, false), now.UnixMilli()); !errors.Is(res.Err, kerr.MessageTooLarge) {
 		t.Fatalf("oversized batch: %v", res.Err)
 	}
 	cfg = defaultConfig(t)
 	cfg.CleanupCompact = true
-	st, _ = NewState(&memLog{}, cfg, 0)
-	if res := st.Produce(batch(t, -1, -1, -1, 2, false), now); !errors.Is(res.Err, kerr.InvalidRecord) {
+	st, _ = openStateLog(&memLog{}, cfg, 0, "", nil)
+	if res := st.produce(batch(t, -1, -1, -1, 2, false), now.UnixMilli()); !errors.Is(res.Err, kerr.InvalidRecord) {
 		t.Fatalf("keyless record on compacted topic: %v", res.Err)
 	}
-	if res := st.Produce(batch(t, -1, -1, -1, 2, true), now); res.Err != nil {
+	if res := st.produce(batch(t, -1, -1, -1, 2, true), now.UnixMilli()); res.Err != nil {
 		t.Fatalf("keyed record on compacted topic: %v", res.Err)
 	}
 	cfg = defaultConfig(t)
 	cfg.LogAppendTime = true
 	lg := &memLog{}
-	st, _ = NewState(lg, cfg, 0)
-	res := st.Produce(batch(t, -1, -1, -1, 2, false), now)
+	st, _ = openStateLog(lg, cfg, 0, "", nil)
+	res := st.produce(batch(t, -1, -1, -1, 2, false), now.UnixMilli())
 	if res.Err != nil || res.LogAppendTime != now.UnixMilli() {
 		t.Fatalf("LogAppendTime: %+v", res)
 	}
@@ -163,7 +172,7 @@ func TestTopicLimits(t *testing.T) {
 	if err != nil || h.TimestampType() != 1 || h.MaxTimestamp != now.UnixMilli() {
 		t.Fatalf("stored batch after LogAppendTime: %+v %v", h, err)
 	}
-	if res := st.Produce([]byte{1, 2, 3}, now); !errors.Is(res.Err, kerr.CorruptMessage) {
+	if res := st.produce([]byte{1, 2, 3}, now.UnixMilli()); !errors.Is(res.Err, kerr.CorruptMessage) {
 		t.Fatalf("garbage records: %v", res.Err)
 	}
 }

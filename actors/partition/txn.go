@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -53,29 +52,35 @@ type MarkerResult struct {
 	Offset int64 // the marker's offset, or -1 when nothing was written
 }
 
-// WriteMarker ends the producer's open transaction on this partition with
-// a COMMIT or ABORT control batch. With no open transaction it writes
-// nothing and succeeds (a retried marker, or a partition added to a
-// transaction that sent it nothing).
-func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) MarkerResult {
+// WriteMarker decides a COMMIT or ABORT control batch ending the
+// producer's open transaction on this partition: the Append to write, at
+// NextOffset, whose Appended ends the transaction. With no open
+// transaction it writes nothing and succeeds (a retried marker, or a
+// partition added to a transaction that sent it nothing). nowMs is the
+// command's clock (the marker's timestamp).
+func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (MarkerResult, *Append) {
 	e := s.producers[pid]
 	if e == nil || e.txnFirstOffset < 0 {
-		return MarkerResult{Offset: -1}
+		return MarkerResult{Offset: -1}, nil
 	}
 	if epoch < e.epoch {
-		return MarkerResult{Err: kerr.InvalidProducerEpoch, Offset: -1}
+		return MarkerResult{Err: kerr.InvalidProducerEpoch, Offset: -1}, nil
 	}
-	b, err := buildMarker(pid, epoch, commit, coordinatorEpoch, now)
+	b, err := buildMarker(pid, epoch, commit, coordinatorEpoch, nowMs)
 	if err != nil {
-		return MarkerResult{Err: err, Offset: -1}
+		return MarkerResult{Err: err, Offset: -1}, nil
 	}
 	recordbatch.SetPartitionLeaderEpoch(b, s.epoch)
-	base, _, err := s.log.AppendAt(b, now.UnixMilli())
+	recordbatch.SetBaseOffset(b, s.next)
+	h, err := recordbatch.ParseHeader(b)
 	if err != nil {
-		return MarkerResult{Err: fmt.Errorf("append marker: %w", err), Offset: -1}
+		return MarkerResult{Err: fmt.Errorf("marker header: %w", err), Offset: -1}, nil
 	}
-	s.endTxn(pid, epoch, commit, coordinatorEpoch, base)
-	return MarkerResult{Offset: base}
+	return MarkerResult{Offset: s.next}, &Append{
+		Batches: [][]byte{b}, Base: s.next, NowMs: nowMs,
+		headers: []recordbatch.Header{h}, appendTime: -1,
+		marker: &markerWrite{pid: pid, epoch: epoch, commit: commit, coordinatorEpoch: coordinatorEpoch},
+	}
 }
 
 func (s *State) endTxn(pid int64, epoch int16, commit bool, coordinatorEpoch int32, markerOffset int64) {
@@ -108,14 +113,14 @@ func (s *State) replayMarker(h recordbatch.Header, b []byte) error {
 	return nil
 }
 
-func buildMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, now time.Time) ([]byte, error) {
+func buildMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) ([]byte, error) {
 	typ := int16(markerAbort)
 	if commit {
 		typ = markerCommit
 	}
 	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), uint16(typ))
 	val := binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint16(nil, 0), uint32(coordinatorEpoch))
-	ts := now.UnixMilli()
+	ts := nowMs
 	h := recordbatch.Header{
 		Attributes:     recordbatch.AttrTransactional | recordbatch.AttrControl,
 		FirstTimestamp: ts, MaxTimestamp: ts,
@@ -127,7 +132,7 @@ func buildMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, no
 // LastStable is the first offset of the oldest open transaction, or the
 // log end when none is open.
 func (s *State) LastStable() int64 {
-	lso := s.log.NextOffset()
+	lso := s.next
 	for _, e := range s.producers {
 		if e.txnFirstOffset >= 0 && e.txnFirstOffset < lso {
 			lso = e.txnFirstOffset

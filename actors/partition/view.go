@@ -26,7 +26,7 @@ type ReadView struct {
 // View returns the state's read view as of now. Owner only (the actor).
 func (s *State) View() *ReadView {
 	return &ReadView{
-		HighWatermark: s.log.NextOffset(),
+		HighWatermark: s.next,
 		LastStable:    s.LastStable(),
 		// Clipped so that no append through the view could touch the
 		// state's list.

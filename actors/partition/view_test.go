@@ -116,7 +116,7 @@ func memRead(lg *memLog) func(int64) ([]byte, error) {
 // has, and an abort with a bumped epoch still closes it.
 func TestReadViewScript(t *testing.T) {
 	lg := &memLog{}
-	st, err := NewState(lg, defaultConfig(t), 0)
+	st, err := openStateLog(lg, defaultConfig(t), 0, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,17 +129,17 @@ func TestReadViewScript(t *testing.T) {
 	}
 	mark := func(pid int64, epoch int16, commit bool, want int64) {
 		t.Helper()
-		if m := st.WriteMarker(pid, epoch, commit, 0, now); m.Err != nil || m.Offset != want {
+		if m := st.writeMarker(pid, epoch, commit, 0, now.UnixMilli()); m.Err != nil || m.Offset != want {
 			t.Fatalf("marker pid %d: %+v, want offset %d", pid, m, want)
 		}
 	}
-	must(st.Produce(valueBatch(t, -1, -1, -1, 2, false, "plain"), now))  // 0-1
-	must(st.Produce(valueBatch(t, 10, 0, 0, 3, true, "aborted-A"), now)) // 2-4
-	must(st.Produce(valueBatch(t, 11, 0, 0, 2, true, "committed-B"), now))
-	before := st.View() // LSO 2: A and B open
+	must(st.produce(valueBatch(t, -1, -1, -1, 2, false, "plain"), now.UnixMilli()))  // 0-1
+	must(st.produce(valueBatch(t, 10, 0, 0, 3, true, "aborted-A"), now.UnixMilli())) // 2-4
+	must(st.produce(valueBatch(t, 11, 0, 0, 2, true, "committed-B"), now.UnixMilli()))
+	before := st.st.View() // LSO 2: A and B open
 	mark(10, 0, false, 7)
 	mark(11, 0, true, 8)
-	after := st.View()
+	after := st.st.View()
 	if before.LastStable != 2 || after.LastStable != 9 || after.HighWatermark != 9 {
 		t.Fatalf("views: before %+v after %+v", before, after)
 	}
@@ -164,14 +164,14 @@ func TestReadViewScript(t *testing.T) {
 
 	// A transaction over several batches, an unrelated batch in between,
 	// aborted with a bumped epoch (a coordinator's timeout abort).
-	must(st.Produce(valueBatch(t, 12, 0, 0, 2, true, "aborted-C"), now)) // 9-10
-	must(st.Produce(valueBatch(t, -1, -1, -1, 1, false, "plain"), now))  // 11
-	must(st.Produce(valueBatch(t, 12, 0, 2, 2, true, "aborted-C"), now)) // 12-13
-	if v := st.View(); v.LastStable != 9 {
+	must(st.produce(valueBatch(t, 12, 0, 0, 2, true, "aborted-C"), now.UnixMilli())) // 9-10
+	must(st.produce(valueBatch(t, -1, -1, -1, 1, false, "plain"), now.UnixMilli()))  // 11
+	must(st.produce(valueBatch(t, 12, 0, 2, 2, true, "aborted-C"), now.UnixMilli())) // 12-13
+	if v := st.st.View(); v.LastStable != 9 {
 		t.Fatalf("LSO with C open: %d, want 9", v.LastStable)
 	}
 	mark(12, 1, false, 14)
-	final := st.View()
+	final := st.st.View()
 	if ab := final.AbortedIn(0, final.LastStable); len(ab) != 2 || ab[1] != (AbortedTxn{ProducerID: 12, FirstOffset: 9, LastOffset: 14}) {
 		t.Fatalf("aborted: %+v", ab)
 	}

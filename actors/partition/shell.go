@@ -1,0 +1,192 @@
+package partition
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/storage"
+	"github.com/regent-broker/regent/storage/logconfig"
+	"github.com/regent-broker/regent/storage/recordbatch"
+)
+
+// Log is what the shell needs of the partition's log. *storage.Log
+// implements it.
+type Log interface {
+	// AppendAt appends at the log end; nowMs is the command's clock, which
+	// the log's roll check uses so that every node rolls alike. On error
+	// the batch is not in the log (a partial write is dropped).
+	AppendAt(batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error)
+	// DeleteRecordsBefore moves the log start to offset (never back).
+	DeleteRecordsBefore(offset int64) error
+	Read(offset int64, maxBytes int, strictMax bool) ([]byte, error)
+	StartOffset() int64
+	NextOffset() int64
+}
+
+// stateLog is the shell around State: it carries out the effects State
+// decides on the log (appends, moving the log start), tells State what the
+// log did, and rebuilds State from the log at open. Owned by the partition
+// actor, like the State and the Log's write side.
+type stateLog struct {
+	st  *State
+	log Log
+	// snapshotPath is where producer state is snapshotted ("" = never).
+	snapshotPath string
+	// diverged is set when the log and the state disagree on an offset (a
+	// broken invariant, never expected): every later write is refused with
+	// it, so no record goes at an offset the state did not decide. A
+	// restart rebuilds the state from the log.
+	diverged error
+	logger   *slog.Logger
+}
+
+// openStateLog rebuilds the state of an opened log: producer state from
+// the snapshot at snapshotPath ("" = none) when it matches the log, then
+// from the batches after it.
+func openStateLog(lg Log, cfg logconfig.Config, epoch int32, snapshotPath string, logger *slog.Logger) (*stateLog, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	st := NewState(cfg, epoch, lg.StartOffset(), lg.NextOffset())
+	from := st.StartOffset()
+	f, ok, err := readSnapshot(snapshotPath)
+	if err != nil {
+		return nil, err
+	}
+	if ok && st.restore(f) {
+		from = f.Offset
+	}
+	if err := replayLog(st, lg, from); err != nil {
+		return nil, err
+	}
+	return &stateLog{st: st, log: lg, snapshotPath: snapshotPath, logger: logger}, nil
+}
+
+// replayLog feeds st the batches of lg from offset off to its end.
+func replayLog(st *State, lg Log, off int64) error {
+	end := lg.NextOffset()
+	for off < end {
+		chunk, err := lg.Read(off, 1<<20, false)
+		if err != nil {
+			if errors.Is(err, storage.ErrOffsetOutOfRange) {
+				return nil
+			}
+			return fmt.Errorf("rebuild producer state at offset %d: %w", off, err)
+		}
+		if len(chunk) == 0 {
+			return nil
+		}
+		next := off
+		for len(chunk) >= recordbatch.HeaderSize {
+			h, err := recordbatch.ParseHeader(chunk)
+			if err != nil || h.TotalSize() > len(chunk) {
+				break
+			}
+			if err := st.Replay(chunk[:h.TotalSize()]); err != nil {
+				return fmt.Errorf("rebuild producer state: %w", err)
+			}
+			next = h.LastOffset() + 1
+			chunk = chunk[h.TotalSize():]
+		}
+		if next <= off {
+			return fmt.Errorf("rebuild producer state: no progress at offset %d", off)
+		}
+		off = next
+	}
+	return nil
+}
+
+// write appends a's batches and returns how many the log took. It checks
+// the invariant that the log puts each batch where the state decided.
+func (sl *stateLog) write(a *Append) (int, error) {
+	if sl.diverged != nil {
+		return 0, sl.diverged
+	}
+	if end := sl.log.NextOffset(); end != a.Base {
+		sl.diverge(fmt.Errorf("log end %d, state's next offset %d", end, a.Base))
+		return 0, sl.diverged
+	}
+	for i, b := range a.Batches {
+		want := a.headers[i].BaseOffset
+		base, _, err := sl.log.AppendAt(b, a.NowMs)
+		if err != nil {
+			return i, err
+		}
+		if base != want {
+			// The log took the batch, at an offset the state did not
+			// decide: not counted, and the partition refuses writes.
+			sl.diverge(fmt.Errorf("log appended at %d, state decided %d", base, want))
+			return i, sl.diverged
+		}
+	}
+	return len(a.Batches), nil
+}
+
+func (sl *stateLog) diverge(err error) {
+	sl.diverged = fmt.Errorf("partition log and state diverged (writes refused until restart): %w", err)
+	sl.logger.Error("partition log and state diverged", "err", err)
+}
+
+// produce applies a produce: the state decides, the log appends, the
+// state learns what was appended.
+func (sl *stateLog) produce(records []byte, nowMs int64) ProduceResult {
+	res, a := sl.st.Produce(records, nowMs)
+	if a == nil {
+		return res
+	}
+	n, err := sl.write(a)
+	sl.st.Appended(a, n)
+	if err != nil {
+		// The batches before the failure are in the log (and counted);
+		// the client retries the request as a whole, and its idempotent
+		// retry of those is answered as a duplicate.
+		res.Err, res.ErrMessage = kerr.KafkaStorageError, err.Error()
+		if n == 0 {
+			res.BaseOffset = -1
+		}
+	}
+	return res
+}
+
+// writeMarker applies a transaction marker.
+func (sl *stateLog) writeMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) MarkerResult {
+	res, a := sl.st.WriteMarker(pid, epoch, commit, coordinatorEpoch, nowMs)
+	if a == nil {
+		return res
+	}
+	n, err := sl.write(a)
+	sl.st.Appended(a, n)
+	if err != nil {
+		return MarkerResult{Err: fmt.Errorf("append marker: %w", err), Offset: -1}
+	}
+	return res
+}
+
+// deleteRecords applies a DeleteRecords or a retention move.
+func (sl *stateLog) deleteRecords(off int64) deleteRecordsResult {
+	res, moveTo := sl.st.DeleteRecords(off)
+	if moveTo < 0 {
+		return res
+	}
+	err := sl.log.DeleteRecordsBefore(moveTo)
+	// Even a failed move may have moved the start (persisted before the
+	// segments went): the state follows the log.
+	sl.st.StartMoved(sl.log.StartOffset())
+	if err != nil {
+		sl.logger.Error("delete records failed", "offset", moveTo, "err", err)
+		return deleteRecordsResult{lowWatermark: -1, err: fmt.Errorf("%w: delete records before %d: %v", kerr.KafkaStorageError, moveTo, err)}
+	}
+	return deleteRecordsResult{lowWatermark: sl.st.StartOffset()}
+}
+
+// snapshot writes the producer state as of the log end (a tick, and
+// close); a failure costs only a longer replay at the next start.
+func (sl *stateLog) snapshot() error {
+	if sl.snapshotPath == "" {
+		return nil
+	}
+	return writeSnapshot(sl.snapshotPath, sl.st.snapshot())
+}
