@@ -202,9 +202,9 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 	// stopped node stays listed; it carries on after the SIGCONT.) The
 	// timer is the scenario's length, not a synchronization.
 	leader = c.LeaderID(t)
-	commitsBefore := tw.committed()
 	commitStarts(tw.armCommit(3 * time.Second))
 	at = time.Now()
+	commitsBefore := tw.committed()
 	c.Pause(leader)
 	wake := time.NewTimer(pauseFor)
 	defer wake.Stop()
