@@ -188,6 +188,10 @@ func copyStable(dst, src raft.StableStore) error {
 	return nil
 }
 
+// logCacheEntries is how many of the latest raft entries the leader keeps
+// in memory to send to followers: 4 times the entries in flight.
+const logCacheEntries = 4 * maxInflightEntries
+
 // tuneRaftConfig sets raft's throughput knobs (NewRaft and the log store
 // benchmark share them, so the benchmark measures what nodes run).
 // BatchApplyCh lets the leader hand up to MaxAppendEntries queued entries

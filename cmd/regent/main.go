@@ -158,7 +158,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Var(boolValue{p: &c.Join}, "join", "a new node: wait to be added with 'regent cluster add-voter' instead of bootstrapping")
 	fs.Var(uintValue{p: &c.RaftSnapshotThreshold}, "raft-snapshot-threshold", "raft entries between snapshots; 0: 8192")
 	fs.Var(durationValue{p: &c.RaftSnapshotInterval}, "raft-snapshot-interval", "how often raft checks whether to snapshot; 0: 2m")
-	fs.Var(uintValue{p: &c.RaftTrailingLogs}, "raft-trailing-logs", "raft entries kept after a snapshot, for followers that fall behind; 0: 10240")
+	fs.Var(uintValue{p: &c.RaftTrailingLogs}, "raft-trailing-logs", "raft entries kept after a snapshot, for followers that fall behind; 0: 1024")
 	fs.Var(bytesValue{p: &c.RaftSnapshotBytes}, "raft-snapshot-bytes", "also snapshot once this many entry bytes were applied since the last snapshot, bounding what a restart replays (`size`); 0: 256MiB")
 	fs.Var(addrValue{p: &c.AdminListen, optional: true}, "admin-listen", "`host:port` of the HTTP admin endpoint (cluster status and membership)")
 	return fs
