@@ -134,11 +134,11 @@ func (sl *stateLog) diverge(err error) {
 // state learns what was appended.
 func (sl *stateLog) produce(records []byte, nowMs int64) ProduceResult {
 	res, a := sl.st.Produce(records, nowMs)
-	if a == nil {
+	if len(a.Batches) == 0 {
 		return res
 	}
-	n, err := sl.write(a)
-	sl.st.Appended(a, n)
+	n, err := sl.write(&a)
+	sl.st.Appended(&a, n)
 	if err != nil {
 		// The batches before the failure are in the log (and counted);
 		// the client retries the request as a whole, and its idempotent
@@ -154,11 +154,11 @@ func (sl *stateLog) produce(records []byte, nowMs int64) ProduceResult {
 // writeMarker applies a transaction marker.
 func (sl *stateLog) writeMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) MarkerResult {
 	res, a := sl.st.WriteMarker(pid, epoch, commit, coordinatorEpoch, nowMs)
-	if a == nil {
+	if len(a.Batches) == 0 {
 		return res
 	}
-	n, err := sl.write(a)
-	sl.st.Appended(a, n)
+	n, err := sl.write(&a)
+	sl.st.Appended(&a, n)
 	if err != nil {
 		return MarkerResult{Err: fmt.Errorf("append marker: %w", err), Offset: -1}
 	}

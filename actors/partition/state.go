@@ -84,7 +84,9 @@ func (s *State) StartOffset() int64 { return s.start }
 // log in order, the first at Base, each already patched with its base
 // offset, the leader epoch and (LogAppendTime topics) the append time.
 // The shell writes them with the command's clock (NowMs, for the log's
-// roll check) and reports how many the log took with State.Appended.
+// roll check) and reports how many the log took with State.Appended. An
+// Append without batches is no effect. (Returned by value: a produce
+// allocates no effect.)
 type Append struct {
 	Batches [][]byte
 	Base    int64
@@ -106,9 +108,9 @@ type markerWrite struct {
 // Produce decides a produce of one partition's records field: validation,
 // sequence checks and offsets. Either every batch is to be appended or
 // (on a refusal, or a duplicate answered with the original offsets) none
-// is, and the Append is nil. It patches the batches in place but changes
+// is, and the Append is empty (no batches). It patches the batches in place but changes
 // no state: that waits for Appended. nowMs is the command's clock.
-func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, *Append) {
+func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: s.start}
 	batches, err := recordbatch.Split(records)
 	if err != nil {
@@ -118,18 +120,18 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, *Append) {
 		if errors.Is(err, recordbatch.ErrInvalidRecord) {
 			res.Err = kerr.InvalidRecord
 		}
-		return res, nil
+		return res, Append{}
 	}
 	if len(batches) == 0 {
 		res.Err, res.ErrMessage = kerr.InvalidRecord, "no record batch in produce request"
-		return res, nil
+		return res, Append{}
 	}
 	headers := make([]recordbatch.Header, len(batches))
 	for i, b := range batches {
 		h, _ := recordbatch.ParseHeader(b) // Split validated it
 		if msg, kerrv := s.validate(b, h, nowMs); kerrv != nil {
 			res.Err, res.ErrMessage = kerrv, msg
-			return res, nil
+			return res, Append{}
 		}
 		if err := recordbatch.ValidateProduce(b, recordbatch.ProduceOptions{
 			MaxDecompressedBytes: recordbatch.DecompressLimit(s.cfg.MaxMessageBytes),
@@ -139,7 +141,7 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, *Append) {
 			if re := (*recordbatch.RecordError)(nil); errors.As(err, &re) {
 				res.RecordErrors = []RecordError{{BatchIndex: re.Index, Message: re.Err.Error()}}
 			}
-			return res, nil
+			return res, Append{}
 		}
 		headers[i] = h
 	}
@@ -153,19 +155,19 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, *Append) {
 		if chk.err != nil {
 			res.Err = chk.err
 			res.ErrMessage = fmt.Sprintf("producer %d epoch %d sequence %d rejected", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
-			return res, nil
+			return res, Append{}
 		}
 		if chk.duplicate != nil {
 			if i != 0 || len(headers) != 1 {
 				res.Err, res.ErrMessage = kerr.InvalidRecord, "duplicate batch mixed with new batches"
-				return res, nil
+				return res, Append{}
 			}
 			dup = chk.duplicate
 		}
 	}
 	if dup != nil {
 		res.BaseOffset, res.LogAppendTime = dup.firstOffset, dup.timestamp
-		return res, nil
+		return res, Append{}
 	}
 	appendTime := int64(-1)
 	if s.cfg.LogAppendTime {
@@ -183,7 +185,7 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, *Append) {
 		off = headers[i].LastOffset() + 1
 	}
 	res.BaseOffset = s.next
-	return res, &Append{Batches: batches, Base: s.next, NowMs: nowMs, headers: headers, appendTime: appendTime}
+	return res, Append{Batches: batches, Base: s.next, NowMs: nowMs, headers: headers, appendTime: appendTime}
 }
 
 // Appended records that the log took the first n batches of a, which

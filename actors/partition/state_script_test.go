@@ -152,9 +152,9 @@ func (s *stateScript) run(cmd string) []string {
 		recs := s.records(args, has, num)
 		res, a := s.st.Produce(recs, s.now)
 		var out []string
-		if a != nil {
-			out = s.perform(a)
-			if s.failed(a, out) {
+		if len(a.Batches) > 0 {
+			out = s.perform(&a)
+			if s.failed(out) {
 				res.Err = kerr.KafkaStorageError
 				if a.Base == s.st.NextOffset() { // nothing taken
 					res.BaseOffset = -1
@@ -168,9 +168,9 @@ func (s *stateScript) run(cmd string) []string {
 		}
 		res, a := s.st.WriteMarker(num("pid", -1), int16(num("epoch", 0)), has("commit"), int32(num("coord", 0)), s.now)
 		var out []string
-		if a != nil {
-			out = s.perform(a)
-			if s.failed(a, out) {
+		if len(a.Batches) > 0 {
+			out = s.perform(&a)
+			if s.failed(out) {
 				res = MarkerResult{Err: kerr.KafkaStorageError, Offset: -1}
 			}
 		}
@@ -304,7 +304,7 @@ func (s *stateScript) perform(a *Append) []string {
 	return out
 }
 
-func (s *stateScript) failed(a *Append, out []string) bool {
+func (s *stateScript) failed(out []string) bool {
 	return strings.HasPrefix(out[len(out)-1], "  storage error")
 }
 

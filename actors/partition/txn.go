@@ -56,27 +56,28 @@ type MarkerResult struct {
 // producer's open transaction on this partition: the Append to write, at
 // NextOffset, whose Appended ends the transaction. With no open
 // transaction it writes nothing and succeeds (a retried marker, or a
-// partition added to a transaction that sent it nothing). nowMs is the
+// partition added to a transaction that sent it nothing): the Append is
+// then empty. nowMs is the
 // command's clock (the marker's timestamp).
-func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (MarkerResult, *Append) {
+func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (MarkerResult, Append) {
 	e := s.producers[pid]
 	if e == nil || e.txnFirstOffset < 0 {
-		return MarkerResult{Offset: -1}, nil
+		return MarkerResult{Offset: -1}, Append{}
 	}
 	if epoch < e.epoch {
-		return MarkerResult{Err: kerr.InvalidProducerEpoch, Offset: -1}, nil
+		return MarkerResult{Err: kerr.InvalidProducerEpoch, Offset: -1}, Append{}
 	}
 	b, err := buildMarker(pid, epoch, commit, coordinatorEpoch, nowMs)
 	if err != nil {
-		return MarkerResult{Err: err, Offset: -1}, nil
+		return MarkerResult{Err: err, Offset: -1}, Append{}
 	}
 	recordbatch.SetPartitionLeaderEpoch(b, s.epoch)
 	recordbatch.SetBaseOffset(b, s.next)
 	h, err := recordbatch.ParseHeader(b)
 	if err != nil {
-		return MarkerResult{Err: fmt.Errorf("marker header: %w", err), Offset: -1}, nil
+		return MarkerResult{Err: fmt.Errorf("marker header: %w", err), Offset: -1}, Append{}
 	}
-	return MarkerResult{Offset: s.next}, &Append{
+	return MarkerResult{Offset: s.next}, Append{
 		Batches: [][]byte{b}, Base: s.next, NowMs: nowMs,
 		headers: []recordbatch.Header{h}, appendTime: -1,
 		marker: &markerWrite{pid: pid, epoch: epoch, commit: commit, coordinatorEpoch: coordinatorEpoch},
