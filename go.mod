@@ -8,7 +8,7 @@ require (
 	github.com/hashicorp/go-hclog v1.6.2
 	github.com/hashicorp/raft v1.7.2
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
-	github.com/hashicorp/raft-wal v0.4.0
+	github.com/hashicorp/raft-wal v0.4.2
 	github.com/klauspost/compress v1.20.3
 	github.com/panjf2000/gnet/v2 v2.9.7
 	github.com/pierrec/lz4/v4 v4.1.33
