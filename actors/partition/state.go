@@ -1,5 +1,6 @@
 // Package partition holds one partition's state machine (validation,
-// idempotence, appends) and the actor that serializes access to it.
+// idempotence, transactions, offsets; pure, see State) and the actor that
+// serializes access to it and does its IO (see stateLog).
 package partition
 
 import (
@@ -35,8 +36,10 @@ type RecordError struct {
 // answer and the effect the shell must carry out on the log — an Append of
 // batches already patched with their offsets, leader epoch and append
 // time, or a new log start — and the shell reports back what the log did
-// (Appended, StartMoved). The partition actor is the shell (see
-// stateLog); scripted tests drive State directly (testdata/*.txt).
+// (Appended, StartMoved). The read view (View) is the last effect: the
+// actor takes it after every command and publishes it when it changed,
+// waking parked fetches. The partition actor is the shell (see stateLog);
+// scripted tests drive State directly (testdata/*.txt).
 //
 // Storage errors: a command changes nothing when it decides. The state
 // advances only when the shell confirms the effect: Appended with the
@@ -54,7 +57,7 @@ type State struct {
 	epoch     int32 // leader epoch stamped into appended batches
 	producers map[int64]*producerEntry
 	// aborted lists aborted transactions in marker-offset order, for
-	// read_committed fetches; shared with readers through abortedView.
+	// read_committed fetches; shared with readers through ReadView.
 	aborted []AbortedTxn
 	// start and next are the log's start and end offsets as the machine
 	// knows them: next is the offset the next appended batch gets.
