@@ -83,3 +83,52 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// countLog is a Log that keeps nothing: it only assigns offsets, so that
+// BenchmarkStateProduce measures the state machine and its shell alone.
+type countLog struct{ next int64 }
+
+func (c *countLog) AppendAt(b []byte, _ int64) (int64, int64, error) {
+	h, err := recordbatch.ParseHeader(b)
+	if err != nil {
+		return -1, -1, err
+	}
+	base := c.next
+	recordbatch.SetBaseOffset(b, base)
+	c.next = base + int64(h.LastOffsetDelta) + 1
+	return base, c.next - 1, nil
+}
+func (c *countLog) DeleteRecordsBefore(int64) error       { return nil }
+func (c *countLog) Read(int64, int, bool) ([]byte, error) { return nil, nil }
+func (c *countLog) StartOffset() int64                    { return 0 }
+func (c *countLog) NextOffset() int64                     { return c.next }
+
+// BenchmarkStateProduce is one produce (a batch of 10 records of 1 KiB)
+// through the pure state and its shell, without the actor and the log's
+// IO: validation (CRC included), decision, effect and confirmation.
+func BenchmarkStateProduce(b *testing.B) {
+	cfg, err := logconfig.Resolve(nil, logconfig.Broker{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sl, err := openStateLog(&countLog{}, cfg, 0, "", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	recs := make([]recordbatch.Record, 10)
+	for i := range recs {
+		recs[i] = recordbatch.Record{OffsetDelta: int32(i), Value: make([]byte, 1024), KeyNull: true}
+	}
+	now := time.Now().UnixMilli()
+	batch, err := recordbatch.Build(recordbatch.Header{ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1, FirstTimestamp: now, MaxTimestamp: now}, recs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(batch)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := sl.produce(batch, now); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+}
