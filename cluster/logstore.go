@@ -41,8 +41,11 @@ const (
 // with logstore_bench_test.go on the 2-core VM (2026-12-03, shared with
 // other work, load average 8): StoreLogs MB/s wal/bolt 22.9/2.6 (256 B
 // entries, 64 per call), 152/51 (64 KiB x16), 251/81 (1 MiB x4); append
-// with head deletes 264/128; a 3-node raft cluster on loopback committing
-// 256 KiB entries 68.7/49.1 MB/s.
+// with head deletes 264/128. A 3-node raft cluster on loopback committing
+// 256 KiB entries (BenchmarkLogStoreRaft3) does not tell them apart on this
+// shared machine: wal 69, 161, 165, 64 MB/s, bolt 49, 192, 106, 155 over
+// four runs each. Raft's own CPU (encoding, the transport) and the
+// machine's load set that figure, not the store.
 //
 // A raft directory from an earlier version holds raft.db and no wal: its
 // entries and votes are copied into a new wal once, then raft.db is
