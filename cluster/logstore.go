@@ -11,7 +11,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
-	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/migrate"
 )
 
@@ -66,37 +65,19 @@ func openLogStore(dir string) (logStore, error) {
 	return openWALStore(walDir)
 }
 
-// walStore is raft-wal with a Close that also closes its meta database:
-// raft-wal v0.4.0's WAL.Close leaves that bolt file open and locked, so a
-// node restarted in the same process (tests, and any in-process reopen)
-// would block forever opening it again.
-type walStore struct {
-	*raftwal.WAL
-	meta *metadb.BoltMetaDB
-}
-
-// Close closes the wal, then its meta database.
-func (w *walStore) Close() error {
-	err := w.WAL.Close()
-	if cerr := w.meta.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("close raft wal meta: %w", cerr)
-	}
-	return err
-}
-
 // openWALStore opens (or creates) a raft-wal in dir; raft-wal needs the
-// directory to exist.
-func openWALStore(dir string) (*walStore, error) {
+// directory to exist. Close closes its meta database too (since v0.4.1;
+// v0.4.0 left it open and locked, so a node reopened in the same process
+// blocked forever).
+func openWALStore(dir string) (*raftwal.WAL, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create raft wal dir: %w", err)
 	}
-	meta := &metadb.BoltMetaDB{}
-	w, err := raftwal.Open(dir, raftwal.WithMetaStore(meta))
+	w, err := raftwal.Open(dir)
 	if err != nil {
-		_ = meta.Close()
 		return nil, fmt.Errorf("open raft wal %s: %w", dir, err)
 	}
-	return &walStore{WAL: w, meta: meta}, nil
+	return w, nil
 }
 
 // openBoltStore opens a raft-boltdb store at path (migration and the
