@@ -38,18 +38,19 @@ const (
 // The log is raft-wal: it appends with one fsync instead of bolt's two
 // and truncates the head by deleting whole 64 MiB segment files. Measured
 // with logstore_bench_test.go on the 2-core VM (2026-12-03, shared with
-// other work, load average 8): StoreLogs MB/s wal/bolt 22.9/2.6 (256 B
-// entries, 64 per call), 152/51 (64 KiB x16), 251/81 (1 MiB x4); append
-// with head deletes 264/128. A 3-node raft cluster on loopback committing
-// 256 KiB entries (BenchmarkLogStoreRaft3) does not tell them apart on this
-// shared machine: wal 69, 161, 165, 64 MB/s, bolt 49, 192, 106, 155 over
-// four runs each. Raft's own CPU (encoding, the transport) and the
-// machine's load set that figure, not the store.
+// other work, load average about 3), StoreLogs MB/s wal/bolt: 29.9/19.6
+// (256 B entries, 64 per call), 400/256 (64 KiB x16), 544/247 (1 MiB x4);
+// appending with head deletes 491/219 (a 256-entry DeleteRange 4.6 ms
+// against 1.8 ms). A 3-node raft cluster on loopback committing 256 KiB
+// entries (BenchmarkLogStoreRaft3) does not tell them apart on this shared
+// machine: wal 69, 161, 165, 64 MB/s, bolt 49, 192, 106, 155 over four
+// runs each. Raft's own CPU (encoding, the transport) and the machine's
+// load set that figure, not the store.
 //
 // A raft directory from an earlier version holds raft.db and no wal: its
 // entries and votes are copied into a new wal once, then raft.db is
-// renamed raft.db.migrated (kept, not deleted, so an operator can still go
-// back). The copy is made in wal.tmp and renamed into place only when
+// renamed raft.db.migrated (kept for inspection; the node no longer reads
+// it). The copy is made in wal.tmp and renamed into place only when
 // complete, so a crash during it leaves raft.db in charge and the next
 // start copies again.
 func openLogStore(dir string) (logStore, error) {
@@ -126,8 +127,8 @@ func migrateBoltToWAL(boltPath, walDir string) (err error) {
 	if err := syncLogStoreDir(filepath.Dir(walDir)); err != nil {
 		return err
 	}
-	// Once the wal is in place it is the log; the bolt file is only kept
-	// for an operator who wants to go back.
+	// Once the wal is in place it is the log; a crash before the rename
+	// below leaves raft.db beside it, unread.
 	if err := os.Rename(boltPath, boltPath+".migrated"); err != nil {
 		return fmt.Errorf("retire %s: %w", boltPath, err)
 	}
