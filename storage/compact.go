@@ -16,13 +16,26 @@ import (
 
 // Log compaction, modelled on Kafka's LogCleaner:
 //
-//   - Only closed segments whose max timestamp is older than
-//     MinCompactionLagMs are cleanable; the active segment never is.
-//   - The "dirty" part starts at the cleaner checkpoint (firstDirty). One
-//     pass maps key -> latest offset over dirty segments (bounded by
-//     maxMapKeys, stopping at a segment boundary), then rewrites every
-//     segment from the log start up to the end of the mapped range, keeping
-//     a record iff no later offset for its key was mapped.
+//   - Deciding and cleaning are apart, so that a replicated partition's
+//     leader decides and every node cleans alike (PlanCompaction,
+//     CompactRange; Compact does both on the log's own clock). The plan is
+//     in offsets, never segment indexes, because segment boundaries may
+//     differ between nodes: map keys over [DirtyStart, End), clean every
+//     batch wholly below End, with the plan's clock.
+//   - Deciding (the leader): only closed segments whose max timestamp is
+//     older than MinCompactionLagMs are cleanable, and the active segment
+//     never is; End is the base of the first segment that is not. The
+//     "dirty" part starts at the cleaner checkpoint (firstDirty).
+//   - Cleaning (every node): one pass maps key -> latest offset over the
+//     batches in [DirtyStart, End) (bounded by maxMapKeys: the pass then
+//     ends at the first batch it could not map, an offset that depends on
+//     the records only), then rewrites every segment holding batches below
+//     End, keeping a record iff no later offset for its key was mapped.
+//     Batches at or above End are never touched, so a segment straddling
+//     End (another node's layout) keeps its upper part as it is; a node
+//     whose active segment holds records below End rolls it first.
+//     Records, batch bytes and offsets below End then come out the same
+//     on every node that held the same records, whatever its layout.
 //   - Tombstones follow KIP-534: the first pass that keeps a tombstone stamps
 //     its batch with a delete horizon (now + DeleteRetentionMs, stored in
 //     FirstTimestamp with attribute bit 6, record deltas rebased so record
@@ -41,8 +54,10 @@ import (
 
 // maxMapKeys bounds the offset map of one pass (~40 MiB). Keys are stored
 // as 128-bit hashes, like Kafka's MD5-based map; a collision could drop a
-// record wrongly, at odds of about n²/2¹²⁹.
-const maxMapKeys = 1 << 20
+// record wrongly, at odds of about n²/2¹²⁹ (and nodes seed their maps
+// independently, so such a collision would also be a difference between
+// nodes, at the same odds). A variable for tests.
+var maxMapKeys = 1 << 20
 
 type keyHash [2]uint64
 
@@ -111,7 +126,12 @@ func (l *Log) NeedsCompaction() bool {
 	if !opts.Compact || l.mu.closed {
 		return false
 	}
-	nowMs := opts.Now().UnixMilli()
+	return l.due(opts, opts.Now().UnixMilli())
+}
+
+// due is NeedsCompaction's policy at nowMs (caller holds mu or is the
+// owner).
+func (l *Log) due(opts Options, nowMs int64) bool {
 	end, d := l.cleanable(opts, nowMs)
 	if end > 0 && l.mu.nextHorizon <= nowMs {
 		return true
@@ -134,17 +154,76 @@ func (l *Log) NeedsCompaction() bool {
 	return dirty > 0 && float64(dirty)/float64(total) > opts.MinCleanableDirtyRatio
 }
 
+// CompactionPlan is one compaction pass, decided on one log and applicable
+// to any log holding the same records (a replicated partition's leader
+// decides it and every node applies it with CompactRange). It names
+// offsets and a clock only, nothing of the deciding log's segments.
+type CompactionPlan struct {
+	// DirtyStart: keys are mapped from the records at offsets in
+	// [DirtyStart, End). Records below it were cleaned by earlier passes
+	// (mapping some of them again is harmless, only slower).
+	DirtyStart int64
+	// End: only batches wholly below End are cleaned; nothing at or above
+	// it is read or changed.
+	End int64
+	// NowMs is the pass's clock: a kept tombstone whose delete horizon is
+	// at or before it goes, a tombstone kept for the first time gets the
+	// horizon NowMs + DeleteRetentionMs.
+	NowMs             int64
+	DeleteRetentionMs int64
+}
+
+// PlanCompaction returns the pass that is due at nowMs (NeedsCompaction's
+// policy, on nowMs rather than the log's clock), and false when none is or
+// the log is not compacted. It changes nothing. Safe to call from any
+// goroutine; the plan is meant for the owner's CompactRange, here or, sent
+// through a replicated log, on every node.
+func (l *Log) PlanCompaction(nowMs int64) (CompactionPlan, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	opts := l.mu.opts
+	if !opts.Compact || l.mu.closed || !l.due(opts, nowMs) {
+		return CompactionPlan{}, false
+	}
+	return l.plan(opts, nowMs)
+}
+
+// plan is the pass over everything cleanable at nowMs, without the policy
+// (caller holds mu or is the owner). With nothing dirty it is still worth
+// a pass when a tombstone's delete horizon has passed (as Kafka's cleaner
+// manager does).
+func (l *Log) plan(opts Options, nowMs int64) (CompactionPlan, bool) {
+	end, d := l.cleanable(opts, nowMs)
+	if end == 0 || (d >= end && l.mu.nextHorizon > nowMs) {
+		return CompactionPlan{}, false
+	}
+	endOff := l.mu.segs[end].base
+	return CompactionPlan{
+		DirtyStart:        min(l.mu.firstDirty, endOff),
+		End:               endOff,
+		NowMs:             nowMs,
+		DeleteRetentionMs: opts.DeleteRetentionMs,
+	}, true
+}
+
 // cleaner holds one pass's state.
 type cleaner struct {
 	m         *offsetMap
 	producers map[int64]int64 // producer ID -> base offset of its last mapped batch
+	// from and end bound the pass in offsets (CompactionPlan); mapping
+	// lowers end to the first batch it could not map.
+	from, end int64
+	mapped    bool // a batch has been mapped
 	nowMs     int64
 	horizonMs int64
 	// minHorizon is the earliest delete horizon among kept tombstone batches.
 	minHorizon int64
 }
 
-// Compact runs one compaction pass (owner); a no-op unless Options.Compact.
+// Compact runs one compaction pass on the log's own clock (owner): what
+// PlanCompaction would plan, without its policy, applied at once. A no-op
+// unless Options.Compact. A replicated partition does not call it: its
+// leader proposes PlanCompaction's plan and every node applies it.
 func (l *Log) Compact() error {
 	if l.isClosed() {
 		return ErrClosed
@@ -153,65 +232,121 @@ func (l *Log) Compact() error {
 	if !opts.Compact {
 		return nil
 	}
-	nowMs := opts.Now().UnixMilli()
-	end, d := l.cleanable(opts, nowMs)
-	// With nothing dirty a pass is still worth it when a tombstone's delete
-	// horizon has passed (as Kafka's cleaner manager does).
-	if end == 0 || (d >= end && l.mu.nextHorizon > nowMs) {
+	p, ok := l.plan(opts, opts.Now().UnixMilli())
+	if !ok {
 		return nil
 	}
-	segs := slices.Clone(l.mu.segs)
-	c := &cleaner{m: newOffsetMap(), producers: map[int64]int64{}, nowMs: nowMs,
-		horizonMs: nowMs + opts.DeleteRetentionMs, minHorizon: math.MaxInt64}
-	firstDirty := l.mu.firstDirty
-	mapEnd := d
-	for k := d; k < end; k++ {
-		if k > d && len(c.m.m) >= maxMapKeys {
-			break
+	return l.CompactRange(p)
+}
+
+// CompactRange applies a compaction pass (owner). It cleans exactly the
+// batches wholly below p.End with a key map of the records in
+// [p.DirtyStart, p.End) (cut short at a batch boundary when the map is
+// full) and p's clock, and nothing else; the log's options other than the
+// index interval are not read, so a log whose topic config changed at
+// another moment than the proposer's still cleans alike.
+//
+// Deterministic: logs holding the same records below p.End end with the
+// same records, batch bytes and offsets there, whatever their segment
+// boundaries (only which files hold them may differ). A log whose active
+// segment holds records below p.End rolls it first.
+//
+// It blocks the owner for the whole pass (reading and rewriting the
+// segments below End). On error some segments may be cleaned and others
+// not: the log stays readable and correct (it keeps more records, never
+// fewer), and firstDirty does not move.
+func (l *Log) CompactRange(p CompactionPlan) error {
+	if l.isClosed() {
+		return ErrClosed
+	}
+	// Owner-only reads of fields only the owner writes need no lock.
+	if p.End < 0 || p.End > l.mu.next || p.DirtyStart > p.End {
+		return fmt.Errorf("compaction: range [%d, %d) outside the log (end %d)", p.DirtyStart, p.End, l.mu.next)
+	}
+	if a := l.active(); a.base < p.End && a.size > 0 {
+		if err := l.roll(); err != nil {
+			return fmt.Errorf("compaction: %w", err)
 		}
-		if err := c.mapSegment(segs[k], firstDirty); err != nil {
+	}
+	segs := slices.Clone(l.mu.segs)
+	// n: the segments holding offsets below End, never the active one.
+	n := 0
+	for n < len(segs)-1 && segs[n].base < p.End {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	c := &cleaner{m: newOffsetMap(), producers: map[int64]int64{}, from: p.DirtyStart, end: p.End,
+		nowMs: p.NowMs, horizonMs: p.NowMs + p.DeleteRetentionMs, minHorizon: math.MaxInt64}
+	for k := 0; k < n; k++ {
+		if segs[k+1].base <= c.from {
+			continue // wholly below the dirty part
+		}
+		done, err := c.mapSegment(segs[k])
+		if err != nil {
 			return fmt.Errorf("compaction: mapping segment %d: %w", segs[k].base, err)
 		}
-		mapEnd = k + 1
+		if done {
+			break
+		}
 	}
-	for k := 0; k < mapEnd; k++ {
+	opts := l.opts()
+	for k := 0; k < n && segs[k].base < c.end; k++ {
 		if err := l.cleanSegment(segs[k], k == 0, c, opts); err != nil {
 			return fmt.Errorf("compaction: cleaning segment %d: %w", segs[k].base, err)
 		}
 	}
-	upper := segs[mapEnd].base
 	l.mu.Lock()
-	l.mu.firstDirty = max(l.mu.firstDirty, upper)
+	l.mu.firstDirty = min(max(l.mu.firstDirty, c.end), l.mu.next)
 	l.mu.nextHorizon = c.minHorizon
+	dirty := l.mu.firstDirty
 	l.mu.Unlock()
 	l.persistMu.Lock()
 	defer l.persistMu.Unlock()
-	return writeOffsetCheckpoint(l.dir, cleanerFile, upper)
+	return writeOffsetCheckpoint(l.dir, cleanerFile, dirty)
 }
 
-// mapSegment records the latest offset of every key at or after firstDirty.
-func (c *cleaner) mapSegment(s *segment, firstDirty int64) error {
+// mapSegment records the latest offset of every key in [c.from, c.end),
+// and each producer's last batch there. It reports done when the pass's
+// range ends in s: at c.end, or at a batch the full map could not take
+// (c.end is then lowered to that batch's base). A batch straddling c.end
+// (a plan cut inside a batch, which a leader's segment-base plan never is)
+// ends the range at its base too. Which batches are mapped depends on
+// offsets and records only, never on where segments begin.
+func (c *cleaner) mapSegment(s *segment) (done bool, err error) {
 	br := newBatchReader(s.log, s.size)
 	for {
 		b, _, err := br.next()
 		if err == io.EOF {
-			return nil
+			return false, nil
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 		h, err := recordbatch.ParseHeader(b)
 		if err != nil {
-			return err
+			return false, err
 		}
+		if h.BaseOffset >= c.end {
+			return true, nil
+		}
+		if h.LastOffset() >= c.end || (c.mapped && len(c.m.m) >= maxMapKeys) {
+			c.end = h.BaseOffset
+			return true, nil
+		}
+		if h.LastOffset() < c.from {
+			continue
+		}
+		c.mapped = true
 		if h.ProducerID >= 0 {
 			c.producers[h.ProducerID] = h.BaseOffset
 		}
-		if h.IsControl() || h.IsTransactional() || h.LastOffset() < firstDirty {
+		if h.IsControl() || h.IsTransactional() {
 			continue
 		}
 		err = recordbatch.Each(b, compactMapIter, func(_ int32, r *recordbatch.Record) error {
-			if off := h.BaseOffset + int64(r.OffsetDelta); off >= firstDirty && !r.KeyNull {
+			if off := h.BaseOffset + int64(r.OffsetDelta); off >= c.from && !r.KeyNull {
 				c.m.m[c.m.hash(r.Key)] = off
 			}
 			return nil
@@ -221,7 +356,7 @@ func (c *cleaner) mapSegment(s *segment, firstDirty int64) error {
 			continue
 		}
 		if err != nil {
-			return err
+			return false, err
 		}
 	}
 }
@@ -240,7 +375,7 @@ var (
 // filter decides a batch's fate: verbatim (nil, true), dropped (nil,
 // false), or rewritten (bytes, true).
 func (c *cleaner) filter(b []byte, h recordbatch.Header) ([]byte, bool, error) {
-	if h.IsControl() || h.IsTransactional() {
+	if h.IsControl() || h.IsTransactional() || h.LastOffset() >= c.end {
 		return nil, true, nil
 	}
 	horizonPassed := h.HasDeleteHorizon() && c.nowMs >= h.FirstTimestamp

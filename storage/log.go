@@ -6,8 +6,8 @@
 //
 // A Log has one owner goroutine (the partition actor). Only the owner calls
 // Append, AppendAt, AppendMany, AppendManyAt, Truncate, DeleteRecordsBefore,
-// EnforceRetention, RetentionOffset, Compact, AssignEpoch, SetOptions, Close
-// and Delete, and never two at once.
+// EnforceRetention, RetentionOffset, Compact, CompactRange, AssignEpoch,
+// SetOptions, Close and Delete, and never two at once.
 //
 // # Determinism
 //
@@ -15,14 +15,17 @@
 // changes offsets must depend only on those commands: segment.ms compares
 // record timestamps (records without any: AppendAt's time, the command's
 // clock), and the leader turns retention into a DeleteRecordsBefore offset
-// (RetentionOffset) that every node applies. Segment boundaries may still
-// differ between nodes (records without timestamps in a segment reopened
-// since its first append; compaction, which is not replicated yet, runs on
-// each node's clock); the start and end offsets do not.
+// (RetentionOffset) that every node applies, and compaction into a plan in
+// offsets (PlanCompaction) that every node applies (CompactRange). Segment
+// boundaries may still differ between nodes (records without timestamps in
+// a segment reopened since its first append; a follower that rolled to
+// clean what its active segment held); the start and end offsets, and the
+// records compaction keeps, do not.
 //
 // Read, OffsetForTimestamp, MaxTimestamp, StartOffset, NextOffset, Size,
-// EndOffsetForEpoch, LatestEpoch, DirtyRatio, NeedsCompaction and Sync may
-// be called from any goroutine concurrently with the owner.
+// EndOffsetForEpoch, LatestEpoch, DirtyRatio, NeedsCompaction,
+// PlanCompaction and Sync may be called from any goroutine concurrently
+// with the owner.
 //
 // Implementation: the owner writes segment files without holding the lock
 // (segments are append-only and readers never look past the committed size)
