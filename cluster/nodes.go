@@ -31,25 +31,52 @@ type Nodes struct {
 // OpenNodes loads the directory from stateDir/meta/nodes.json.
 func OpenNodes(stateDir string) (*Nodes, error) {
 	n := &Nodes{path: filepath.Join(stateDir, "meta", "nodes.json")}
-	n.mu.m = map[int32]Peer{}
+	m, id, err := n.load()
+	if err != nil {
+		return nil, err
+	}
+	n.mu.m, n.mu.clusterID = m, id
+	return n, nil
+}
+
+// Reload replaces the directory with what the state directory holds now:
+// a snapshot installed on the running node rewrote it. Call it where no
+// Apply runs (the FSM goroutine, inside the restore); readers see the old
+// directory or the new one, never a mix. On error the directory is left
+// as it was.
+func (n *Nodes) Reload() error {
+	m, id, err := n.load()
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.mu.m, n.mu.clusterID = m, id
+	n.mu.Unlock()
+	return nil
+}
+
+// load reads the node directory and the cluster id from disk.
+func (n *Nodes) load() (map[int32]Peer, string, error) {
+	m := map[int32]Peer{}
+	var clusterID string
 	if raw, err := os.ReadFile(filepath.Join(filepath.Dir(n.path), clusterIDFile)); err == nil {
-		n.mu.clusterID = string(raw)
+		clusterID = string(raw)
 	}
 	raw, err := os.ReadFile(n.path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
-		return nil, fmt.Errorf("read node directory: %w", err)
+		return nil, "", fmt.Errorf("read node directory: %w", err)
 	default:
 		var peers []Peer
 		if err := json.Unmarshal(raw, &peers); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", n.path, err)
+			return nil, "", fmt.Errorf("parse %s: %w", n.path, err)
 		}
 		for _, p := range peers {
-			n.mu.m[p.ID] = p
+			m[p.ID] = p
 		}
 	}
-	return n, nil
+	return m, clusterID, nil
 }
 
 // Get returns a node's entry.

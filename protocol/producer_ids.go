@@ -120,6 +120,31 @@ func newProducerIDs(path string, base int64, repl cluster.Replicator) (*Producer
 	return p, nil
 }
 
+// Reload reads the reservation again from its file: a snapshot installed
+// on the running node (a raft follower) rewrote it. It must run where
+// nothing is applied (the raft FSM goroutine, inside the restore). The
+// block this instance holds is kept: a follower hands out none from it,
+// and Resume moves past every reservation when the node leads. The
+// reservation never moves back (a file behind the memory state is only a
+// failed write, see Apply).
+func (p *ProducerIDs) Reload() error {
+	raw, err := os.ReadFile(p.path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reload producer ids: %w", err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		return fmt.Errorf("reload producer ids: parse %s: %w", p.path, err)
+	}
+	p.state.Lock()
+	p.state.reservedEnd = max(p.state.reservedEnd, n)
+	p.state.Unlock()
+	return nil
+}
+
 // Next returns a fresh producer id. When the block is used up it proposes a
 // reservation and waits for it; on a node that is not the leader that fails
 // with an error wrapping cluster.ErrNotLeader and kerr.NotCoordinator.

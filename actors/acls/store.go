@@ -76,15 +76,9 @@ func Open(o Options) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(s.path), 0o755); err != nil {
 		return nil, fmt.Errorf("create meta dir: %w", err)
 	}
-	var loaded []ACL
-	raw, err := os.ReadFile(s.path)
-	switch {
-	case err == nil:
-		if err := json.Unmarshal(raw, &loaded); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", s.path, err)
-		}
-	case !errors.Is(err, os.ErrNotExist):
-		return nil, fmt.Errorf("read acls: %w", err)
+	loaded, err := s.load()
+	if err != nil {
+		return nil, err
 	}
 	s.set.Store(NewSet(loaded))
 	// Registered last: a committed change must find the loaded state.
@@ -314,4 +308,42 @@ func (s *Store) Close() {
 		s.mu.closed = true
 		s.repl.Unregister(replKey)
 	}
+}
+
+// load reads the persisted bindings.
+func (s *Store) load() ([]ACL, error) {
+	var loaded []ACL
+	raw, err := os.ReadFile(s.path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(raw, &loaded); err != nil {
+			return nil, fmt.Errorf("parse %s: %w", s.path, err)
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, fmt.Errorf("read acls: %w", err)
+	}
+	return loaded, nil
+}
+
+// Reopen reloads a closed store's set from its file and registers it with
+// the replicator again. A raft node calls it after Close and a snapshot
+// restore rewrote the state directory, so that the authorizer and the
+// admin server holding this *Store see the restored set. It must run where
+// nothing is applied (the raft FSM goroutine, inside the restore); until
+// it returns, authorization uses the set from before. On error the store
+// stays closed.
+func (s *Store) Reopen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mu.closed {
+		return errors.New("acls: reopen of an open store")
+	}
+	loaded, err := s.load()
+	if err != nil {
+		return fmt.Errorf("reopen acls: %w", err)
+	}
+	s.set.Store(NewSet(loaded))
+	s.mu.closed = false
+	s.repl.Register(replKey, s)
+	return nil
 }

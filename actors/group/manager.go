@@ -70,6 +70,9 @@ type Manager struct {
 	store  *Store
 	repl   replication.Replicator
 	logger *slog.Logger
+	// storeDir and fsync open the store again (Reopen).
+	storeDir string
+	fsync    bool
 
 	// life serializes Activate, Deactivate and Close, and guards wg (the
 	// current activation's expiry loop). It is held while they wait for
@@ -125,7 +128,8 @@ func NewManager(o Options) (*Manager, error) {
 		return nil, err
 	}
 	start := time.Now()
-	store, loaded, err := OpenStore(filepath.Join(o.DataDir, "groups"), o.Fsync, logger)
+	storeDir := filepath.Join(o.DataDir, "groups")
+	store, loaded, err := OpenStore(storeDir, o.Fsync, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +138,7 @@ func NewManager(o Options) (*Manager, error) {
 		repl = replication.NewLocal()
 	}
 	repl.Register(replKey, store)
-	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger}
+	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger, storeDir: storeDir, fsync: o.Fsync}
 	m.mu.actors = map[string]*actor.PID{}
 	m.mu.summaries = map[string]Summary{}
 	if o.Standby {
@@ -385,7 +389,12 @@ func (m *Manager) ListGroups() []Summary {
 }
 
 // Sync fsyncs the coordinator's log.
-func (m *Manager) Sync() error { return m.store.Sync() }
+func (m *Manager) Sync() error {
+	m.mu.Lock()
+	s := m.store // Reopen replaces it
+	m.mu.Unlock()
+	return s.Sync()
+}
 
 // Close stops every group actor (answering what waits with
 // NOT_COORDINATOR), unregisters the store and closes the log.
@@ -410,4 +419,33 @@ func (m *Manager) Close() error {
 	}
 	m.repl.Unregister(replKey)
 	return errors.Join(err, m.store.Close())
+}
+
+// Reopen opens a closed manager's store again from its directory and
+// registers it with the replicator, on standby (Activate serves again). A
+// raft follower calls it after Close and a snapshot restore rewrote the
+// state directory, so that everything holding this *Manager keeps working;
+// it must run where nothing is applied to the store (the raft FSM
+// goroutine, inside the restore). Between Close and Reopen every request
+// answers NOT_COORDINATOR. On error the manager stays closed.
+func (m *Manager) Reopen() error {
+	m.life.Lock()
+	defer m.life.Unlock()
+	m.mu.Lock()
+	closed := m.mu.closed
+	m.mu.Unlock()
+	if !closed {
+		return errors.New("group manager: reopen of an open manager")
+	}
+	store, loaded, err := OpenStore(m.storeDir, m.fsync, m.logger)
+	if err != nil {
+		return fmt.Errorf("reopen group store: %w", err)
+	}
+	m.mu.Lock()
+	m.store = store
+	m.mu.closed = false
+	m.mu.Unlock()
+	m.repl.Register(replKey, store)
+	m.logger.Info("group coordinator reopened on standby", "groups", len(loaded))
+	return nil
 }

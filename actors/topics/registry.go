@@ -46,6 +46,9 @@ type Registry struct {
 	repl    replication.Replicator
 	voters  func() int
 	logger  *slog.Logger
+	// base is Options.Broker, the command line's broker configs, under
+	// which the saved ones are merged when the registry (re)loads.
+	base logconfig.Broker
 
 	// snapshot holds the current map[string]*Topic; replaced, never mutated.
 	snapshot atomic.Pointer[snapshot]
@@ -115,65 +118,117 @@ type persistedTopic struct {
 // Open loads persisted topics, opens their partitions and registers the
 // registry as the replicator's applier for topic changes.
 func Open(o Options) (*Registry, error) {
-	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger}
+	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker}
 	if r.repl == nil {
 		r.repl = replication.NewLocal()
 	}
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
+	broker, snap, err := r.load()
+	if err != nil {
+		return nil, err
+	}
+	r.mu.broker = broker
+	r.broker.Store(&broker)
+	r.snapshot.Store(snap)
+	// Registered last: a committed change must find the loaded state.
+	r.repl.Register(replKey, r)
+	return r, nil
+}
+
+// load reads the broker configs and the topics from the data directory
+// and opens every partition; on error the partitions it opened are closed.
+func (r *Registry) load() (logconfig.Broker, *snapshot, error) {
+	broker := r.base
 	// Configs altered at runtime (AlterConfigs on the broker) were saved
 	// and override the command line's.
-	if raw, err := os.ReadFile(filepath.Join(o.DataDir, "meta", brokerFile)); err == nil {
+	if raw, err := os.ReadFile(filepath.Join(r.dataDir, "meta", brokerFile)); err == nil {
 		var saved map[string]string
 		if err := json.Unmarshal(raw, &saved); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", brokerFile, err)
+			return broker, nil, fmt.Errorf("parse %s: %w", brokerFile, err)
 		}
 		merged := logconfig.Broker{Overrides: map[string]string{}}
-		for k, v := range o.Broker.Overrides {
+		for k, v := range r.base.Overrides {
 			merged.Overrides[k] = v
 		}
 		for k, v := range saved {
 			merged.Overrides[k] = v
 		}
-		o.Broker = merged
+		broker = merged
 	}
-	r.mu.broker = o.Broker
-	r.broker.Store(&o.Broker)
-	if err := os.MkdirAll(filepath.Join(o.DataDir, "meta"), 0o755); err != nil {
-		return nil, fmt.Errorf("create meta dir: %w", err)
+	if err := os.MkdirAll(filepath.Join(r.dataDir, "meta"), 0o755); err != nil {
+		return broker, nil, fmt.Errorf("create meta dir: %w", err)
 	}
 	snap := &snapshot{byName: map[string]*Topic{}, byID: map[[16]byte]*Topic{}}
-	raw, err := os.ReadFile(filepath.Join(o.DataDir, "meta", metaFile))
+	raw, err := os.ReadFile(filepath.Join(r.dataDir, "meta", metaFile))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("read topics: %w", err)
+		return broker, nil, fmt.Errorf("read topics: %w", err)
 	}
 	if err == nil {
 		var pts []persistedTopic
 		if err := json.Unmarshal(raw, &pts); err != nil {
-			return nil, fmt.Errorf("parse %s: %w", metaFile, err)
+			return broker, nil, fmt.Errorf("parse %s: %w", metaFile, err)
 		}
 		for _, pt := range pts {
-			cfg, err := logconfig.Resolve(pt.Configs, o.Broker)
+			cfg, err := logconfig.Resolve(pt.Configs, broker)
 			if err != nil {
-				return nil, fmt.Errorf("topic %s config: %w", pt.Name, err)
+				closePartitions(snap)
+				return broker, nil, fmt.Errorf("topic %s config: %w", pt.Name, err)
 			}
 			t := &Topic{Name: pt.Name, ID: pt.ID, Configs: pt.Configs, Config: cfg}
+			// Published before its partitions open, so that a failure
+			// below closes those already open.
+			snap.byName[t.Name] = t
+			snap.byID[t.ID] = t
 			for i := int32(0); i < pt.Partitions; i++ {
 				p, err := r.openPartition(t, i)
 				if err != nil {
-					return nil, err
+					closePartitions(snap)
+					return broker, nil, err
 				}
 				t.Partitions = append(t.Partitions, p)
 			}
-			snap.byName[t.Name] = t
-			snap.byID[t.ID] = t
 		}
 	}
+	return broker, snap, nil
+}
+
+// closePartitions closes every partition of s (a load that failed).
+func closePartitions(s *snapshot) {
+	for _, t := range s.byName {
+		for _, p := range t.Partitions {
+			_ = p.Close(false)
+		}
+	}
+}
+
+// Reopen reloads a closed registry from its data directory in place: the
+// broker configs, the topics and their partitions (new partition actors,
+// registered with the replicator), then registers the registry again. A
+// raft node calls it after Close and a snapshot restore rewrote the
+// directory, so that everything holding this *Registry sees the restored
+// topics. It must run where no topic change is applied (the raft FSM
+// goroutine, inside the restore). Until it returns, readers see the
+// topics as they were at Close, with closed partitions (their reads fail
+// with storage.ErrClosed; a follower serves none). On error the registry
+// stays closed.
+func (r *Registry) Reopen() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.mu.closed {
+		return errors.New("topics: reopen of an open registry")
+	}
+	broker, snap, err := r.load()
+	if err != nil {
+		return fmt.Errorf("reopen topics: %w", err)
+	}
+	r.mu.broker = broker
+	r.broker.Store(&broker)
 	r.snapshot.Store(snap)
-	// Registered last: a committed change must find the loaded state.
+	r.mu.closed = false
 	r.repl.Register(replKey, r)
-	return r, nil
+	return nil
 }
 
 func (r *Registry) partitionDir(topic string, i int32) string {

@@ -417,7 +417,12 @@ func (c *Coordinator) persist(t *Txn, stop <-chan struct{}) error {
 }
 
 // Sync fsyncs the transaction log (the broker's flush interval).
-func (c *Coordinator) Sync() error { return c.store.Sync() }
+func (c *Coordinator) Sync() error {
+	c.mu.Lock()
+	s := c.store // Reopen replaces it
+	c.mu.Unlock()
+	return s.Sync()
+}
 
 // Close stops every transaction actor (answering what waits with
 // NOT_COORDINATOR), unregisters the store and closes the log.
@@ -439,4 +444,33 @@ func (c *Coordinator) Close() error {
 	err := c.stopActors(pids)
 	c.o.Repl.Unregister(replKey)
 	return errors.Join(err, c.store.Close())
+}
+
+// Reopen opens a closed coordinator's store again from its directory and
+// registers it with the replicator, on standby (Activate serves again). A
+// raft follower calls it after Close and a snapshot restore rewrote the
+// state directory, so that everything holding this *Coordinator keeps
+// working; it must run where nothing is applied to the store (the raft
+// FSM goroutine, inside the restore). Between Close and Reopen every
+// request answers NOT_COORDINATOR. On error the coordinator stays closed.
+func (c *Coordinator) Reopen() error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	c.mu.Lock()
+	closed := c.mu.closed
+	c.mu.Unlock()
+	if !closed {
+		return errors.New("txn coordinator: reopen of an open coordinator")
+	}
+	store, loaded, err := OpenStore(filepath.Join(c.o.DataDir, "txn"), c.o.Fsync, c.logger)
+	if err != nil {
+		return fmt.Errorf("reopen transaction store: %w", err)
+	}
+	c.mu.Lock()
+	c.store = store
+	c.mu.closed = false
+	c.mu.Unlock()
+	c.o.Repl.Register(replKey, store)
+	c.logger.Info("transaction coordinator reopened on standby", "ids", len(loaded))
+	return nil
 }

@@ -433,6 +433,29 @@ func (s *Store) Close() error {
 	return nil
 }
 
+// Reopen reloads a closed store's credentials from its file and registers
+// it with the replicator again. A raft node calls it after Close and a
+// snapshot restore rewrote the state directory, so that the listeners
+// holding this *Store authenticate against the restored credentials. It
+// must run where nothing is applied (the raft FSM goroutine, inside the
+// restore); until it returns, authentications use the credentials from
+// before. On error the store stays closed.
+func (s *Store) Reopen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mu.closed {
+		return errors.New("users: reopen of an open store")
+	}
+	u, err := load(s.path)
+	if err != nil {
+		return fmt.Errorf("reopen SCRAM credentials: %w", err)
+	}
+	s.current.Store(&u)
+	s.mu.closed = false
+	s.repl.Register(replKey, s)
+	return nil
+}
+
 // AddOffline sets user's credential for m from password directly in the
 // store file under dataDir, for a broker that is stopped (the caller holds
 // the data directory's lock): the way to create a first admin before any
