@@ -17,9 +17,9 @@ type fsm struct {
 	// readyCh is closed by Raft.Start, once the node has opened its state
 	// and registered its appliers; applying waits for it.
 	readyCh chan struct{}
-	// restarting is set when a snapshot was installed on the running node:
-	// its state is stale until the restart, so nothing is applied to it or
-	// snapshotted from it.
+	// restarting is set when a snapshot installed on the running node
+	// could not be loaded in place: its state is stale until the restart,
+	// so nothing is applied to it or snapshotted from it.
 	restarting atomic.Bool
 	// lastApplied is the index of the last command (or configuration)
 	// entry whose effects are in the state directory: set by ApplyBatch
@@ -35,7 +35,8 @@ type fsm struct {
 	// opening serializes a snapshot restore with the caller opening the
 	// state directory: until markOpened, an installed snapshot is restored
 	// into the (not yet opened) directory in place; afterwards the state
-	// directory is in use and an install restarts the node instead.
+	// directory is in use and an install goes through OnInstall (which
+	// closes and reopens what uses it), or restarts the node.
 	opening struct {
 		sync.Mutex
 		opened bool
@@ -57,7 +58,7 @@ type fsm struct {
 
 // markOpened is called once NewRaft is about to hand the state directory
 // to its caller: it waits for a restore in progress, and from then on
-// installs restart the node.
+// installs go through OnInstall (or restart the node).
 func (f *fsm) markOpened() {
 	f.opening.Lock()
 	f.opening.opened = true
@@ -175,9 +176,10 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // or an install that arrives before NewRaft returns) the restore re-links
 // and truncates the state directory, which nothing has opened yet
 // (restoreFromLinks: O(files)). Once the caller may have opened it, the
-// state objects cannot be swapped under their actors, so the node
-// restarts and restores the installed snapshot at start (unless the
-// snapshot holds exactly the node's state).
+// install goes through RaftOptions.OnInstall, which closes the state
+// objects, restores the directory the same way and reopens them in place
+// (unless the snapshot holds exactly the node's state); if that fails,
+// the node restarts and restores the snapshot at start.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	m, err := readManifestHead(rc)
@@ -208,6 +210,13 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.r.log.Info("the installed snapshot holds this node's state: no restart", "state_index", m.StateIndex)
 		return nil
 	}
+	if f.r.o.OnInstall != nil && !f.restarting.Load() {
+		err := f.installInPlace(m)
+		if err == nil {
+			return nil
+		}
+		f.r.log.Error("installing a snapshot in place failed", "snapshot", m.ID, "err", err)
+	}
 	if f.r.o.OnRuntimeRestore == nil {
 		return fmt.Errorf("snapshot install on a running node needs a restart")
 	}
@@ -226,4 +235,44 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.r.o.OnRuntimeRestore()
 	f.restarting.Store(false)
 	return fmt.Errorf("restart to load an installed snapshot did not happen")
+}
+
+// installInPlace loads the installed snapshot m into the running node:
+// OnInstall closes the state objects, runs the restore below and reopens
+// them. It runs on the FSM goroutine (inside Restore, with opening held):
+// no batch is applied and no snapshot captured meanwhile, and raft's own
+// goroutine waits for the restore, so leadership does not move either.
+func (f *fsm) installInPlace(m *manifest) error {
+	start := time.Now()
+	var (
+		st       restoreStats
+		restored bool
+		took     time.Duration
+	)
+	err := f.r.o.OnInstall(func() error {
+		if restored {
+			return fmt.Errorf("snapshot %s: restore called twice", m.ID)
+		}
+		t := time.Now()
+		s, err := restoreFromLinks(f.r.o.StateDir, f.r.snaps.filesDir(m.ID), m)
+		if err != nil {
+			return fmt.Errorf("restore snapshot %s: %w", m.ID, err)
+		}
+		st, restored, took = s, true, time.Since(t)
+		return nil
+	})
+	if err == nil && !restored {
+		err = fmt.Errorf("snapshot %s: the install hook returned without restoring", m.ID)
+	}
+	if err != nil {
+		return err
+	}
+	// Invariant: the state directory and the objects reading it hold
+	// exactly the snapshot, whose commands end at StateIndex.
+	f.lastApplied.Store(m.StateIndex)
+	f.sinceSnapshot.Store(0)
+	f.r.log.Info("installed a snapshot from the leader in place, without a restart", "snapshot", m.ID,
+		"state_index", m.StateIndex, "took", time.Since(start).Round(time.Millisecond), "restore", took.Round(time.Microsecond),
+		"kept", st.kept, "truncated", st.truncated, "linked", st.linked, "removed", st.removed)
+	return nil
 }

@@ -50,10 +50,19 @@ type RaftOptions struct {
 	// (regent cluster add-voter) instead of bootstrapping.
 	Join   bool
 	Logger *slog.Logger
-	// OnRuntimeRestore is called when the leader installs a snapshot on
-	// this running node: the node must restart from it (the state objects
-	// cannot be swapped under running actors). It is not expected to
-	// return; if nil, or if it returns, the install fails.
+	// OnInstall is called, on the FSM goroutine, when the leader installs
+	// a snapshot on this running node (its files already received): it
+	// must close every state object with files in StateDir, call restore
+	// (which makes StateDir equal to the snapshot), and reopen them in
+	// place, then return nil. Nothing is applied meanwhile. An error (from
+	// restore or a reopen) means the state objects are not serving the
+	// snapshot's state: the node falls back to OnRuntimeRestore. Nil: the
+	// node always restarts.
+	OnInstall func(restore func() error) error
+	// OnRuntimeRestore is called when a snapshot installed on this running
+	// node could not be loaded in place (no OnInstall, or it failed): the
+	// node must restart, loading the snapshot at start. It is not expected
+	// to return; if nil, or if it returns, the install fails.
 	OnRuntimeRestore func()
 	// Observer follows applies (nil: untraced).
 	Observer ApplyObserver
@@ -324,7 +333,8 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	if !existing && o.StartWait > 0 {
 		r.awaitFirstContact()
 	}
-	// From here the caller opens StateDir: later installs restart the node.
+	// From here the caller opens StateDir: later installs go through
+	// OnInstall, or restart the node.
 	r.fsm.markOpened()
 	r.obsCh = make(chan raft.Observation, 64)
 	r.obs = raft.NewObserver(r.obsCh, false, func(o *raft.Observation) bool {
