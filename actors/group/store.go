@@ -244,13 +244,12 @@ func appendFrame(dst []byte, r *Record) []byte {
 // about which were written; the store refuses further appends until it is
 // reopened, so that a half-written frame is never followed by good ones.
 func (s *Store) Append(recs []Record) error {
-	return s.append(recs, nil, 0, false)
+	return s.append(recs, nil)
 }
 
 // append writes recs (or, when frames is not nil, the records already
-// framed in it, verbatim) and, with hasIndex, the raft index they bring
-// the store to, in one write.
-func (s *Store) append(recs []Record, frames []byte, index uint64, hasIndex bool) error {
+// framed in it, verbatim) in one write.
+func (s *Store) append(recs []Record, frames []byte) error {
 	b := s.log.NewBatch()
 	if frames != nil {
 		if err := b.AppendFrames(frames); err != nil {
@@ -265,9 +264,6 @@ func (s *Store) append(recs []Record, frames []byte, index uint64, hasIndex bool
 				b.Put(key, value)
 			}
 		}
-	}
-	if hasIndex {
-		b.SetAppliedIndex(index)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -285,37 +281,18 @@ func (s *Store) append(recs []Record, frames []byte, index uint64, hasIndex bool
 // returns the error, if any, as the result. It is safe from any goroutine
 // (the raft FSM's, while others read the store) and deterministic: a
 // decoded command's frames are written as they came, so every node's log
-// holds the same bytes and indexes the same live records.
+// holds the same bytes and indexes the same live records. (Which raft
+// index the store holds is the cluster's snapshot manifest's to say: the
+// whole state directory is restored to a snapshot's index at start.)
 func (s *Store) Apply(cmd replication.Command) any {
-	return s.apply(cmd, 0, false)
-}
-
-// ApplyAt is Apply for the command at raft index index: the store
-// records index as its applied index in the same write as the records,
-// so after a restart AppliedIndex says which commands it already holds.
-func (s *Store) ApplyAt(index uint64, cmd replication.Command) any {
-	return s.apply(cmd, index, true)
-}
-
-func (s *Store) apply(cmd replication.Command, index uint64, hasIndex bool) any {
 	c, ok := cmd.(*persistCmd)
 	if !ok {
 		return fmt.Errorf("group store: unknown command %T", cmd)
 	}
-	if err := s.append(c.recs, c.frames, index, hasIndex); err != nil {
+	if err := s.append(c.recs, c.frames); err != nil {
 		return err
 	}
 	return nil
-}
-
-// AppliedIndex is the raft index last recorded by ApplyAt or
-// SetAppliedIndex (ok false: never).
-func (s *Store) AppliedIndex() (index uint64, ok bool) { return s.log.AppliedIndex() }
-
-// SetAppliedIndex records index as the store's applied index (a command
-// at that index that wrote nothing here). It must not go backwards.
-func (s *Store) SetAppliedIndex(index uint64) error {
-	return s.append(nil, nil, index, true)
 }
 
 // Sync fsyncs the log (the broker's flush interval).

@@ -208,46 +208,6 @@ func TestStoreFrameFormat(t *testing.T) {
 	}
 }
 
-// ApplyAt records the raft index with the records; it survives reopening
-// and compaction, and a command is written verbatim.
-func TestStoreAppliedIndex(t *testing.T) {
-	dir := t.TempDir()
-	s, _, err := openStore(dir, false, nil, 4096)
-	must(t, err)
-	if _, ok := s.AppliedIndex(); ok {
-		t.Fatal("applied index in a new store")
-	}
-	for i := range 500 {
-		c := &persistCmd{recs: []Record{offsetRec("g", "t", int32(i%3), int64(i))}}
-		dec, err := decodePersistCmd(c.AppendCommand(nil))
-		must(t, err)
-		if res := s.ApplyAt(uint64(100+i), dec); res != nil {
-			t.Fatalf("apply %d: %v", i, res)
-		}
-	}
-	must(t, s.SetAppliedIndex(700))
-	if err := s.SetAppliedIndex(699); err == nil {
-		t.Fatal("applied index went backwards")
-	}
-	if s.Size() > 3*4096 {
-		t.Fatalf("never compacted: %d bytes", s.Size())
-	}
-	must(t, s.Close())
-	s, loaded, err := OpenStore(dir, false, nil)
-	must(t, err)
-	defer s.Close()
-	if i, ok := s.AppliedIndex(); !ok || i != 700 {
-		t.Fatalf("applied %d %v", i, ok)
-	}
-	g := NewGroup("g", &Config{})
-	g.Restore(loaded["g"], time.Now())
-	for p, want := range []int64{498, 499, 497} {
-		if o, _ := g.Committed("t", int32(p)); o.Offset != want {
-			t.Fatalf("partition %d: %d", p, o.Offset)
-		}
-	}
-}
-
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

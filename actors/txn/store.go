@@ -108,20 +108,14 @@ func (s *Store) Put(t *Txn) error {
 	if err != nil {
 		return err
 	}
-	return s.write(c, 0, false)
+	return s.write(c)
 }
 
-// write appends c's frame, verbatim, and with hasIndex the raft index it
-// brings the store to, in one write.
-func (s *Store) write(c *putCmd, index uint64, hasIndex bool) error {
+// write appends c's frame, verbatim, in one write.
+func (s *Store) write(c *putCmd) error {
 	b := s.log.NewBatch()
-	if c != nil {
-		if err := b.AppendFrames(c.frame); err != nil {
-			return fmt.Errorf("txn log: %w", err)
-		}
-	}
-	if hasIndex {
-		b.SetAppliedIndex(index)
+	if err := b.AppendFrames(c.frame); err != nil {
+		return fmt.Errorf("txn log: %w", err)
 	}
 	if err := s.log.Write(b); err != nil {
 		return fmt.Errorf("txn log: %w", err)
@@ -133,35 +127,18 @@ func (s *Store) write(c *putCmd, index uint64, hasIndex bool) error {
 // error, if any, as the result. It is safe from any goroutine (the raft
 // FSM's, while others read the store) and deterministic: the command's
 // frame is written as it came, so every node's log holds the same bytes.
+// (Which raft index the store holds is the cluster's snapshot manifest's
+// to say: the whole state directory is restored to a snapshot's index.)
 func (s *Store) Apply(cmd replication.Command) any {
-	return s.apply(cmd, 0, false)
-}
-
-// ApplyAt is Apply for the command at raft index index: the store
-// records index as its applied index in the same write as the frame, so
-// after a restart AppliedIndex says which commands it already holds.
-func (s *Store) ApplyAt(index uint64, cmd replication.Command) any {
-	return s.apply(cmd, index, true)
-}
-
-func (s *Store) apply(cmd replication.Command, index uint64, hasIndex bool) any {
 	c, ok := cmd.(*putCmd)
 	if !ok {
 		return fmt.Errorf("txn store: unknown command %T", cmd)
 	}
-	if err := s.write(c, index, hasIndex); err != nil {
+	if err := s.write(c); err != nil {
 		return err
 	}
 	return nil
 }
-
-// AppliedIndex is the raft index last recorded by ApplyAt or
-// SetAppliedIndex (ok false: never).
-func (s *Store) AppliedIndex() (index uint64, ok bool) { return s.log.AppliedIndex() }
-
-// SetAppliedIndex records index as the store's applied index (a command
-// at that index that wrote nothing here). It must not go backwards.
-func (s *Store) SetAppliedIndex(index uint64) error { return s.write(nil, index, true) }
 
 // Sync fsyncs the log (the broker's flush interval).
 func (s *Store) Sync() error { return s.log.Sync() }

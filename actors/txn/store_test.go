@@ -126,47 +126,6 @@ func TestStoreFrameFormat(t *testing.T) {
 	}
 }
 
-// ApplyAt records the raft index with the state; it survives reopening
-// and compaction.
-func TestStoreAppliedIndex(t *testing.T) {
-	dir := t.TempDir()
-	s, _, err := openStore(dir, false, nil, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 500 {
-		c, err := newPutCmd(sampleTxn(fmt.Sprintf("id-%d", i%4), int16(i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dec, err := decodePutCmd(c.AppendCommand(nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res := s.ApplyAt(uint64(10+i), dec); res != nil {
-			t.Fatalf("apply %d: %v", i, res)
-		}
-	}
-	if err := s.SetAppliedIndex(9); err == nil {
-		t.Fatal("applied index went backwards")
-	}
-	if s.Size() > 3*4096 {
-		t.Fatalf("never compacted: %d bytes", s.Size())
-	}
-	s.Close()
-	s, got, err := OpenStore(dir, false, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if i, ok := s.AppliedIndex(); !ok || i != 509 {
-		t.Fatalf("applied %d %v", i, ok)
-	}
-	if len(got) != 4 || got["id-3"].ProducerEpoch != 499 {
-		t.Fatalf("%d ids, id-3 %+v", len(got), got["id-3"])
-	}
-}
-
 // A damaged frame with good frames after it is not silently dropped:
 // opening fails, naming the offset.
 func TestStoreMidFileCorruption(t *testing.T) {
