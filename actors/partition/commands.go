@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/regent-broker/regent/actors/replication"
+	"github.com/regent-broker/regent/storage"
 )
 
 // The partition's replicated commands. In raft mode they travel in the
@@ -21,6 +23,7 @@ const (
 	kindMarker        = "partition.marker"
 	kindDeleteRecords = "partition.delete_records"
 	kindRetain        = "partition.retain"
+	kindCompact       = "partition.compact"
 )
 
 // commandVersion opens every encoding, so that a later format can be told
@@ -32,6 +35,7 @@ func init() {
 	replication.RegisterDecoder(kindMarker, decodeMarker)
 	replication.RegisterDecoder(kindDeleteRecords, decodeDeleteRecords)
 	replication.RegisterDecoder(kindRetain, decodeRetain)
+	replication.RegisterDecoder(kindCompact, decodeCompact)
 }
 
 // appendCmd is the replicated form of a produce: offsets and sequence
@@ -66,12 +70,29 @@ type deleteRecordsCmd struct {
 	now    int64 // retain only: the proposer's clock, unix nanoseconds (for the record; apply does not read it)
 }
 
+// compactCmd is the replicated form of a compaction pass: the leader
+// decides, on its log and clock, that the partition is due
+// (min.cleanable.dirty.ratio, min/max.compaction.lag.ms, a tombstone's
+// delete horizon: storage.Log.PlanCompaction) and proposes the pass in
+// offsets, with its clock and delete.retention.ms; every node cleans
+// exactly the batches below end with a key map of [dirtyStart, end) and
+// that clock (storage.Log.CompactRange), so the same records survive at
+// the same offsets on every node whatever its segment boundaries.
+// Followers never decide compaction themselves.
+type compactCmd struct {
+	dirtyStart        int64
+	end               int64
+	now               int64 // the proposer's clock, unix nanoseconds
+	deleteRetentionMs int64 // the proposer's delete.retention.ms
+}
+
 // Encoded sizes after the version byte.
 const (
 	appendHeaderLen = 8                 // now, then the records to the end
 	markerLen       = 8 + 2 + 1 + 4 + 8 // pid, epoch, commit, coordinator epoch, now
 	deleteLen       = 8                 // offset
 	retainLen       = 8 + 8             // offset, now
+	compactLen      = 8 + 8 + 8 + 8     // dirty start, end, now, delete retention
 )
 
 // CommandKind implements replication.Encodable.
@@ -172,6 +193,42 @@ func decodeDeleteRecords(p []byte) (replication.Command, error) {
 		return nil, err
 	}
 	return &deleteRecordsCmd{offset: int64(binary.BigEndian.Uint64(body))}, nil
+}
+
+// CommandKind implements replication.Encodable.
+func (c *compactCmd) CommandKind() string { return kindCompact }
+
+// AppendCommand implements replication.Encodable.
+func (c *compactCmd) AppendCommand(b []byte) []byte {
+	b = slices.Grow(b, 1+compactLen)
+	b = append(b, commandVersion)
+	b = binary.BigEndian.AppendUint64(b, uint64(c.dirtyStart))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.end))
+	b = binary.BigEndian.AppendUint64(b, uint64(c.now))
+	return binary.BigEndian.AppendUint64(b, uint64(c.deleteRetentionMs))
+}
+
+func decodeCompact(p []byte) (replication.Command, error) {
+	body, err := commandBody(p, compactLen, false)
+	if err != nil {
+		return nil, err
+	}
+	c := &compactCmd{
+		dirtyStart:        int64(binary.BigEndian.Uint64(body)),
+		end:               int64(binary.BigEndian.Uint64(body[8:])),
+		now:               int64(binary.BigEndian.Uint64(body[16:])),
+		deleteRetentionMs: int64(binary.BigEndian.Uint64(body[24:])),
+	}
+	if c.dirtyStart < 0 || c.end < c.dirtyStart {
+		return nil, fmt.Errorf("compaction range [%d, %d)", c.dirtyStart, c.end)
+	}
+	return c, nil
+}
+
+// plan is the command as the log applies it.
+func (c *compactCmd) plan() storage.CompactionPlan {
+	return storage.CompactionPlan{DirtyStart: c.dirtyStart, End: c.end,
+		NowMs: time.Unix(0, c.now).UnixMilli(), DeleteRetentionMs: c.deleteRetentionMs}
 }
 
 var errShortCommand = errors.New("command truncated")

@@ -244,10 +244,10 @@ func (p *Partition) SetConfig(c logconfig.Config) {
 
 // Maintain runs log maintenance once (sent by the broker's ticker). With
 // leader (single node: always; cluster: the raft leader) the partition
-// evaluates retention on its log and clock and proposes the new log start
-// (see deleteRecordsCmd), which every node applies; without, it leaves
-// retention to the leader's proposals. Compaction still runs on each node's
-// own clock either way: it is not replicated yet.
+// evaluates retention and compaction on its log and clock and proposes the
+// new log start (see deleteRecordsCmd) and the compaction pass (see
+// compactCmd), which every node applies; without, it leaves both to the
+// leader's proposals. Either way it snapshots producer state.
 func (p *Partition) Maintain(leader bool) { p.root.Send(p.pid, &maintainMsg{leader: leader}) }
 
 // Sync fsyncs the log (the flush interval's tick).
@@ -398,6 +398,10 @@ type partitionActor struct {
 	// cleared by that proposal's done (any goroutine): one at a time, so a
 	// slow commit is not answered by a pile of identical proposals.
 	retaining atomic.Bool
+	// compacting is retaining's twin for compaction passes: a pass is
+	// planned from the log's clean point, which moves only when the last
+	// pass is applied.
+	compacting atomic.Bool
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -565,15 +569,48 @@ func (a *partitionActor) maintain(leader bool) {
 		return
 	}
 	if leader {
-		a.proposeRetention(time.Now())
-	}
-	cfg := a.sl.st.Config()
-	if cfg.CleanupCompact && a.p.log.NeedsCompaction() {
-		if err := a.p.log.Compact(); err != nil {
-			a.logger.Error("compaction failed", "err", err)
-		}
+		now := time.Now()
+		a.proposeRetention(now)
+		a.proposeCompaction(now)
 	}
 	a.snapshot()
+}
+
+// proposeCompaction proposes the compaction pass the log is due for at now,
+// if any (see compactCmd). With Local it is applied inside Propose, on this
+// goroutine; with raft, when committed, on every node.
+func (a *partitionActor) proposeCompaction(now time.Time) {
+	if a.compacting.Load() {
+		return
+	}
+	p, ok := a.p.log.PlanCompaction(now.UnixMilli())
+	if !ok {
+		return
+	}
+	cmd := &compactCmd{dirtyStart: p.DirtyStart, end: p.End, now: now.UnixNano(), deleteRetentionMs: p.DeleteRetentionMs}
+	a.compacting.Store(true)
+	defer func() {
+		// Local applies inside Propose: a panic there must not take the
+		// actor's message loop with it.
+		if r := recover(); r != nil {
+			a.compacting.Store(false)
+			a.logger.Error("compaction proposal panicked", "end", p.End, "panic", r)
+		}
+	}()
+	replication.Propose(a.repl, a.key, cmd, func(r compactResult, err error) {
+		a.compacting.Store(false)
+		if err == nil {
+			err = r.err
+		}
+		switch {
+		case errors.Is(err, replication.ErrNotLeader):
+			a.logger.Debug("compaction proposal refused", "end", p.End, "err", err)
+		case err != nil:
+			a.logger.Warn("compaction proposal failed", "end", p.End, "err", err)
+		default:
+			a.logger.Debug("compaction applied", "dirty_start", p.DirtyStart, "end", p.End)
+		}
+	})
 }
 
 // proposeRetention evaluates retention against now and proposes the log

@@ -159,6 +159,8 @@ func (a *partitionActor) Apply(cmd replication.Command) (res any) {
 				res = MarkerResult{Err: fmt.Errorf("%w: apply marker: %s", kerr.UnknownServerError, msg), Offset: -1}
 			case *deleteRecordsCmd:
 				res = deleteRecordsResult{lowWatermark: -1, err: fmt.Errorf("%w: apply delete records: %s", kerr.UnknownServerError, msg)}
+			case *compactCmd:
+				res = compactResult{err: fmt.Errorf("%w: apply compaction: %s", kerr.UnknownServerError, msg)}
 			default:
 				res = fmt.Errorf("%w: apply %T: %s", kerr.UnknownServerError, cmd, msg)
 			}
@@ -177,10 +179,35 @@ func (a *partitionActor) apply(cmd replication.Command) any {
 		return a.sl.writeMarker(c.pid, c.epoch, c.commit, c.coordinatorEpoch, time.Unix(0, c.now).UnixMilli())
 	case *deleteRecordsCmd:
 		return a.sl.deleteRecords(c.offset)
+	case *compactCmd:
+		return a.compact(c)
 	default:
 		panic(fmt.Sprintf("partition %s: unknown command %T", a.key, cmd))
 	}
 }
+
+// compact applies a compaction pass to the log. The State does not take
+// part: cleaning keeps offsets, the log start, control batches and each
+// producer's last batch, so nothing the machine holds changes.
+//
+// It blocks the actor (produces, fetch answers' wake-ups, commands behind
+// it) for the whole pass: measured 0.2-0.8 s per 100 MB cleaned
+// (storage.TestCompactionPassDuration). Acceptable for now; a pass in the
+// background that the apply only swaps in would be the way out.
+//
+// An error leaves this node holding more records than the others below
+// the pass's end (never fewer: a segment is swapped whole or not at all);
+// it is logged, and the leader's next pass does not repair it.
+func (a *partitionActor) compact(c *compactCmd) compactResult {
+	if err := a.p.log.CompactRange(c.plan()); err != nil {
+		a.logger.Error("compaction failed", "dirty_start", c.dirtyStart, "end", c.end, "err", err)
+		return compactResult{err: fmt.Errorf("%w: compaction [%d, %d): %v", kerr.KafkaStorageError, c.dirtyStart, c.end, err)}
+	}
+	return compactResult{}
+}
+
+// compactResult is the outcome of applying a compactCmd.
+type compactResult struct{ err error }
 
 // deleteRecordsResult is the outcome of applying a deleteRecordsCmd.
 type deleteRecordsResult struct {

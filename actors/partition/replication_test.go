@@ -635,8 +635,10 @@ func TestCommandRoundTrip(t *testing.T) {
 		&markerCmd{pid: -1, epoch: 32767, commit: false, coordinatorEpoch: -5, now: 0},
 		&deleteRecordsCmd{offset: 1<<62 + 5},
 		&deleteRecordsCmd{offset: 0},
+		&compactCmd{dirtyStart: 1 << 33, end: 1<<33 + 9, now: 1_700_000_000_123_456_789, deleteRetentionMs: 86_400_000},
+		&compactCmd{},
 	}
-	kinds := []string{kindAppend, kindAppend, kindMarker, kindMarker, kindDeleteRecords, kindDeleteRecords}
+	kinds := []string{kindAppend, kindAppend, kindMarker, kindMarker, kindDeleteRecords, kindDeleteRecords, kindCompact, kindCompact}
 	for i, cmd := range cmds {
 		kind, payload, err := cluster.EncodeCommand(cmd)
 		if err != nil || kind != kinds[i] {
@@ -674,6 +676,10 @@ func TestCommandRoundTrip(t *testing.T) {
 		{kindMarker, "trailing", append((&markerCmd{}).AppendCommand(nil), 0)},
 		{kindMarker, "commit flag", func() []byte { b := (&markerCmd{}).AppendCommand(nil); b[11] = 2; return b }()},
 		{kindDeleteRecords, "trailing", append((&deleteRecordsCmd{}).AppendCommand(nil), 0)},
+		{kindCompact, "short", (&compactCmd{}).AppendCommand(nil)[:20]},
+		{kindCompact, "trailing", append((&compactCmd{}).AppendCommand(nil), 0)},
+		{kindCompact, "end below start", (&compactCmd{dirtyStart: 5, end: 4}).AppendCommand(nil)},
+		{kindCompact, "negative start", (&compactCmd{dirtyStart: -1, end: 4}).AppendCommand(nil)},
 	}
 	for _, b := range bad {
 		if _, err := cluster.DecodeCommand(b.kind, b.payload); err == nil {
