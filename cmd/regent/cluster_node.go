@@ -3,6 +3,8 @@ package main
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -10,8 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
+	"github.com/regent-broker/regent/actors/users"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/protocol"
 )
@@ -48,8 +53,88 @@ func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []
 	}
 }
 
+// liveState is what a cluster node has open in its state directory, so
+// that a snapshot the leader installs on the running node can be loaded in
+// place (cluster.RaftOptions.OnInstall): closed, restored, reopened. Every
+// object is reopened in place, so the protocol server, the listeners,
+// telemetry and the admin server keep their references.
+type liveState struct {
+	logger *slog.Logger
+	// mu guards the objects: set by run once it has opened them all, read
+	// by install on raft's FSM goroutine.
+	mu struct {
+		sync.Mutex
+		set    bool
+		nodes  *cluster.Nodes
+		reg    *topics.Registry
+		users  *users.Store
+		pids   *protocol.ProducerIDs
+		groups *group.Manager
+		txns   *txn.Coordinator
+		acls   *acls.Store
+	}
+}
+
+// set hands install the node's open state objects.
+func (s *liveState) set(nodes *cluster.Nodes, reg *topics.Registry, us *users.Store, pids *protocol.ProducerIDs, groups *group.Manager, txns *txn.Coordinator, as *acls.Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.nodes, s.mu.reg, s.mu.users, s.mu.pids, s.mu.groups, s.mu.txns, s.mu.acls = nodes, reg, us, pids, groups, txns, as
+	s.mu.set = true
+}
+
+// install implements cluster.RaftOptions.OnInstall. It runs on raft's FSM
+// goroutine while nothing is applied, on a follower (the leader sends
+// snapshots, and raft waits for the restore before acting on anything
+// else), so the group and transaction coordinators are on standby and
+// requests touching partitions are refused before reaching them
+// (NOT_LEADER_OR_FOLLOWER). It closes the objects in the reverse order of
+// run's opening (what depends on another goes first), runs restore, and
+// reopens them in run's order; each re-registers its appliers (the
+// partitions' included). Any error leaves the state not serving the
+// snapshot: the caller then restarts the node.
+func (s *liveState) install(restore func() error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.mu.set {
+		return errors.New("the node is still opening its state")
+	}
+	start := time.Now()
+	s.mu.acls.Close()
+	errs := []error{s.mu.txns.Close(), s.mu.groups.Close(), s.mu.users.Close(), s.mu.reg.Close()}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("close the state for the installed snapshot: %w", err)
+	}
+	closed := time.Since(start)
+	if err := restore(); err != nil {
+		return err
+	}
+	restored := time.Since(start)
+	for _, step := range []struct {
+		what   string
+		reopen func() error
+	}{
+		{"the node directory", s.mu.nodes.Reload},
+		{"topics", s.mu.reg.Reopen},
+		{"SCRAM credentials", s.mu.users.Reopen},
+		{"producer ids", s.mu.pids.Reload},
+		{"groups", s.mu.groups.Reopen},
+		{"transactions", s.mu.txns.Reopen},
+		{"acls", s.mu.acls.Reopen},
+	} {
+		if err := step.reopen(); err != nil {
+			return fmt.Errorf("reopen %s on the installed snapshot: %w", step.what, err)
+		}
+	}
+	s.logger.Info("state reopened on the installed snapshot", "topics", len(s.mu.reg.List()),
+		"closed_in", closed.Round(time.Millisecond), "restored_in", (restored - closed).Round(time.Millisecond),
+		"took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
 // reexec restarts the process in place (same pid, arguments and
-// environment), to load a snapshot the leader installed.
+// environment), to load a snapshot the leader installed: the fallback when
+// it could not be loaded in place (liveState.install failed).
 func reexec() {
 	exe, err := os.Executable()
 	if err != nil {

@@ -114,6 +114,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		stateDir  = cfg.DataDir
 		clusterID string
 		err2      error
+		// live is what a snapshot installed on the running node closes,
+		// restores and reopens in place; set once everything is open.
+		live = &liveState{logger: logger}
 	)
 	if cfg.Clustered() {
 		stateDir = filepath.Join(cfg.DataDir, "state")
@@ -121,7 +124,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		self := cluster.Peer{ID: cfg.NodeID, Kafka: adv, Raft: cfg.RaftListen, Admin: cfg.AdminListen}
 		raftRepl, err2 = cluster.NewRaft(cluster.RaftOptions{
 			Self: self, Dir: filepath.Join(cfg.DataDir, "raft"), StateDir: stateDir,
-			Peers: peers, Join: cfg.Join, Logger: logger, OnRuntimeRestore: reexec,
+			Peers: peers, Join: cfg.Join, Logger: logger,
+			// An installed snapshot loads in place; the node restarts
+			// only if that fails.
+			OnInstall: live.install, OnRuntimeRestore: reexec,
 			Observer:          tel.RaftObserver(),
 			SnapshotThreshold: cfg.RaftSnapshotThreshold,
 			SnapshotInterval:  cfg.RaftSnapshotInterval,
@@ -203,6 +209,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open acls: %w", err)
 	}
 	defer aclStore.Close()
+	if raftRepl != nil {
+		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
+	}
 	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
 	// One memory setting: the edge's request and response budgets and the
 	// fetch budget are shares of it (netio.Budgets).
