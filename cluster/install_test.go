@@ -127,3 +127,32 @@ func TestInstallInPlace(t *testing.T) {
 		t.Fatalf("a failed install moved the state index to %d", f.lastApplied.Load())
 	}
 }
+
+// TestNodesReload: the node directory reloads what a restore wrote, in the
+// same *Nodes; an unreadable file leaves it as it was.
+func TestNodesReload(t *testing.T) {
+	state := t.TempDir()
+	n, err := OpenNodes(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Apply(UpsertNode(Peer{ID: 1, Kafka: "127.0.0.1:1"}))
+	writeFile(t, filepath.Join(state, "meta", "nodes.json"), `[{"id":2,"kafka":"127.0.0.1:2"}]`)
+	writeFile(t, filepath.Join(state, "meta", clusterIDFile), "restored-id")
+	if err := n.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.Get(1); ok {
+		t.Fatal("a node the restored directory does not hold is still known")
+	}
+	if p, ok := n.Get(2); !ok || p.Kafka != "127.0.0.1:2" || n.ClusterID() != "restored-id" {
+		t.Fatalf("after reload: %+v %v, cluster id %q", p, ok, n.ClusterID())
+	}
+	writeFile(t, filepath.Join(state, "meta", "nodes.json"), `not json`)
+	if err := n.Reload(); err == nil {
+		t.Fatal("reload of an unreadable directory succeeded")
+	}
+	if _, ok := n.Get(2); !ok {
+		t.Fatal("a failed reload changed the directory")
+	}
+}
