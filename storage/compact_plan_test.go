@@ -254,3 +254,27 @@ func TestCompactRangeRefusesPlanPastLogEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanCompactionOnGivenClock: the plan's policy (min.compaction.lag.ms
+// here) reads the clock it is given, not the log's own, and the plan
+// carries that clock and delete.retention.ms.
+func TestPlanCompactionOnGivenClock(t *testing.T) {
+	const t0 = int64(1_000_000_000)
+	own := newClock(t0 + 3*3600*1000) // the log's clock: hours ahead
+	l := openLog(t, t.TempDir(), Options{Compact: true, SegmentBytes: 300, RetentionMs: -1,
+		MinCompactionLagMs: 3600 * 1000, DeleteRetentionMs: 777, Now: own.Now})
+	defer l.Close()
+	for i := range 30 {
+		mustAppend(t, l, batch(t, recordbatch.CodecNone, rec{key: fmt.Sprint("k", i%3), value: "v", ts: t0 + int64(i)}))
+	}
+	if !l.NeedsCompaction() {
+		t.Fatal("on its own clock the log is due")
+	}
+	if p, ok := l.PlanCompaction(t0 + 60_000); ok {
+		t.Fatalf("a minute after the records, within the lag: planned %+v", p)
+	}
+	p, ok := l.PlanCompaction(t0 + 2*3600*1000)
+	if !ok || p.NowMs != t0+2*3600*1000 || p.DeleteRetentionMs != 777 || p.End <= 0 {
+		t.Fatalf("past the lag: %+v %v", p, ok)
+	}
+}
