@@ -376,10 +376,11 @@ loop:
 				}
 			}
 		case <-maintain.C:
-			// Retention is decided by the raft leader alone, on its clock,
-			// and reaches every node as a replicated log-start move, so all
-			// nodes keep the same log start offsets (single node: decided
-			// and applied here).
+			// Retention and compaction are decided by the raft leader
+			// alone, on its clock, and reach every node as replicated
+			// commands (a log-start move, a compaction pass in offsets), so
+			// all nodes keep the same log start and the same surviving
+			// offsets (single node: decided and applied here).
 			leader := raftRepl == nil || raftRepl.Ready()
 			reg.ForEachPartition(func(p *partition.Partition) { p.Maintain(leader) })
 		}
