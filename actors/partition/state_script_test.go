@@ -36,7 +36,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -45,6 +44,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/scripttest"
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -73,43 +73,13 @@ func TestStateScripts(t *testing.T) {
 }
 
 func runStateScript(t *testing.T, path string) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &stateScript{t: t, now: 1_000_000, failNext: -1}
 	s.reset(defaultConfig(t), 0)
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	var out []string
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.HasPrefix(line, "> ") || line == ">" {
-			continue // old expectations; replaced below
-		}
-		out = append(out, line)
-		cmd := strings.TrimSpace(line)
-		if cmd == "" || strings.HasPrefix(cmd, "#") {
-			continue
-		}
-		var want []string
-		for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], ">"); j++ {
-			want = append(want, lines[j])
-		}
+	scripttest.Run(t, path, *rewrite, func(cmd string) []string {
 		got := s.run(cmd)
 		s.checkInvariants(cmd)
-		for k := range got {
-			got[k] = "> " + got[k]
-		}
-		out = append(out, got...)
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s:%d: %s\n got:\n%s\nwant:\n%s", path, i+1, cmd, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return got
+	})
 }
 
 func (s *stateScript) reset(cfg logconfig.Config, epoch int32) {
@@ -120,12 +90,7 @@ func (s *stateScript) reset(cfg logconfig.Config, epoch int32) {
 }
 
 func (s *stateScript) run(cmd string) []string {
-	fields := strings.Fields(cmd)
-	args := map[string]string{}
-	for _, f := range fields[1:] {
-		k, v, _ := strings.Cut(f, "=")
-		args[k] = v
-	}
+	name, args := scripttest.Args(cmd)
 	has := func(k string) bool { _, ok := args[k]; return ok }
 	num := func(k string, def int64) int64 {
 		v, ok := args[k]
@@ -138,7 +103,7 @@ func (s *stateScript) run(cmd string) []string {
 		}
 		return n
 	}
-	switch fields[0] {
+	switch name {
 	case "config":
 		cfg := defaultConfig(s.t)
 		cfg.MaxMessageBytes = int32(num("max-message-bytes", int64(cfg.MaxMessageBytes)))

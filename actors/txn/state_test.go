@@ -24,13 +24,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/actors/internal/scripttest"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite testdata expectations")
@@ -64,50 +65,14 @@ func TestScripts(t *testing.T) {
 }
 
 func runScript(t *testing.T, path string) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := &script{t: t, now: 1000, nextPID: 999, cfg: Config{MaxTimeoutMs: 900_000, IDExpirationMs: 604_800_000}}
-	lines := strings.Split(strings.TrimRight(string(raw), "\n"), "\n")
-	var out []string
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
-		if strings.HasPrefix(line, "> ") || line == ">" {
-			continue // old expectations; replaced below
-		}
-		out = append(out, line)
-		cmd := strings.TrimSpace(line)
-		if cmd == "" || strings.HasPrefix(cmd, "#") {
-			continue
-		}
-		var want []string
-		for j := i + 1; j < len(lines) && strings.HasPrefix(lines[j], ">"); j++ {
-			want = append(want, lines[j])
-		}
-		got := s.run(cmd)
-		for k := range got {
-			got[k] = "> " + got[k]
-		}
-		out = append(out, got...)
-		if !*rewrite && strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Errorf("%s:%d: %s\n got:\n%s\nwant:\n%s", path, i+1, cmd, strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
-	if *rewrite {
-		if err := os.WriteFile(path, []byte(strings.Join(out, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	scripttest.Run(t, path, *rewrite, func(cmd string) []string {
+		return s.run(cmd)
+	})
 }
 
 func (s *script) run(cmd string) []string {
-	fields := strings.Fields(cmd)
-	args := map[string]string{}
-	for _, f := range fields[1:] {
-		k, v, _ := strings.Cut(f, "=")
-		args[k] = v
-	}
+	name, args := scripttest.Args(cmd)
 	num := func(k string) int64 {
 		v, ok := args[k]
 		if !ok {
@@ -121,7 +86,7 @@ func (s *script) run(cmd string) []string {
 	}
 	_, tv2 := args["tv2"]
 	var st Step
-	switch fields[0] {
+	switch name {
 	case "init":
 		in := InitInput{ID: "tx", TimeoutMs: int32(num("timeout"))}
 		if _, ok := args["pid"]; ok {
