@@ -130,6 +130,27 @@ func trimToOffset(b []byte, limit int64) ([]byte, int64) {
 	return b[:pos], end
 }
 
+// cutAtOffset drops the batches of b that start at or past limit. Unlike
+// trimToOffset it keeps a trailing partial batch that starts below limit
+// (clients skip one; it is how a fetch's byte limit ends a read).
+func cutAtOffset(b []byte, limit int64) []byte {
+	pos := 0
+	for pos+recordbatch.HeaderSize <= len(b) {
+		h, err := recordbatch.ParseHeader(b[pos:])
+		if err != nil {
+			return b
+		}
+		if h.BaseOffset >= limit {
+			return b[:pos]
+		}
+		if pos+h.TotalSize() > len(b) {
+			return b
+		}
+		pos += h.TotalSize()
+	}
+	return b
+}
+
 // fetchResponseSize over-estimates the encoded size of a fetch response.
 func fetchResponseSize(resp *kmsg.FetchResponse) int {
 	n := 64
@@ -427,6 +448,13 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 				anyErr = true
 				s.log.ErrorContext(ctxOf(tr), "fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
 			case len(b) > 0:
+				// The log may already hold appends the published view
+				// does not cover yet (single node: the log is written
+				// before the produce's answer publishes the new high
+				// watermark). A client told of an offset past the high
+				// watermark would fetch it next and be refused with
+				// OFFSET_OUT_OF_RANGE, which clients take as lost data.
+				b = cutAtOffset(b, hw)
 				if readCommitted {
 					var end int64
 					b, end = trimToOffset(b, limitOffset)
