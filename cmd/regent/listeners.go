@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/regent-broker/regent/actors/users"
@@ -219,21 +216,11 @@ func buildListeners(ctx context.Context, cfg Config, specs []listenerSpec, adver
 // until ctx ends; a file that does not load is logged and the keys in use
 // are kept.
 func reloadJWKSOnSIGHUP(ctx context.Context, logger *slog.Logger, v *sasl.OAuthValidator) {
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	go func() {
-		defer signal.Stop(hup)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-			}
-			if err := v.Reload(); err != nil {
-				logger.Error("SIGHUP: JWKS not reloaded, the keys in use are kept", "err", err)
-				continue
-			}
-			logger.Info("SIGHUP: JWKS reloaded")
+	onSIGHUP(ctx, func() {
+		if err := v.Reload(); err != nil {
+			logger.Error("SIGHUP: JWKS not reloaded, the keys in use are kept", "err", err)
+			return
 		}
-	}()
+		logger.Info("SIGHUP: JWKS reloaded")
+	})
 }

@@ -104,6 +104,24 @@ func reloadOnSIGHUP(ctx context.Context, logger *slog.Logger, stores ...*certs.S
 	if !slices.ContainsFunc(stores, func(s *certs.Store) bool { return s != nil }) {
 		return
 	}
+	onSIGHUP(ctx, func() {
+		for _, st := range stores {
+			if st == nil {
+				continue
+			}
+			if err := st.Reload(); err != nil {
+				logger.Error("SIGHUP: certificates not reloaded, the ones in use are kept", "err", err)
+				continue
+			}
+			logger.Info("SIGHUP: certificates reloaded")
+		}
+	})
+}
+
+// onSIGHUP runs reload at every SIGHUP until ctx ends, on one goroutine.
+// Each caller gets its own notification (signal.Notify delivers to every
+// channel registered for the signal).
+func onSIGHUP(ctx context.Context, reload func()) {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
@@ -114,16 +132,7 @@ func reloadOnSIGHUP(ctx context.Context, logger *slog.Logger, stores ...*certs.S
 				return
 			case <-hup:
 			}
-			for _, s := range stores {
-				if s == nil {
-					continue
-				}
-				if err := s.Reload(); err != nil {
-					logger.Error("SIGHUP: certificates not reloaded, the ones in use are kept", "err", err)
-					continue
-				}
-				logger.Info("SIGHUP: certificates reloaded")
-			}
+			reload()
 		}
 	}()
 }
