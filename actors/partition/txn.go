@@ -55,17 +55,21 @@ type MarkerResult struct {
 // WriteMarker decides a COMMIT or ABORT control batch ending the
 // producer's open transaction on this partition: the Append to write, at
 // NextOffset, whose Appended ends the transaction. With no open
-// transaction it writes nothing and succeeds (a retried marker, or a
-// partition added to a transaction that sent it nothing): the Append is
-// then empty. nowMs is the
+// transaction (and epochs not fenced) it writes nothing and succeeds (a
+// retried marker, or a partition added to a transaction that sent it
+// nothing): the Append is then empty. nowMs is the
 // command's clock (the marker's timestamp).
 func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (MarkerResult, Append) {
 	e := s.producers[pid]
-	if e == nil || e.txnFirstOffset < 0 {
-		return MarkerResult{Offset: -1}, Append{}
-	}
-	if epoch < e.epoch {
+	// A stale producer epoch or coordinator epoch is fenced whether or not
+	// a transaction is open, as Kafka does (WriteTxnMarkers answers them).
+	switch {
+	case e != nil && epoch < e.epoch:
 		return MarkerResult{Err: kerr.InvalidProducerEpoch, Offset: -1}, Append{}
+	case e != nil && coordinatorEpoch < e.coordinatorEpoch:
+		return MarkerResult{Err: kerr.TransactionCoordinatorFenced, Offset: -1}, Append{}
+	case e == nil || e.txnFirstOffset < 0:
+		return MarkerResult{Offset: -1}, Append{}
 	}
 	b, err := buildMarker(pid, epoch, commit, coordinatorEpoch, nowMs)
 	if err != nil {
