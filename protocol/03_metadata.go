@@ -1,6 +1,8 @@
 package protocol
 
-// Metadata: versions 0-13. Topics are looked up by name or (v10+) id; a
+// Metadata: versions 0-13. Topics are looked up by name or (v10+) id; the
+// internal topics __consumer_offsets and __transaction_state are listed
+// with the others, is_internal set (internal_topics.go); a
 // missing topic is created when the request allows it (always before v4)
 // and the broker's auto.create.topics.enable is true. Every partition is led
 // by the cluster's leader (this node when single); the voters are its
@@ -27,7 +29,7 @@ func (s *Server) metadata(r *Request) {
 	allowAuto := req.Version < 4 || req.AllowAutoTopicCreation
 	if allowAuto && topics.AutoCreate(s.topics.Broker()) {
 		for _, t := range req.Topics {
-			if t.Topic != nil && s.topics.Get(*t.Topic) == nil {
+			if t.Topic != nil && s.topics.Get(*t.Topic) == nil && !isInternalTopic(*t.Topic) {
 				s.async(r, func() kmsg.Response { return s.buildMetadata(r, req, true) })
 				return
 			}
@@ -54,6 +56,11 @@ func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create boo
 				resp.Topics = append(resp.Topics, s.topicMetadataFor(r, req, t))
 			}
 		}
+		for _, it := range s.internalTopics() {
+			if s.authorizedQuiet(r, acls.Describe, acls.Topic, it.Name) {
+				resp.Topics = append(resp.Topics, s.internalTopicMetadata(r, req, it))
+			}
+		}
 		return resp
 	}
 	for _, rt := range req.Topics {
@@ -62,6 +69,10 @@ func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create boo
 		case rt.Topic != nil:
 			if !s.authorized(r, acls.Describe, acls.Topic, *rt.Topic) {
 				resp.Topics = append(resp.Topics, deniedTopicMetadata(rt.Topic, rt.TopicID))
+				continue
+			}
+			if it, ok := s.internalTopic(*rt.Topic); ok {
+				resp.Topics = append(resp.Topics, s.internalTopicMetadata(r, req, it))
 				continue
 			}
 			t = s.topics.Get(*rt.Topic)
@@ -85,6 +96,14 @@ func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create boo
 				}
 			}
 		default:
+			if it, ok := s.internalTopicByID(rt.TopicID); ok {
+				if !s.authorized(r, acls.Describe, acls.Topic, it.Name) {
+					resp.Topics = append(resp.Topics, deniedTopicMetadata(nil, rt.TopicID))
+				} else {
+					resp.Topics = append(resp.Topics, s.internalTopicMetadata(r, req, it))
+				}
+				continue
+			}
 			t = s.topics.GetByID(rt.TopicID)
 			if t != nil && !s.authorized(r, acls.Describe, acls.Topic, t.Name) {
 				resp.Topics = append(resp.Topics, deniedTopicMetadata(nil, rt.TopicID))
