@@ -1,6 +1,6 @@
 package protocol
 
-// OffsetCommit: versions 0-9. Commits by members (generation checked) and
+// OffsetCommit: versions 0-10. Commits by members (generation checked) and
 // without membership (generation -1, empty member id: admin clients,
 // Flink's source), which Kafka takes only while the group is empty or does
 // not exist, creating a "simple" group. Partitions of unknown topics get
@@ -8,19 +8,35 @@ package protocol
 // is on disk when answered. v1's per-partition timestamp and v2-v4's
 // retention time are kept as Kafka keeps them (commit time, expiry).
 //
-// Deviation: v10 (topics by id only) is not advertised. franz-go's kadm
-// (v1.17) sends raw OffsetCommits with topic names alone, so at v10 every
-// admin commit would name a zero topic id and fail; v9 serves every client
-// the same offsets.
+// v10 names topics by id only (KIP-848): ids are resolved through the
+// topic registry here, so the group keeps offsets by name as before; an id
+// that names no topic (never existed, or deleted and perhaps recreated
+// under a new id) gets UNKNOWN_TOPIC_ID, and the answer carries the ids.
+// As in Kafka, a v10 request with a zero id (a client that sends names
+// only, such as franz-go's kadm v1.17 CommitOffsets) gets
+// UNKNOWN_TOPIC_ID: the wire carries no name to fall back on. Such
+// clients must stay at v9 or fill the ids from Metadata.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/topics"
 )
 
-func init() { register(8, 0, 9, (*Server).offsetCommit) }
+func init() { register(8, 0, 10, (*Server).offsetCommit) }
+
+// commitTopic resolves a commit's topic: by id from byIDFrom on (OffsetCommit
+// v10, TxnOffsetCommit v6), by name before. unknownID is true when an id
+// names no topic; t is nil then and for an unknown name.
+func (s *Server) commitTopic(version, byIDFrom int16, name string, id [16]byte) (t *topics.Topic, unknownID bool) {
+	if version < byIDFrom {
+		return s.topics.Get(name), false
+	}
+	t = s.topics.GetByID(id)
+	return t, t == nil
+}
 
 func (s *Server) offsetCommit(r *Request) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
@@ -32,34 +48,41 @@ func (s *Server) offsetCommit(r *Request) {
 	var targets []*int16
 	resp.Topics = make([]kmsg.OffsetCommitResponseTopic, len(req.Topics))
 	// Kafka's checks: READ on the group (every partition answers
-	// GROUP_AUTHORIZATION_FAILED), then READ on each topic.
+	// GROUP_AUTHORIZATION_FAILED), then the topic id's resolution (v10),
+	// READ on each topic, and the partition's existence.
 	groupOK := s.authorized(r, acls.Read, acls.Group, req.Group)
 	for i, rt := range req.Topics {
 		out := &resp.Topics[i]
 		*out = kmsg.NewOffsetCommitResponseTopic()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
-		t := s.topics.Get(rt.Topic)
+		t, unknownID := s.commitTopic(req.Version, 10, rt.Topic, rt.TopicID)
+		name := rt.Topic
+		if t != nil {
+			name = t.Name
+		}
 		out.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
 		var ft *kmsg.OffsetCommitRequestTopic
-		topicOK := groupOK && s.authorized(r, acls.Read, acls.Topic, rt.Topic)
+		topicOK := groupOK && !unknownID && s.authorized(r, acls.Read, acls.Topic, name)
 		for j, rp := range rt.Partitions {
 			op := &out.Partitions[j]
 			*op = kmsg.NewOffsetCommitResponseTopicPartition()
 			op.Partition = rp.Partition
-			if !groupOK {
+			switch {
+			case !groupOK:
 				op.ErrorCode = kerr.GroupAuthorizationFailed.Code
 				continue
-			}
-			if !topicOK {
+			case unknownID:
+				op.ErrorCode = kerr.UnknownTopicID.Code
+				continue
+			case !topicOK:
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
-			}
-			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
 			if ft == nil {
-				fwd.Topics = append(fwd.Topics, kmsg.OffsetCommitRequestTopic{Topic: t.Name})
+				fwd.Topics = append(fwd.Topics, kmsg.OffsetCommitRequestTopic{Topic: t.Name, TopicID: t.ID})
 				ft = &fwd.Topics[len(fwd.Topics)-1]
 			}
 			ft.Partitions = append(ft.Partitions, rp)

@@ -1,12 +1,18 @@
 package protocol
 
-// TxnOffsetCommit: versions 0-5. The transaction coordinator checks the
+// TxnOffsetCommit: versions 0-6. The transaction coordinator checks the
 // producer (id, epoch) and that the group was added with AddOffsetsToTxn
 // (v5, KIP-890 part 2: the group is added here instead); the group
 // coordinator then holds the offsets pending until the transaction ends
 // (checking generation and member, v3+). Partitions of unknown topics get
 // UNKNOWN_TOPIC_OR_PARTITION here. A fenced producer gets
 // INVALID_PRODUCER_EPOCH (this API never took PRODUCER_FENCED).
+//
+// v6 (KIP-1319) names topics by id only, resolved here as OffsetCommit v10
+// does (UNKNOWN_TOPIC_ID for an id that names no topic, ids in the answer);
+// the group answers GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where older
+// versions got ILLEGAL_GENERATION. Kafka 4.3's Java producer stops at v5;
+// franz-go sends v6 when every topic has an id.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,7 +21,7 @@ import (
 	"github.com/regent-broker/regent/actors/acls"
 )
 
-func init() { register(28, 0, 5, (*Server).txnOffsetCommit) }
+func init() { register(28, 0, 6, (*Server).txnOffsetCommit) }
 
 func (s *Server) txnOffsetCommit(r *Request) {
 	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
@@ -43,10 +49,14 @@ func (s *Server) txnOffsetCommit(r *Request) {
 		out := &resp.Topics[i]
 		*out = kmsg.NewTxnOffsetCommitResponseTopic()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
-		t := s.topics.Get(rt.Topic)
+		t, unknownID := s.commitTopic(req.Version, 6, rt.Topic, rt.TopicID)
+		name := rt.Topic
+		if t != nil {
+			name = t.Name
+		}
 		out.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
 		var ft *kmsg.TxnOffsetCommitRequestTopic
-		topicOK := refuse != 0 || s.authorized(r, acls.Read, acls.Topic, rt.Topic)
+		topicOK := refuse != 0 || unknownID || s.authorized(r, acls.Read, acls.Topic, name)
 		for j, rp := range rt.Partitions {
 			op := &out.Partitions[j]
 			*op = kmsg.NewTxnOffsetCommitResponseTopicPartition()
@@ -54,6 +64,9 @@ func (s *Server) txnOffsetCommit(r *Request) {
 			switch {
 			case refuse != 0:
 				op.ErrorCode = refuse
+				continue
+			case unknownID:
+				op.ErrorCode = kerr.UnknownTopicID.Code
 				continue
 			case !topicOK:
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
@@ -63,7 +76,7 @@ func (s *Server) txnOffsetCommit(r *Request) {
 				continue
 			}
 			if ft == nil {
-				fwd.Topics = append(fwd.Topics, kmsg.TxnOffsetCommitRequestTopic{Topic: rt.Topic, TopicID: rt.TopicID})
+				fwd.Topics = append(fwd.Topics, kmsg.TxnOffsetCommitRequestTopic{Topic: t.Name, TopicID: t.ID})
 				ft = &fwd.Topics[len(fwd.Topics)-1]
 			}
 			ft.Partitions = append(ft.Partitions, rp)

@@ -17,11 +17,17 @@ import (
 )
 
 // validateTxnCommit is validateOffsetCommit for transactional commits:
-// without member information they are taken in any state.
+// without member information they are taken in any state. From v6
+// (KIP-1319) a missing group and a consumer-protocol member's old epoch
+// are told apart (GROUP_ID_NOT_FOUND, STALE_MEMBER_EPOCH); older versions
+// get ILLEGAL_GENERATION for both, as Kafka answers them.
 func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitRequest) *kerr.Error {
 	anonymous := req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil
 	if !g.live {
 		if !anonymous && req.Generation >= 0 {
+			if req.Version >= 6 {
+				return kerr.GroupIDNotFound
+			}
 			return kerr.IllegalGeneration
 		}
 		g.create(now)
@@ -36,6 +42,9 @@ func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitReques
 			return kerr.UnknownMemberID
 		}
 		if req.Generation != m.epoch {
+			if req.Version >= 6 {
+				return kerr.StaleMemberEpoch
+			}
 			return kerr.IllegalGeneration
 		}
 		return nil
