@@ -1,6 +1,9 @@
 package protocol
 
-// DescribeLogDirs: versions 0-4. One log dir: the data directory.
+// DescribeLogDirs: versions 0-5. One log dir: the data directory, with
+// its volume's total and usable bytes (v4+). v5 (KIP-1066) reports whether
+// the dir is cordoned against new partitions; Regent has one dir and no
+// cordoning, so it never is.
 
 import (
 	"path/filepath"
@@ -13,7 +16,7 @@ import (
 	"github.com/regent-broker/regent/actors/topics"
 )
 
-func init() { register(35, 0, 4, (*Server).describeLogDirs) }
+func init() { register(35, 0, 5, (*Server).describeLogDirs) }
 
 func (s *Server) describeLogDirs(r *Request) {
 	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
