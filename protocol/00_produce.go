@@ -13,6 +13,8 @@ package protocol
 // counts, offsets or compressed contents that contradict the header, and
 // for compressed records inflating past 32 x max.message.bytes, within
 // 16-256 MiB (Kafka has no such bound; it stops decompression bombs).
+// The internal topics answer INVALID_TOPIC_EXCEPTION, as Kafka answers
+// clients (internal_topics.go).
 //
 // ACLs: a transactional produce needs WRITE on its transactional id (else
 // every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each
@@ -76,13 +78,17 @@ func (s *Server) produce(r *Request) {
 		if req.Version >= 13 {
 			t = s.topics.GetByID(rt.TopicID)
 		}
+		internal := s.internalProduceTarget(req.Version, rt)
 		writable := true
 		if s.authz != nil {
 			name := rt.Topic
 			if req.Version >= 13 && t != nil {
 				name = t.Name
 			}
-			writable = (req.Version >= 13 && t == nil) || s.authorized(r, acls.Write, acls.Topic, name)
+			if internal != "" {
+				name = internal
+			}
+			writable = (req.Version >= 13 && t == nil && internal == "") || s.authorized(r, acls.Write, acls.Topic, name)
 		}
 		for j, rp := range rt.Partitions {
 			po := &out.Partitions[j]
@@ -91,6 +97,12 @@ func (s *Server) produce(r *Request) {
 			po.BaseOffset, po.LogAppendTime, po.LogStartOffset = -1, -1, -1
 			if !writable {
 				po.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
+			if internal != "" {
+				// Kafka's answer to a client appending to an internal topic.
+				po.ErrorCode = kerr.InvalidTopicException.Code
+				po.ErrorMessage = kmsg.StringPtr("Cannot append to internal topic " + internal)
 				continue
 			}
 			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {

@@ -161,3 +161,18 @@ func (s *Server) internalTopicMetadata(r *Request, req *kmsg.MetadataRequest, it
 	}
 	return mt
 }
+
+// internalProduceTarget names the internal topic a produce request's topic
+// is (by name, or by id from v13), or "" for any other topic.
+func (s *Server) internalProduceTarget(version int16, rt kmsg.ProduceRequestTopic) string {
+	if version >= 13 {
+		if it, ok := s.internalTopicByID(rt.TopicID); ok {
+			return it.Name
+		}
+		return ""
+	}
+	if isInternalTopic(rt.Topic) {
+		return rt.Topic
+	}
+	return ""
+}
