@@ -41,11 +41,13 @@ import (
 //     FirstTimestamp with attribute bit 6, record deltas rebased so record
 //     timestamps are unchanged); a later pass past the horizon drops it.
 //   - Offsets never change: rewritten batches keep base offset and
-//     lastOffsetDelta. Control and transactional batches are copied verbatim
-//     and do not feed the map (aborted data must never supersede committed
-//     data; keeping extra records is safe, losing them is not). A batch left
-//     empty is dropped unless it may be its producer's last batch, which
-//     Kafka keeps so idempotent producer state survives.
+//     lastOffsetDelta. Transactional data and markers are cleaned as
+//     compact_txn.go says, given the partition's transactions
+//     (Transactions); without them (Compact) they are copied verbatim and
+//     do not feed the map (aborted data must never supersede committed
+//     data; keeping extra records is safe, losing them is not). A batch
+//     left empty is dropped unless it may be its producer's last (data)
+//     batch, which Kafka keeps so idempotent producer state survives.
 //   - Each rewritten segment is written as *.cleaned, committed by renaming
 //     the log to *.log.swap, then swapped in by rename; Open finishes or
 //     discards interrupted swaps. Empty results delete the segment (except
@@ -75,12 +77,14 @@ func (o *offsetMap) hash(key []byte) keyHash {
 }
 
 // cleanable returns the index one past the last cleanable segment and the
-// index of the first dirty one (caller holds mu or is the owner).
-func (l *Log) cleanable(opts Options, nowMs int64) (end, firstDirty int) {
+// index of the first dirty one (caller holds mu or is the owner). A
+// segment holding offsets at or above stable (the last stable offset) is
+// not cleanable: its transactions may still abort.
+func (l *Log) cleanable(opts Options, nowMs, stable int64) (end, firstDirty int) {
 	segs := l.mu.segs
 	end = len(segs) - 1
 	for k := 0; k < end; k++ {
-		if segs[k].maxTS > nowMs-opts.MinCompactionLagMs {
+		if segs[k].maxTS > nowMs-opts.MinCompactionLagMs || segs[k+1].base > stable {
 			end = k
 			break
 		}
@@ -100,7 +104,7 @@ func (l *Log) cleanable(opts Options, nowMs int64) (end, firstDirty int) {
 func (l *Log) DirtyRatio() float64 {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	end, d := l.cleanable(l.mu.opts, l.mu.opts.Now().UnixMilli())
+	end, d := l.cleanable(l.mu.opts, l.mu.opts.Now().UnixMilli(), l.mu.next)
 	var dirty, total int64
 	for k, s := range l.mu.segs[:end] {
 		total += s.size
@@ -126,13 +130,13 @@ func (l *Log) NeedsCompaction() bool {
 	if !opts.Compact || l.mu.closed {
 		return false
 	}
-	return l.due(opts, opts.Now().UnixMilli())
+	return l.due(opts, opts.Now().UnixMilli(), l.mu.next)
 }
 
-// due is NeedsCompaction's policy at nowMs (caller holds mu or is the
-// owner).
-func (l *Log) due(opts Options, nowMs int64) bool {
-	end, d := l.cleanable(opts, nowMs)
+// due is NeedsCompaction's policy at nowMs, with nothing cleaned at or
+// above stable (caller holds mu or is the owner).
+func (l *Log) due(opts Options, nowMs, stable int64) bool {
+	end, d := l.cleanable(opts, nowMs, stable)
 	if end > 0 && l.mu.nextHorizon <= nowMs {
 		return true
 	}
@@ -174,26 +178,28 @@ type CompactionPlan struct {
 }
 
 // PlanCompaction returns the pass that is due at nowMs (NeedsCompaction's
-// policy, on nowMs rather than the log's clock), and false when none is or
-// the log is not compacted. It changes nothing. Safe to call from any
+// policy, on nowMs rather than the log's clock) over the segments wholly
+// below lastStable (the partition's last stable offset: Kafka's cleaner
+// never passes the first unstable offset), and false when none is or the
+// log is not compacted. It changes nothing. Safe to call from any
 // goroutine; the plan is meant for the owner's CompactRange, here or, sent
 // through a replicated log, on every node.
-func (l *Log) PlanCompaction(nowMs int64) (CompactionPlan, bool) {
+func (l *Log) PlanCompaction(nowMs, lastStable int64) (CompactionPlan, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	opts := l.mu.opts
-	if !opts.Compact || l.mu.closed || !l.due(opts, nowMs) {
+	if !opts.Compact || l.mu.closed || !l.due(opts, nowMs, lastStable) {
 		return CompactionPlan{}, false
 	}
-	return l.plan(opts, nowMs)
+	return l.plan(opts, nowMs, lastStable)
 }
 
 // plan is the pass over everything cleanable at nowMs, without the policy
 // (caller holds mu or is the owner). With nothing dirty it is still worth
 // a pass when a tombstone's delete horizon has passed (as Kafka's cleaner
 // manager does).
-func (l *Log) plan(opts Options, nowMs int64) (CompactionPlan, bool) {
-	end, d := l.cleanable(opts, nowMs)
+func (l *Log) plan(opts Options, nowMs, stable int64) (CompactionPlan, bool) {
+	end, d := l.cleanable(opts, nowMs, stable)
 	if end == 0 || (d >= end && l.mu.nextHorizon > nowMs) {
 		return CompactionPlan{}, false
 	}
@@ -209,19 +215,23 @@ func (l *Log) plan(opts Options, nowMs int64) (CompactionPlan, bool) {
 // cleaner holds one pass's state.
 type cleaner struct {
 	m         *offsetMap
-	producers map[int64]int64 // producer ID -> base offset of its last mapped batch
+	producers map[int64]producerBatch // last batches in [start, end)
+	txn       *txnCleaner             // nil: transactions unknown
 	// from and end bound the pass in offsets (CompactionPlan); mapping
-	// lowers end to the first batch it could not map.
-	from, end int64
-	mapped    bool // a batch has been mapped
-	nowMs     int64
-	horizonMs int64
+	// lowers end to the first batch it could not map. start is the log
+	// start offset.
+	start, from, end int64
+	mapped           bool // a batch has been mapped
+	nowMs            int64
+	horizonMs        int64
 	// minHorizon is the earliest delete horizon among kept tombstone batches.
 	minHorizon int64
 }
 
 // Compact runs one compaction pass on the log's own clock (owner): what
-// PlanCompaction would plan, without its policy, applied at once. A no-op
+// PlanCompaction would plan, without its policy, applied at once, knowing
+// nothing of transactions (their batches are kept verbatim; logs without
+// transactional writers, such as the broker's own record logs). A no-op
 // unless Options.Compact. A replicated partition does not call it: its
 // leader proposes PlanCompaction's plan and every node applies it.
 func (l *Log) Compact() error {
@@ -232,11 +242,11 @@ func (l *Log) Compact() error {
 	if !opts.Compact {
 		return nil
 	}
-	p, ok := l.plan(opts, opts.Now().UnixMilli())
+	p, ok := l.plan(opts, opts.Now().UnixMilli(), l.NextOffset())
 	if !ok {
 		return nil
 	}
-	return l.CompactRange(p)
+	return l.CompactRange(p, nil)
 }
 
 // CompactRange applies a compaction pass (owner). It cleans exactly the
@@ -244,7 +254,11 @@ func (l *Log) Compact() error {
 // [p.DirtyStart, p.End) (cut short at a batch boundary when the map is
 // full) and p's clock, and nothing else; the log's options other than the
 // index interval are not read, so a log whose topic config changed at
-// another moment than the proposer's still cleans alike.
+// another moment than the proposer's still cleans alike. txns is the
+// partition's transactions as of this point in its command sequence (nil:
+// unknown, transactional batches and markers are kept verbatim); its
+// LastStable caps the pass's end (a plan from PlanCompaction never passes
+// it).
 //
 // Deterministic: logs holding the same records below p.End end with the
 // same records, batch bytes and offsets there, whatever their segment
@@ -255,7 +269,7 @@ func (l *Log) Compact() error {
 // segments below End). On error some segments may be cleaned and others
 // not: the log stays readable and correct (it keeps more records, never
 // fewer), and firstDirty does not move.
-func (l *Log) CompactRange(p CompactionPlan) error {
+func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) error {
 	if l.isClosed() {
 		return ErrClosed
 	}
@@ -277,8 +291,15 @@ func (l *Log) CompactRange(p CompactionPlan) error {
 	if n == 0 {
 		return nil
 	}
-	c := &cleaner{m: newOffsetMap(), producers: map[int64]int64{}, from: p.DirtyStart, end: p.End,
+	c := &cleaner{m: newOffsetMap(), producers: map[int64]producerBatch{}, txn: newTxnCleaner(txns),
+		start: l.StartOffset(), from: p.DirtyStart, end: p.End,
 		nowMs: p.NowMs, horizonMs: p.NowMs + p.DeleteRetentionMs, minHorizon: math.MaxInt64}
+	if txns != nil {
+		c.end = min(c.end, txns.LastStable)
+	}
+	if err := c.scanProducers(segs[:n], c.start); err != nil {
+		return fmt.Errorf("compaction: producers' last batches: %w", err)
+	}
 	for k := 0; k < n; k++ {
 		if segs[k+1].base <= c.from {
 			continue // wholly below the dirty part
@@ -339,11 +360,11 @@ func (c *cleaner) mapSegment(s *segment) (done bool, err error) {
 			continue
 		}
 		c.mapped = true
-		if h.ProducerID >= 0 {
-			c.producers[h.ProducerID] = h.BaseOffset
-		}
-		if h.IsControl() || h.IsTransactional() {
+		if h.IsControl() {
 			continue
+		}
+		if h.IsTransactional() && (c.txn == nil || h.LastOffset() < c.start || c.txn.isAborted(h.ProducerID, h.BaseOffset)) {
+			continue // aborted records never supersede others
 		}
 		err = recordbatch.Each(b, compactMapIter, func(_ int32, r *recordbatch.Record) error {
 			if off := h.BaseOffset + int64(r.OffsetDelta); off >= c.from && !r.KeyNull {
@@ -373,13 +394,36 @@ var (
 )
 
 // filter decides a batch's fate: verbatim (nil, true), dropped (nil,
-// false), or rewritten (bytes, true).
+// false), or rewritten (bytes, true). Batches reach it in offset order.
 func (c *cleaner) filter(b []byte, h recordbatch.Header) ([]byte, bool, error) {
-	if h.IsControl() || h.IsTransactional() || h.LastOffset() >= c.end {
+	if h.LastOffset() >= c.end {
 		return nil, true, nil
 	}
+	if h.IsControl() || h.IsTransactional() {
+		if c.txn == nil || h.LastOffset() < c.start {
+			return nil, true, nil
+		}
+		if h.IsControl() {
+			return c.filterMarker(b, h)
+		}
+	}
+	aborted := h.IsTransactional() && c.txn.isAborted(h.ProducerID, h.BaseOffset)
+	out, keep, err := c.filterRecords(b, h, aborted)
+	if err == nil && keep && h.IsTransactional() {
+		c.txn.live[h.ProducerID] = true // its marker stays
+	}
+	return out, keep, err
+}
+
+// filterRecords is filter for a data batch: records superseded by a later
+// one of their key, tombstones past their horizon and, when aborted, all
+// of them go.
+func (c *cleaner) filterRecords(b []byte, h recordbatch.Header, aborted bool) ([]byte, bool, error) {
 	horizonPassed := h.HasDeleteHorizon() && c.nowMs >= h.FirstTimestamp
 	keeps := func(r *recordbatch.Record) bool {
+		if aborted {
+			return false
+		}
 		off := h.BaseOffset + int64(r.OffsetDelta)
 		if !r.KeyNull {
 			if latest, ok := c.m.m[c.m.hash(r.Key)]; ok && latest > off {
@@ -407,36 +451,28 @@ func (c *cleaner) filter(b []byte, h recordbatch.Header) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	needHorizon := tombstones && !h.HasDeleteHorizon()
-	if tombstones {
-		if needHorizon {
-			c.minHorizon = min(c.minHorizon, c.horizonMs)
-		} else {
-			c.minHorizon = min(c.minHorizon, h.FirstTimestamp)
-		}
+	if tombstones && !needHorizon {
+		c.minHorizon = min(c.minHorizon, h.FirstTimestamp)
+	}
+	if kept == 0 && !c.mayBeLast(h) {
+		// Emptied now or by an earlier pass that kept it as its producer's
+		// last batch, which it no longer is.
+		return nil, false, nil
 	}
 	if kept == total && !needHorizon {
 		return nil, true, nil
 	}
-	if kept == 0 {
-		last, seen := c.producers[h.ProducerID]
-		if h.ProducerID < 0 || (seen && last > h.BaseOffset) {
-			return nil, false, nil
-		}
-		// Possibly this producer's last batch: keep it, emptied.
-	}
+	// Possibly this producer's last batch when kept is 0: kept, emptied.
 	recs, err := c.keptRecords(b, kept, keeps)
 	if err != nil {
 		return nil, false, err
 	}
-	nh := h
+	var out []byte
 	if needHorizon {
-		for i := range recs {
-			recs[i].TimestampDelta = h.FirstTimestamp + recs[i].TimestampDelta - c.horizonMs
-		}
-		nh.FirstTimestamp = c.horizonMs
-		nh.Attributes |= recordbatch.AttrDeleteHorizon
+		out, err = c.stampHorizon(h, recs)
+	} else {
+		out, err = recordbatch.Build(h, recs)
 	}
-	out, err := recordbatch.Build(nh, recs)
 	if err != nil {
 		return nil, false, err
 	}

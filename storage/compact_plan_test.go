@@ -130,7 +130,7 @@ func TestCompactRangeSameOnDifferentLayouts(t *testing.T) {
 
 	// The first leader plans on its clock; the end is its active base.
 	const now = 1_000_000
-	p, ok := logs[0].PlanCompaction(now)
+	p, ok := logs[0].PlanCompaction(now, logs[0].NextOffset())
 	if !ok || p.End <= 0 || p.DirtyStart != 0 || p.NowMs != now || p.DeleteRetentionMs != 1000 {
 		t.Fatalf("plan %+v %v", p, ok)
 	}
@@ -140,7 +140,7 @@ func TestCompactRangeSameOnDifferentLayouts(t *testing.T) {
 	before := logBatches(t, logs[0])
 	sizeBefore := logs[0].Size()
 	for _, l := range logs {
-		if err := l.CompactRange(p); err != nil {
+		if err := l.CompactRange(p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,12 +160,12 @@ func TestCompactRangeSameOnDifferentLayouts(t *testing.T) {
 	// More records; the next leader (another layout) plans past the
 	// tombstones' delete horizon.
 	appendSame(t, planTestBatches(t, 1, 120), logs...)
-	p2, ok := logs[1].PlanCompaction(now + 5000)
+	p2, ok := logs[1].PlanCompaction(now+5000, logs[1].NextOffset())
 	if !ok || p2.DirtyStart != p.End || p2.End <= p.End {
 		t.Fatalf("second plan %+v %v after first %+v", p2, ok, p)
 	}
 	for _, l := range logs {
-		if err := l.CompactRange(p2); err != nil {
+		if err := l.CompactRange(p2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -213,12 +213,12 @@ func TestCompactRangeMapBoundSameOnEveryLayout(t *testing.T) {
 		bs = append(bs, batch(t, recordbatch.CodecNone, rec{key: fmt.Sprint("k", i%40), value: fmt.Sprint("v", i), ts: int64(1000 + i)}))
 	}
 	appendSame(t, bs, a, b)
-	p, ok := a.PlanCompaction(1_000_000)
+	p, ok := a.PlanCompaction(1_000_000, a.NextOffset())
 	if !ok {
 		t.Fatal("no plan")
 	}
 	for _, l := range []*Log{a, b} {
-		if err := l.CompactRange(p); err != nil {
+		if err := l.CompactRange(p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,7 +234,7 @@ func TestCompactRangeMapBoundSameOnEveryLayout(t *testing.T) {
 		q := p
 		q.DirtyStart = a.mu.firstDirty
 		for _, l := range []*Log{a, b} {
-			if err := l.CompactRange(q); err != nil {
+			if err := l.CompactRange(q, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -249,7 +249,7 @@ func TestCompactRangeRefusesPlanPastLogEnd(t *testing.T) {
 	defer l.Close()
 	appendSame(t, planTestBatches(t, 0, 5), l)
 	for _, p := range []CompactionPlan{{End: l.NextOffset() + 1}, {DirtyStart: 3, End: 2}, {End: -1}} {
-		if err := l.CompactRange(p); err == nil {
+		if err := l.CompactRange(p, nil); err == nil {
 			t.Fatalf("plan %+v applied", p)
 		}
 	}
@@ -270,10 +270,10 @@ func TestPlanCompactionOnGivenClock(t *testing.T) {
 	if !l.NeedsCompaction() {
 		t.Fatal("on its own clock the log is due")
 	}
-	if p, ok := l.PlanCompaction(t0 + 60_000); ok {
+	if p, ok := l.PlanCompaction(t0+60_000, l.NextOffset()); ok {
 		t.Fatalf("a minute after the records, within the lag: planned %+v", p)
 	}
-	p, ok := l.PlanCompaction(t0 + 2*3600*1000)
+	p, ok := l.PlanCompaction(t0+2*3600*1000, l.NextOffset())
 	if !ok || p.NowMs != t0+2*3600*1000 || p.DeleteRetentionMs != 777 || p.End <= 0 {
 		t.Fatalf("past the lag: %+v %v", p, ok)
 	}

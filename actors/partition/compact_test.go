@@ -92,7 +92,7 @@ func TestCompactionIsProposedNotApplied(t *testing.T) {
 	a := compactActor(t, 700, repl)
 	produceKeyed(t, 0, 150, a)
 	before, size := batchesOf(t, a.p.log), a.p.log.Size()
-	want, ok := a.p.log.PlanCompaction(time.Now().UnixMilli())
+	want, ok := a.planCompaction(time.Now().UnixMilli())
 	if !ok || want.End <= 0 {
 		t.Fatalf("test log is not due for compaction: %+v %v", want, ok)
 	}

@@ -583,7 +583,7 @@ func (a *partitionActor) proposeCompaction(now time.Time) {
 	if a.compacting.Load() {
 		return
 	}
-	p, ok := a.p.log.PlanCompaction(now.UnixMilli())
+	p, ok := a.planCompaction(now.UnixMilli())
 	if !ok {
 		return
 	}

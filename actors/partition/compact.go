@@ -1,0 +1,23 @@
+package partition
+
+import "github.com/regent-broker/regent/storage"
+
+// planCompaction is the pass the log is due for at nowMs, over committed
+// and aborted transactions only (below the last stable offset, as Kafka's
+// cleaner stops at the first unstable offset). Owner: the actor.
+func (a *partitionActor) planCompaction(nowMs int64) (storage.CompactionPlan, bool) {
+	return a.p.log.PlanCompaction(nowMs, a.sl.st.LastStable())
+}
+
+// compactTxns is what a pass ending at end must know of the partition's
+// transactions, from its state at this point of the command sequence: the
+// same on every node that applied the same commands. Owner: the actor.
+func (a *partitionActor) compactTxns(end int64) *storage.Transactions {
+	v := a.sl.st.View()
+	aborted := v.AbortedIn(a.sl.st.StartOffset(), min(end, v.LastStable))
+	t := &storage.Transactions{LastStable: v.LastStable, Aborted: make([]storage.AbortedRange, len(aborted))}
+	for i, x := range aborted {
+		t.Aborted[i] = storage.AbortedRange{ProducerID: x.ProducerID, FirstOffset: x.FirstOffset, LastOffset: x.LastOffset}
+	}
+	return t
+}
