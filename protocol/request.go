@@ -30,6 +30,10 @@ type Request struct {
 	// rawSASL marks a raw SASL token (SaslHandshake v0's framing) served
 	// as a SaslAuthenticate: answered with a raw token, not a response.
 	rawSASL bool
+	// local marks a request served on this node whatever it is: one a
+	// follower forwarded here, or one whose forward found this node
+	// leading. Set before it is served (forward.go).
+	local bool
 }
 
 // ConnInfo is what handlers may know of the connection a request came on.

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
@@ -56,6 +57,12 @@ type Server struct {
 	// allowed); denials hears of its refusals. Set before serving.
 	authz   *acls.Authorizer
 	denials DenialObserver
+	// features holds the finalized feature levels (nil: none advertised,
+	// UpdateFeatures refused); set before serving.
+	features *features.Store
+	// forwarder carries a follower's metadata changes to the leader (nil:
+	// none, single node); set before serving.
+	forwarder Forwarder
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional

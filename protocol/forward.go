@@ -1,0 +1,253 @@
+package protocol
+
+// Forwarding (Kafka's KIP-590, Regent's way): in a cluster only the raft
+// leader can propose changes to replicated metadata, yet Kafka's clients
+// send admin requests to any broker and expect an answer, not
+// NOT_CONTROLLER. A follower hands such a request, with the principal and
+// client address of its connection, to a Forwarder (cmd/regent carries it
+// to the leader's admin endpoint, over the cluster's mutual TLS when that
+// is configured); the leader serves it as its own handler would, with the
+// authorizer checking the original principal, and the follower answers the
+// client with the leader's response.
+//
+// While no leader is known, or the leader is not serving yet, the follower
+// retries until the request's deadline (its timeout_ms, at most
+// maxForwardWait), then answers REQUEST_TIMED_OUT, as Kafka's brokers do
+// when their controller stays unreachable. A forward lost after it was
+// sent also answers REQUEST_TIMED_OUT: the change may or may not be
+// applied.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ForwardedRequest is a request a follower sends its leader to serve.
+type ForwardedRequest struct {
+	Key      int16  `json:"key"`
+	Version  int16  `json:"version"`
+	ClientID string `json:"client_id,omitempty"`
+	// Principal is the client connection's principal ("User:NAME"), which
+	// the leader's authorizer checks; ClientAddr its remote host:port, for
+	// host ACLs.
+	Principal  string `json:"principal"`
+	ClientAddr string `json:"client_addr"`
+	// Body is the request body at Version, without its header.
+	Body []byte `json:"body"`
+}
+
+// Forwarder carries fr to node leader and returns the response body the
+// leader encoded (at fr.Version, without its header). An error wrapping
+// ErrForwardRetry means the leader did not act on it (it could not be
+// reached, or it was not serving): the caller may send it again. An error
+// wrapping ErrForwardRefused means the leader refused it without acting.
+// Any other error leaves the outcome unknown. It must honour ctx.
+type Forwarder func(ctx context.Context, leader int32, fr ForwardedRequest) ([]byte, error)
+
+var (
+	// ErrForwardRetry: the forward reached no serving leader; nothing was done.
+	ErrForwardRetry = errors.New("forwarded request not served by a leader")
+	// ErrForwardRefused: the leader refused the forward without acting.
+	ErrForwardRefused = errors.New("forwarded request refused")
+	// ErrNotServing is ServeForwarded's answer on a node that is not the
+	// serving leader (transports map it to ErrForwardRetry).
+	ErrNotServing = errors.New("this node is not the serving cluster leader")
+)
+
+// errServeHere ends a forward: this node became the serving leader.
+var errServeHere = errors.New("this node leads: serve locally")
+
+const (
+	// maxForwardWait bounds a forward: clients wait 30 s for an answer by
+	// default (request.timeout.ms), so a longer wait only makes them send
+	// the request again while the first may still be applied.
+	maxForwardWait = 30 * time.Second
+	// forwardBackoffMin and forwardBackoffMax pace the retries while no
+	// leader serves (an election takes about a second).
+	forwardBackoffMin = 25 * time.Millisecond
+	forwardBackoffMax = 250 * time.Millisecond
+)
+
+// forwardedKeys are the requests that change replicated metadata: a
+// follower forwards them, and a leader serves only these for others.
+var forwardedKeys = map[int16]bool{
+	19: true, // CreateTopics
+	20: true, // DeleteTopics
+	21: true, // DeleteRecords
+	30: true, // CreateAcls
+	31: true, // DeleteAcls
+	33: true, // AlterConfigs
+	37: true, // CreatePartitions
+	44: true, // IncrementalAlterConfigs
+	51: true, // AlterUserScramCredentials
+}
+
+// SetForwarder installs how a follower reaches the leader (nil: requests
+// are served where they arrive, followers answering NOT_CONTROLLER). Call
+// before serving.
+func (s *Server) SetForwarder(f Forwarder) { s.forwarder = f }
+
+// forwardToLeader takes r to the leader when this node is a follower that
+// can forward, and reports whether it did: the handlers of forwardedKeys
+// call it first and return when it is true. Requests served for another
+// node, or after a forward found this node leading, are never forwarded.
+func (s *Server) forwardToLeader(r *Request) bool {
+	if s.forwarder == nil || r.local || s.cluster.Serving() || !forwardedKeys[r.Key] {
+		return false
+	}
+	go s.runForward(r)
+	return true
+}
+
+// runForward forwards r and answers it; on its own goroutine.
+func (s *Server) runForward(r *Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.ErrorContext(r.Context(), "forward panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
+			r.Respond(errorResponse(r, p))
+		}
+	}()
+	wait := maxForwardWait
+	if tr, ok := r.Msg.(kmsg.TimeoutRequest); ok && tr.Timeout() > 0 && time.Duration(tr.Timeout())*time.Millisecond < wait {
+		wait = time.Duration(tr.Timeout()) * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	body, err := s.forward(ctx, forwardedFrom(r))
+	switch {
+	case errors.Is(err, errServeHere):
+		r.local = true
+		s.Serve(r)
+		return
+	case err != nil:
+		code, msg := forwardFailure(err)
+		s.log.WarnContext(r.Context(), "request not forwarded to the leader", "api", kmsg.NameForKey(r.Key), "err", err)
+		r.Respond(failedResponse(r.Msg, code, msg))
+		return
+	}
+	resp := r.Msg.ResponseKind()
+	resp.SetVersion(r.Version)
+	if err := decodeResponse(resp, body); err != nil {
+		msg := fmt.Sprintf("the leader's %s response does not decode: %v", kmsg.NameForKey(r.Key), err)
+		r.Respond(failedResponse(r.Msg, kerr.UnknownServerError.Code, msg))
+		return
+	}
+	r.Respond(resp)
+}
+
+// forwardFailure is the code and message a failed forward answers.
+func forwardFailure(err error) (int16, string) {
+	switch {
+	case errors.Is(err, ErrForwardRefused):
+		return kerr.UnknownServerError.Code, "the cluster leader refused the forwarded request: " + err.Error()
+	case errors.Is(err, ErrForwardRetry):
+		return kerr.RequestTimedOut.Code, "no cluster leader served the request in time (nothing was applied): " + err.Error()
+	}
+	return kerr.RequestTimedOut.Code, "the cluster leader did not answer in time; the change may or may not be applied: " + err.Error()
+}
+
+// forwardedFrom is r as a ForwardedRequest.
+func forwardedFrom(r *Request) ForwardedRequest {
+	fr := ForwardedRequest{Key: r.Key, Version: r.Version, ClientID: r.ClientID, Principal: r.Conn.PrincipalName(), Body: r.Msg.AppendTo(nil)}
+	if r.Conn != nil {
+		fr.ClientAddr = r.Conn.RemoteAddr
+	}
+	return fr
+}
+
+// forward sends fr to the leader until one serves it or ctx ends. It
+// returns the leader's response body, errServeHere when this node is (or
+// became) the serving leader, or the last error: wrapping ErrForwardRetry
+// when nothing was done, else the outcome is unknown.
+func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, error) {
+	self := s.cfg.NodeID
+	backoff := forwardBackoffMin
+	lastErr := fmt.Errorf("%w: no leader elected", ErrForwardRetry)
+	for {
+		leader := s.cluster.Leader()
+		switch {
+		case s.cluster.Serving():
+			return nil, errServeHere
+		case leader >= 0 && leader != self:
+			body, err := s.forwarder(ctx, leader, fr)
+			if err == nil || !errors.Is(err, ErrForwardRetry) {
+				return body, err
+			}
+			lastErr = err
+		}
+		// No leader, this node elected but not caught up, or a leader
+		// that did not serve: wait for the next one.
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("%w (after %v)", lastErr, ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, forwardBackoffMax)
+	}
+}
+
+// ServeForwarded serves a request another node forwarded, as this node's
+// handler serves its own clients', with the forwarded principal and client
+// address, and returns the response body at fr.Version. It refuses with
+// ErrNotServing unless this node is the serving leader (it never forwards
+// again), and with an error wrapping ErrForwardRefused a key that is not
+// forwarded or a body that does not decode. Off the event loop only: it
+// waits for the handler's answer or ctx's end.
+func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byte, error) {
+	if !s.cluster.Serving() {
+		return nil, ErrNotServing
+	}
+	a, ok := apis[fr.Key]
+	if !forwardedKeys[fr.Key] || !ok || fr.Version < a.min || fr.Version > a.max {
+		return nil, fmt.Errorf("%w: %s v%d is not forwarded here", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version)
+	}
+	msg := kmsg.RequestForKey(fr.Key)
+	msg.SetVersion(fr.Version)
+	if err := decodeBody(msg, fr.Body); err != nil {
+		return nil, fmt.Errorf("%w: %s v%d: %v", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version, err)
+	}
+	r := NewRequest(Header{Key: fr.Key, Version: fr.Version, ClientID: fr.ClientID}, msg)
+	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal}
+	r.local = true
+	frames := make(chan []byte, 1) // Respond calls reply once
+	r.SetReply(func(frame []byte) { frames <- frame })
+	s.Serve(r)
+	select {
+	case frame := <-frames:
+		return responseBody(frame, msg.IsFlexible())
+	case <-ctx.Done():
+		return nil, fmt.Errorf("serving forwarded %s: %w", kmsg.NameForKey(fr.Key), ctx.Err())
+	}
+}
+
+// responseBody strips a response frame's length, correlation id and (when
+// flexible) empty header tags, as AppendResponseFrame wrote them.
+func responseBody(frame []byte, flexible bool) ([]byte, error) {
+	n := 8
+	if flexible {
+		n++
+	}
+	if len(frame) < n {
+		return nil, fmt.Errorf("response frame of %d bytes", len(frame))
+	}
+	return frame[n:], nil
+}
+
+// decodeResponse parses a response body, turning a decoder panic into an
+// error.
+func decodeResponse(resp kmsg.Response, body []byte) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("decode panic: %v", p)
+		}
+	}()
+	return resp.ReadFrom(body)
+}
