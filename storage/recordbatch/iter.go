@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync"
 )
 
@@ -517,16 +518,57 @@ type ProduceOptions struct {
 	MaxDecompressedBytes int64
 	// RequireKeys refuses records without a key (compacted topics).
 	RequireKeys bool
+	// CheckTimestamps refuses records whose timestamp lies outside
+	// [MinTimestamp, MaxTimestamp] (message.timestamp.before.max.ms and
+	// after.max.ms on a CreateTime topic). A record without a timestamp
+	// (-1) is not refused, as in Kafka.
+	CheckTimestamps            bool
+	MinTimestamp, MaxTimestamp int64
 }
+
+// RecordErrors are the records of one batch that a topic refuses one by
+// one (KIP-467): a record without a key on a compacted topic, a timestamp
+// out of range. Kafka refuses the whole batch and names each of them, so
+// that a client can tell which records were at fault.
+type RecordErrors struct {
+	Records []RecordError // by index
+	// Timestamp is set when one of them is a timestamp out of range:
+	// Kafka's error code is then INVALID_TIMESTAMP, else INVALID_RECORD.
+	Timestamp bool
+}
+
+// ErrKeyRequired is a record without a key on a compacted topic.
+var ErrKeyRequired = errors.New("a compacted topic cannot accept a record without a key")
+
+func (e *RecordErrors) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d records refused", len(e.Records))
+	for i, r := range e.Records[:min(len(e.Records), 3)] {
+		if i == 0 {
+			b.WriteString(": ")
+		} else {
+			b.WriteString("; ")
+		}
+		b.WriteString(r.Error())
+	}
+	if len(e.Records) > 3 {
+		b.WriteString("; ...")
+	}
+	return b.String()
+}
+
+func (e *RecordErrors) Unwrap() error { return ErrInvalidRecord }
 
 // ValidateProduce applies to b, one batch of a Produce request that passed
 // Split, the rules Kafka applies to arriving batches beyond those of a
 // stored batch: at least one record, exactly one record per offset slot
 // (lastOffsetDelta == count-1, so the deltas are 0..count-1), and every
 // record present and well formed, decompressing as it goes within
-// opt.MaxDecompressedBytes and without holding the decompressed records.
-// Every error wraps ErrInvalidRecord; one about a single record is a
-// *RecordError.
+// opt.MaxDecompressedBytes and without holding the decompressed records;
+// then the topic's rules on each record (opt). Every error wraps
+// ErrInvalidRecord; a malformed record is a *RecordError, records the
+// topic refuses one by one are a *RecordErrors naming every one of them
+// (a malformed record found after some is reported instead).
 func ValidateProduce(b []byte, opt ProduceOptions) error {
 	h, err := ParseHeader(b)
 	if err != nil {
@@ -535,12 +577,32 @@ func ValidateProduce(b []byte, opt ProduceOptions) error {
 	if err := h.CheckProduce(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRecord, err)
 	}
+	var refused *RecordErrors
+	refuse := func(i int32, err error, ts bool) {
+		if refused == nil {
+			refused = &RecordErrors{}
+		}
+		refused.Records = append(refused.Records, RecordError{Index: i, Err: err})
+		refused.Timestamp = refused.Timestamp || ts
+	}
 	// Skipping keys and values keeps the pass at constant memory; a
 	// skipped key still reports whether it is null.
-	return Each(b, IterOptions{MaxBytes: opt.MaxDecompressedBytes, SkipKeyValues: true}, func(i int32, r *Record) error {
+	err = Each(b, IterOptions{MaxBytes: opt.MaxDecompressedBytes, SkipKeyValues: true}, func(i int32, r *Record) error {
 		if opt.RequireKeys && r.KeyNull {
-			return &RecordError{Index: i, Err: fmt.Errorf("%w: a compacted topic cannot accept a record without a key", ErrInvalidRecord)}
+			refuse(i, ErrKeyRequired, false)
+		}
+		if opt.CheckTimestamps {
+			if ts := h.FirstTimestamp + r.TimestampDelta; ts != -1 && (ts < opt.MinTimestamp || ts > opt.MaxTimestamp) {
+				refuse(i, fmt.Errorf("timestamp %d is out of range: the topic accepts [%d, %d]", ts, opt.MinTimestamp, opt.MaxTimestamp), true)
+			}
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	if refused != nil {
+		return refused
+	}
+	return nil
 }

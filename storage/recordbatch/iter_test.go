@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 
@@ -131,15 +132,57 @@ func TestLyingCountUncompressed(t *testing.T) {
 
 func TestValidateProduceRequiresKeys(t *testing.T) {
 	for _, codec := range codecs {
-		recs := []Record{{OffsetDelta: 0, Key: []byte("k")}, {OffsetDelta: 1, KeyNull: true, Value: []byte("v")}}
+		recs := []Record{{OffsetDelta: 0, KeyNull: true}, {OffsetDelta: 1, Key: []byte("k")}, {OffsetDelta: 2, KeyNull: true, Value: []byte("v")}}
 		b := mustBuild(t, sampleHeader(codec), recs)
 		if err := ValidateProduce(b, ProduceOptions{}); err != nil {
 			t.Fatalf("codec %d: plain topic: %v", codec, err)
 		}
 		err := ValidateProduce(b, ProduceOptions{RequireKeys: true})
-		var re *RecordError
-		if !errors.As(err, &re) || re.Index != 1 || !errors.Is(err, ErrInvalidRecord) {
+		var re *RecordErrors
+		if !errors.As(err, &re) || !errors.Is(err, ErrInvalidRecord) || re.Timestamp {
 			t.Fatalf("codec %d: compacted topic: %v", codec, err)
+		}
+		if len(re.Records) != 2 || re.Records[0].Index != 0 || re.Records[1].Index != 2 || !errors.Is(re.Records[1].Err, ErrKeyRequired) {
+			t.Fatalf("codec %d: record errors %+v, want records 0 and 2", codec, re.Records)
+		}
+	}
+}
+
+// Every record out of the timestamp range is named, with a keyless one on
+// a compacted topic in the same batch; a record without a timestamp (-1)
+// is never refused.
+func TestValidateProduceTimestamps(t *testing.T) {
+	for _, codec := range codecs {
+		h := sampleHeader(codec)
+		h.FirstTimestamp = 1000
+		recs := []Record{
+			{OffsetDelta: 0, Key: []byte("a"), TimestampDelta: 0},     // 1000: in range
+			{OffsetDelta: 1, Key: []byte("b"), TimestampDelta: -500},  // 500: too old
+			{OffsetDelta: 2, KeyNull: true, TimestampDelta: 100},      // 1100: keyless
+			{OffsetDelta: 3, Key: []byte("d"), TimestampDelta: 9000},  // 10000: too new
+			{OffsetDelta: 4, Key: []byte("e"), TimestampDelta: -1001}, // -1: none
+		}
+		b := mustBuild(t, h, recs)
+		opt := ProduceOptions{RequireKeys: true, CheckTimestamps: true, MinTimestamp: 900, MaxTimestamp: 2000}
+		err := ValidateProduce(b, opt)
+		var re *RecordErrors
+		if !errors.As(err, &re) || !re.Timestamp {
+			t.Fatalf("codec %d: %v", codec, err)
+		}
+		var idx []int32
+		for _, r := range re.Records {
+			idx = append(idx, r.Index)
+		}
+		if fmt.Sprint(idx) != "[1 2 3]" {
+			t.Fatalf("codec %d: refused %v, want [1 2 3]: %v", codec, idx, err)
+		}
+		opt.RequireKeys = false
+		if err := ValidateProduce(b, opt); !errors.As(err, &re) || len(re.Records) != 2 {
+			t.Fatalf("codec %d: timestamps only: %v", codec, err)
+		}
+		opt.MinTimestamp, opt.MaxTimestamp = 0, 20000
+		if err := ValidateProduce(b, opt); err != nil {
+			t.Fatalf("codec %d: all in range: %v", codec, err)
 		}
 	}
 }
