@@ -30,7 +30,7 @@ func (s *Server) metadata(r *Request) {
 	if allowAuto && topics.AutoCreate(s.topics.Broker()) {
 		for _, t := range req.Topics {
 			if t.Topic != nil && s.topics.Get(*t.Topic) == nil && !isInternalTopic(*t.Topic) {
-				s.async(r, func() kmsg.Response { return s.buildMetadata(r, req, true) })
+				s.async(r, func() kmsg.Response { return s.metadataCreating(r, req) })
 				return
 			}
 		}
@@ -45,7 +45,7 @@ func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create boo
 	}
 	cid := s.cluster.ClusterID()
 	resp.ClusterID = &cid
-	resp.ControllerID = s.cluster.Leader()
+	resp.ControllerID = s.controllerID()
 	if req.IncludeClusterAuthorizedOperations && s.authz != nil {
 		resp.AuthorizedOperations = s.authorizedOps(r, acls.Cluster, acls.ClusterName, clusterOperations)
 	}

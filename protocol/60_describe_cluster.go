@@ -31,7 +31,7 @@ func (s *Server) describeCluster(r *Request) {
 		return
 	}
 	resp.ClusterID = s.cluster.ClusterID()
-	resp.ControllerID = s.cluster.Leader()
+	resp.ControllerID = s.controllerID()
 	resp.ClusterAuthorizedOperations = -2147483648
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = s.authorizedOps(r, acls.Cluster, acls.ClusterName, clusterOperations)

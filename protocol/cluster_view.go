@@ -75,3 +75,17 @@ func (s *Server) isVoter(id int32) bool {
 	}
 	return false
 }
+
+// controllerID is the controller Metadata and DescribeCluster name. Kafka's
+// brokers name a random live broker (clients cannot reach the controller
+// quorum) and forward the admin requests sent there; a node that forwards
+// names itself, so admin requests are answered where the client already
+// is. Without forwarding (a single node, or no admin endpoint): the leader.
+func (s *Server) controllerID() int32 {
+	if s.forwarder != nil {
+		if _, ok := s.broker(s.cfg.NodeID); ok {
+			return s.cfg.NodeID
+		}
+	}
+	return s.cluster.Leader()
+}
