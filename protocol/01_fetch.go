@@ -5,6 +5,7 @@ package protocol
 // arrives, min.bytes is met or max.wait.ms passes. Batches are served as
 // stored, never re-encoded. read_committed fetches stop at the last stable
 // offset and carry the aborted transactions of the range they return.
+// The internal topics answer INVALID_TOPIC_EXCEPTION (internal_topics.go).
 // ACLs: each topic needs READ (else its partitions answer
 // TOPIC_AUTHORIZATION_FAILED, and are never read).
 
@@ -208,6 +209,8 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 		if byID {
 			if t := s.topics.GetByID(rt.TopicID); t != nil {
 				name = t.Name
+			} else if it, ok := s.internalTopicByID(rt.TopicID); ok {
+				name = it.Name
 			}
 		}
 		return fetchItem{key: sessionKey{name, rp.Partition}, topicID: rt.TopicID, offset: rp.FetchOffset, maxBytes: rp.PartitionMaxBytes, epoch: rp.CurrentLeaderEpoch}
@@ -388,6 +391,10 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 			rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			if byID && s.topics.GetByID(it.topicID) == nil {
 				rp.ErrorCode = kerr.UnknownTopicID.Code
+			}
+			if isInternalTopic(it.key.topic) {
+				// Not Kafka records: refused, see internal_topics.go.
+				rp.ErrorCode = kerr.InvalidTopicException.Code
 			}
 			out[i] = rp
 			anyErr = true

@@ -5,7 +5,8 @@ package protocol
 // local (the same as earliest: Regent has no tiered storage), -5 latest
 // tiered and -6 earliest pending upload (nothing is tiered: offset -1), and
 // any other value: the first offset whose timestamp is at or after it.
-// v0 answers with old-style offset lists (at most one offset).
+// v0 answers with old-style offset lists (at most one offset). The
+// internal topics answer INVALID_TOPIC_EXCEPTION (internal_topics.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -47,6 +48,10 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 	p := s.topics.Partition(topic, rp.Partition)
 	if p == nil {
 		op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+		if isInternalTopic(topic) {
+			// Not Kafka records: refused, see internal_topics.go.
+			op.ErrorCode = kerr.InvalidTopicException.Code
+		}
 		return op
 	}
 	if !s.cluster.Serving() {

@@ -1,7 +1,8 @@
 package protocol
 
 // DescribeConfigs: versions 0-4 (v1+ sources and synonyms, v3+ types and
-// documentation). Resources: topics (2) and brokers (4). Broker loggers (8)
+// documentation). Resources: topics (2; the internal ones too, with the
+// overrides Kafka creates them with) and brokers (4). Broker loggers (8)
 // are refused: Regent's log level is set at start, not per logger.
 
 import (
@@ -31,6 +32,10 @@ func (s *Server) describeConfigs(r *Request) {
 		}
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
+			if it, ok := s.internalTopic(rr.ResourceName); ok {
+				entries = logconfig.DescribeTopic(it.Configs, s.topics.Broker())
+				break
+			}
 			t := s.topics.Get(rr.ResourceName)
 			if t == nil {
 				or.ErrorCode = kerr.UnknownTopicOrPartition.Code

@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
-	"github.com/regent-broker/regent/actors/topics"
 )
 
 func init() { register(68, 0, 1, (*Server).consumerGroupHeartbeat) }
@@ -41,17 +40,22 @@ func (s *Server) consumerGroupHeartbeat(r *Request) {
 			return
 		}
 	}
-	s.groups.ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s.topics}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	s.groups.ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
 		r.Respond(resp)
 	})
 }
 
 // registryTopics shows consumer groups the topic registry (lock-free
-// snapshots, safe from the group actors).
-type registryTopics struct{ reg *topics.Registry }
+// snapshots, safe from the group actors) and the internal topics: Kafka's
+// broker-side regex resolution matches those too (only clients resolving
+// a regex themselves skip topics Metadata marks internal).
+type registryTopics struct{ s *Server }
 
 func (t registryTopics) Topic(name string) ([16]byte, int32, bool) {
-	tp := t.reg.Get(name)
+	if it, ok := t.s.internalTopic(name); ok {
+		return it.ID, it.Partitions, true
+	}
+	tp := t.s.topics.Get(name)
 	if tp == nil {
 		return [16]byte{}, 0, false
 	}
@@ -59,10 +63,13 @@ func (t registryTopics) Topic(name string) ([16]byte, int32, bool) {
 }
 
 func (t registryTopics) TopicNames() []string {
-	all := t.reg.List()
-	names := make([]string, len(all))
-	for i, tp := range all {
-		names[i] = tp.Name
+	all := t.s.topics.List()
+	names := make([]string, 0, len(all)+2)
+	for _, tp := range all {
+		names = append(names, tp.Name)
+	}
+	for _, it := range t.s.internalTopics() {
+		names = append(names, it.Name)
 	}
 	return names
 }

@@ -82,8 +82,8 @@ func TestACLAPIsWithoutAuthorizer(t *testing.T) {
 		t.Fatalf("CreateAcls without an authorizer: %+v, want SECURITY_DISABLED", resp.Results)
 	}
 	// And everything else is served as before.
-	if got := metadataTopics(t, s); len(got) != 1 {
-		t.Fatalf("metadata without an authorizer: %d topics, want 1", len(got))
+	if got := metadataTopics(t, s); len(got) != 3 {
+		t.Fatalf("metadata without an authorizer: %d topics, want 3 (t and the two internal topics)", len(got))
 	}
 }
 
@@ -160,8 +160,8 @@ func TestAuthorizationDenied(t *testing.T) {
 
 	// allow.everyone.if.no.acl.found opens what no ACL names.
 	allowAll.Store(true)
-	if got := metadataTopics(t, s); len(got) != 1 {
-		t.Fatalf("with allow.everyone.if.no.acl.found, all-topics metadata shows %d topics, want 1", len(got))
+	if got := metadataTopics(t, s); len(got) != 3 {
+		t.Fatalf("with allow.everyone.if.no.acl.found, all-topics metadata shows %d topics, want 3 (t and the two internal topics)", len(got))
 	}
 }
 
@@ -304,13 +304,13 @@ func TestEveryServedKeyIsAuthorized(t *testing.T) {
 		11: "READ group", 12: "READ group", 13: "READ group", 14: "READ group", 15: "DESCRIBE group", 16: "DESCRIBE cluster or group",
 		19: "CREATE cluster or topic", 20: "DELETE topic", 21: "DELETE topic",
 		22: "WRITE transactional id; IDEMPOTENT_WRITE cluster or WRITE some topic", 23: "DESCRIBE topic",
-		24: "WRITE transactional id, WRITE topic", 25: "WRITE transactional id, READ group", 26: "WRITE transactional id",
+		24: "WRITE transactional id, WRITE topic", 25: "WRITE transactional id, READ group", 26: "WRITE transactional id", 27: "CLUSTER_ACTION cluster",
 		28: "WRITE transactional id, READ group, READ topic", 29: "DESCRIBE cluster", 30: "ALTER cluster", 31: "ALTER cluster",
 		32: "DESCRIBE_CONFIGS topic/cluster", 33: "ALTER_CONFIGS topic/cluster", 35: "DESCRIBE cluster", 37: "ALTER topic",
 		42: "DELETE group", 44: "ALTER_CONFIGS topic/cluster", 47: "DELETE group, READ topic", 48: "DESCRIBE_CONFIGS cluster",
 		50: "DESCRIBE cluster", 51: "ALTER cluster", 60: "none (DESCRIBE cluster only for authorized operations, as Kafka)",
 		61: "READ topic", 65: "DESCRIBE transactional id", 66: "DESCRIBE transactional id (filter)",
-		68: "READ group, DESCRIBE topics", 69: "DESCRIBE group",
+		68: "READ group, DESCRIBE topics", 69: "DESCRIBE group", 75: "DESCRIBE topic",
 	}
 	exempt := map[int16]bool{17: true, 18: true, 36: true} // SaslHandshake, ApiVersions, SaslAuthenticate
 	for _, k := range ServedKeys() {

@@ -26,7 +26,8 @@ import (
 type TopicSource interface {
 	// Topic returns a topic's id and partition count.
 	Topic(name string) (id [16]byte, partitions int32, ok bool)
-	// TopicNames lists every topic (for regex subscriptions).
+	// TopicNames lists every topic (for regex subscriptions), the
+	// internal ones included: Kafka's broker-side resolution matches them.
 	TopicNames() []string
 }
 
