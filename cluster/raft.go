@@ -263,15 +263,8 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		_ = store.Close()
 		return nil, fmt.Errorf("raft address %q: %w", o.Self.Raft, err)
 	}
-	var trans *raft.NetworkTransport
-	if o.TLS != nil {
-		var stream *tlsStream
-		if stream, err = newTLSStream(o.Self.Raft, adv, o.TLS, o.DialTLS); err == nil {
-			trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: hlog})
-		}
-	} else {
-		trans, err = raft.NewTCPTransportWithLogger(o.Self.Raft, adv, 4, 10*time.Second, hlog)
-	}
+	// The raft port also serves snapshot files to followers (snapmux.go).
+	trans, err := newRaftTransport(o, adv, snaps, r.log, hlog)
 	if err != nil {
 		_ = store.Close()
 		return nil, fmt.Errorf("raft listen %s: %w", o.Self.Raft, err)

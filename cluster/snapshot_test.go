@@ -157,7 +157,7 @@ func TestSnapshotManifestAndRestore(t *testing.T) {
 	if !slices.Contains(m.Dirs, "empty") {
 		t.Fatalf("manifest dirs %v lack the empty one", m.Dirs)
 	}
-	head, err := encodeManifestHead(m)
+	head, err := encodeManifestHead(m, snapMagic)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -36,15 +37,34 @@ import (
 // rename makes it visible to List. The links of a reaped snapshot go with
 // its directory.
 //
-// Stream form (what Open returns, what a follower's sink takes): the
-// magic, the manifest's length (4 bytes, big endian), the manifest JSON,
-// then each file's first size bytes in manifest order. Not a tar: the
-// manifest already carries names and sizes, and the stream's exact length
-// (which raft needs in meta.Size before it sends) is then a sum.
+// Stream form (what Open returns, what a follower's sink takes): a magic,
+// the manifest's length (4 bytes, big endian), the manifest JSON, then:
+//   - RGNSNAP2 (a store that serves fetches: setFetch): padBytes zero bytes
+//     and no file data. The manifest names the leader's raft address and
+//     its snapshot id; the follower's sink, on Close, links the files it
+//     already holds with the same bytes and pulls only the rest over the
+//     fetch side channel (snapfetch.go, snapreceive.go). The pad makes
+//     raft's install deadline grow with the data (see installDeadline).
+//   - RGNSNAP1 (what earlier versions send and still accepted): each
+//     file's first size bytes in manifest order.
+//
+// Not a tar: the manifest already carries names and sizes, and the
+// stream's exact length (which raft needs in meta.Size before it sends) is
+// then a sum. The snapshots on disk are the same for both.
 type snapStore struct {
 	dir    string
 	retain int
 	log    *slog.Logger
+
+	// Set by setFetch before raft starts, read-only afterwards: self is
+	// this node's advertised raft address ("": stream RGNSNAP1), stateDir
+	// the state directory whose files a received snapshot may reuse, and
+	// dialFetch opens a fetch connection to a peer.
+	self      string
+	stateDir  string
+	dialFetch func(addr string, timeout time.Duration) (net.Conn, error)
+	server    *fetchServer
+	stats     transferCounters
 
 	// mu serializes sink closes (publish and reap) with Open and List, so
 	// a snapshot being opened is not reaped under the reader's feet
@@ -57,7 +77,8 @@ type snapStore struct {
 }
 
 const (
-	snapMagic        = "RGNSNAP1"
+	snapMagic        = "RGNSNAP1" // the manifest, then every file's bytes
+	snapMagicPull    = "RGNSNAP2" // the manifest and a pad: the files are pulled
 	snapMetaFile     = "meta.json"
 	snapManifestFile = "manifest.json"
 	snapFilesDir     = "files"
@@ -78,6 +99,9 @@ type manifest struct {
 	// empty ones come back too.
 	Dirs  []string       `json:"dirs"`
 	Files []manifestFile `json:"files"`
+	// Source is the raft address of the node that streamed a RGNSNAP2
+	// manifest: the follower pulls the files from it. Never stored.
+	Source string `json:"source,omitempty"`
 }
 
 type manifestFile struct {
@@ -139,7 +163,7 @@ func (s *snapStore) Create(version raft.SnapshotVersion, index, term uint64, con
 		return nil, fmt.Errorf("create snapshot %s: %w", id, err)
 	}
 	return &snapSink{
-		store: s, tmp: tmp,
+		store: s, tmp: tmp, created: time.Now(),
 		meta: raft.SnapshotMeta{
 			Version: version, ID: id, Index: index, Term: term,
 			Configuration: configuration, ConfigurationIndex: configurationIndex,
@@ -242,26 +266,37 @@ func (s *snapStore) Open(id string) (*raft.SnapshotMeta, io.ReadCloser, error) {
 		return nil, nil, fmt.Errorf("open snapshot %s: %w", id, err)
 	}
 	m.ID = id
-	head, err := encodeManifestHead(m)
+	magic := snapMagic
+	if s.self != "" {
+		magic, m.Source = snapMagicPull, s.self
+	}
+	head, err := encodeManifestHead(m, magic)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open snapshot %s: %w", id, err)
 	}
+	rd := &snapReader{store: s, id: id, head: bytes.NewReader(head), dir: s.filesDir(id)}
 	size := int64(len(head))
-	for _, f := range m.Files {
-		size += f.Size
+	if magic == snapMagicPull {
+		rd.pad = padBytes(m)
+		size += rd.pad
+	} else {
+		rd.files = m.Files
+		for _, f := range m.Files {
+			size += f.Size
+		}
 	}
 	meta.Size = size
 	s.readers[id]++
-	return meta, &snapReader{store: s, id: id, head: bytes.NewReader(head), dir: s.filesDir(id), files: m.Files}, nil
+	return meta, rd, nil
 }
 
-func encodeManifestHead(m *manifest) ([]byte, error) {
+func encodeManifestHead(m *manifest, magic string) ([]byte, error) {
 	raw, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode manifest: %w", err)
 	}
-	head := make([]byte, 0, len(snapMagic)+4+len(raw))
-	head = append(head, snapMagic...)
+	head := make([]byte, 0, len(magic)+4+len(raw))
+	head = append(head, magic...)
 	head = binary.BigEndian.AppendUint32(head, uint32(len(raw)))
 	return append(head, raw...), nil
 }
@@ -272,7 +307,7 @@ func readManifestHead(r io.Reader) (*manifest, error) {
 	if _, err := io.ReadFull(r, fixed[:]); err != nil {
 		return nil, fmt.Errorf("read snapshot head: %w", err)
 	}
-	if string(fixed[:len(snapMagic)]) != snapMagic {
+	if magic := string(fixed[:len(snapMagic)]); magic != snapMagic && magic != snapMagicPull {
 		return nil, fmt.Errorf("not a manifest snapshot (magic %q)", fixed[:len(snapMagic)])
 	}
 	n := binary.BigEndian.Uint32(fixed[len(snapMagic):])
@@ -301,11 +336,13 @@ func readManifestHead(r io.Reader) (*manifest, error) {
 }
 
 // snapReader streams a snapshot: the head, then each file's first size
-// bytes, opening files only when reached.
+// bytes, opening files only when reached (RGNSNAP1), or the pad
+// (RGNSNAP2).
 type snapReader struct {
 	store *snapStore
 	id    string
 	head  *bytes.Reader
+	pad   int64 // zero bytes still to send after the head
 	dir   string
 	files []manifestFile
 	next  int      // index of the next file to open
@@ -316,6 +353,12 @@ type snapReader struct {
 func (r *snapReader) Read(p []byte) (int, error) {
 	if r.head.Len() > 0 {
 		return r.head.Read(p)
+	}
+	if r.pad > 0 {
+		n := int(min(int64(len(p)), r.pad))
+		clear(p[:n])
+		r.pad -= int64(n)
+		return n, nil
 	}
 	for r.cur == nil || r.left == 0 {
 		if r.cur != nil {
@@ -371,11 +414,18 @@ func (r *snapReader) Close() error {
 // Used by one goroutine at a time (raft's snapshot goroutine, or its main
 // goroutine receiving an install).
 type snapSink struct {
-	store *snapStore
-	tmp   string
-	meta  raft.SnapshotMeta
-	m     *manifest // set by adopt, or by Write once the head is read
-	done  bool      // Close or Cancel ran
+	store   *snapStore
+	tmp     string
+	meta    raft.SnapshotMeta
+	m       *manifest // set by adopt, or by Write once the head is read
+	done    bool      // Close or Cancel ran
+	created time.Time // the install's budget counts from here
+
+	// Receiving a RGNSNAP2 stream: the pad still to come, and the
+	// stream's size (the leader's deadline follows from it).
+	pull    bool
+	padLeft int64
+	size    int64
 
 	// Receiving a stream (Write): the head being assembled, then the file
 	// being written and how many of its bytes are still to come.
@@ -422,6 +472,7 @@ func (k *snapSink) Write(p []byte) (int, error) {
 
 func (k *snapSink) write(p []byte) (int, error) {
 	total := len(p)
+	k.size += int64(total)
 	if k.m == nil {
 		// Still reading the head: buffer until the manifest is whole.
 		k.head = append(k.head, p...)
@@ -430,7 +481,8 @@ func (k *snapSink) write(p []byte) (int, error) {
 			return total, nil
 		}
 		need := fixed + int(binary.BigEndian.Uint32(k.head[len(snapMagic):fixed]))
-		if string(k.head[:len(snapMagic)]) != snapMagic || need-fixed > maxManifestBytes {
+		magic := string(k.head[:len(snapMagic)])
+		if (magic != snapMagic && magic != snapMagicPull) || need-fixed > maxManifestBytes {
 			return 0, errors.New("received snapshot is not a manifest snapshot")
 		}
 		if len(k.head) < need {
@@ -439,6 +491,14 @@ func (k *snapSink) write(p []byte) (int, error) {
 		m, err := readManifestHead(bytes.NewReader(k.head[:need]))
 		if err != nil {
 			return 0, err
+		}
+		if magic == snapMagicPull {
+			if m.Source == "" || m.ID == "" {
+				return 0, errors.New("received snapshot names no source to pull its files from")
+			}
+			k.pull, k.padLeft = true, padBytes(m)
+		} else {
+			m.Source = ""
 		}
 		k.m = m
 		files := filepath.Join(k.tmp, snapFilesDir)
@@ -449,6 +509,18 @@ func (k *snapSink) write(p []byte) (int, error) {
 		}
 		p = k.head[need:]
 		k.head = nil
+	}
+	if k.pull {
+		if int64(len(p)) > k.padLeft {
+			return 0, fmt.Errorf("received snapshot has %d bytes past its pad", int64(len(p))-k.padLeft)
+		}
+		for _, b := range p {
+			if b != 0 {
+				return 0, errors.New("received snapshot's pad holds data")
+			}
+		}
+		k.padLeft -= int64(len(p))
+		return total, nil
 	}
 	for {
 		if k.cur == nil {
@@ -513,6 +585,16 @@ func (k *snapSink) finish() error {
 	if k.failed != nil {
 		return k.failed
 	}
+	if k.pull {
+		if k.m == nil || k.padLeft != 0 {
+			return fmt.Errorf("snapshot %s is incomplete", k.meta.ID)
+		}
+		if err := k.receiveFiles(); err != nil {
+			return fmt.Errorf("snapshot %s: %w", k.meta.ID, err)
+		}
+		k.pull = false
+		k.next = len(k.m.Files)
+	}
 	if k.cur != nil || k.m == nil || k.next != len(k.m.Files) {
 		return fmt.Errorf("snapshot %s is incomplete", k.meta.ID)
 	}
@@ -521,7 +603,7 @@ func (k *snapSink) finish() error {
 		return fmt.Errorf("sync snapshot %s: %w", k.meta.ID, err)
 	}
 	synced := time.Since(start)
-	k.m.ID = k.meta.ID
+	k.m.ID, k.m.Source = k.meta.ID, ""
 	raw, err := json.Marshal(k.m)
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
