@@ -5,6 +5,16 @@ package protocol
 // timestamp and the first offset of its open transaction (-1: none).
 // Partitions it does not have get UNKNOWN_TOPIC_OR_PARTITION. Served off
 // the event loop: the partitions' actors are asked.
+//
+// The internal topics' partitions (__consumer_offsets,
+// __transaction_state) answer with no producers: Regent keeps the
+// coordinators' state in their own stores, not in partition logs, so no
+// producer has records there (a transaction's pending offsets are held and
+// ended by the coordinators). Kafka lists the producers of transactional
+// offset commits there; `kafka-transactions.sh find-hanging --broker-id`
+// describes every partition of the broker, internal ones included, and
+// needs an answer (it retries UNKNOWN_TOPIC_OR_PARTITION until it times
+// out).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -28,6 +38,16 @@ func (s *Server) describeProducers(r *Request) {
 				op.Partition = idx
 				if !readable {
 					op.ErrorCode = kerr.TopicAuthorizationFailed.Code
+					ot.Partitions = append(ot.Partitions, op)
+					continue
+				}
+				if it, ok := s.internalTopic(rt.Topic); ok {
+					switch {
+					case idx < 0 || idx >= it.Partitions:
+						op.ErrorCode = kerr.UnknownTopicOrPartition.Code
+					case !s.cluster.Serving():
+						op.ErrorCode = kerr.NotLeaderForPartition.Code
+					}
 					ot.Partitions = append(ot.Partitions, op)
 					continue
 				}
