@@ -18,13 +18,27 @@ type batchMeta struct {
 // producerEntry is the idempotence state of one producer id on one partition.
 // Owned by the partition actor.
 type producerEntry struct {
+	pid     int64
 	epoch   int16
 	batches []batchMeta // oldest first, at most maxTrackedBatches
 	// txnFirstOffset is the first offset of the producer's open
 	// transaction on this partition, or -1.
 	txnFirstOffset   int64
 	coordinatorEpoch int32
-	lastTimestamp    int64
+	// lastTimestamp is the max timestamp of the producer's last batch (the
+	// append time on LogAppendTime topics, the marker's for a marker): what
+	// producer.id.expiration.ms is measured from, as in Kafka. It is in the
+	// log, so a replay finds the same value.
+	lastTimestamp int64
+
+	// Links of the open-transaction list (State.open), set while
+	// txnFirstOffset >= 0.
+	txnPrev, txnNext *producerEntry
+	// Links of the expiry bucket the entry is in (State.expiry), when
+	// inBucket.
+	expPrev, expNext *producerEntry
+	bucket           int64
+	inBucket         bool
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -59,13 +73,10 @@ type seqCheck struct {
 // checkSequence applies Kafka's idempotence rules to one batch.
 func checkSequence(e *producerEntry, epoch int16, firstSeq, lastSeq int32) seqCheck {
 	if e == nil {
-		// A producer this partition has never seen must start at 0. Kafka
-		// after KIP-360 accepts any sequence for an unknown producer whose
-		// state expired; we keep state for the life of the log, so a
-		// non-zero first sequence means lost batches.
-		if firstSeq != 0 {
-			return seqCheck{err: kerr.OutOfOrderSequenceNumber}
-		}
+		// A producer this partition holds no state for: a new one, or one
+		// whose state expired (producer.id.expiration.ms). Kafka (since
+		// KIP-360) accepts any sequence then, so that a producer idle past
+		// the expiry is not fenced for good by an OUT_OF_ORDER_SEQUENCE.
 		return seqCheck{}
 	}
 	switch {

@@ -367,11 +367,11 @@ func idempotenceScript(t *testing.T) [][]byte {
 		batch(t, 7, 0, 2, 3, false),    // duplicate: 2
 		batch(t, 7, 0, 9, 1, false),    // gap: out of order
 		batch(t, 7, 0, 5, 1, false),    // 5
-		batch(t, 8, 0, 3, 1, false),    // unknown producer mid-sequence
-		batch(t, 7, 1, 0, 1, false),    // bumped epoch: 6
+		batch(t, 8, 0, 3, 1, false),    // unknown producer mid-sequence: 6 (KIP-360)
+		batch(t, 7, 1, 0, 1, false),    // bumped epoch: 7
 		batch(t, 7, 0, 6, 1, false),    // fenced epoch
-		batch(t, -1, -1, -1, 4, false), // 7-10
-		batch(t, 7, 1, 0, 1, false),    // duplicate on the new epoch: 6
+		batch(t, -1, -1, -1, 4, false), // 8-11
+		batch(t, 7, 1, 0, 1, false),    // duplicate on the new epoch: 7
 	}
 }
 
@@ -390,8 +390,8 @@ func TestAsyncIdempotenceMatchesLocal(t *testing.T) {
 	c.hold(false)
 	async := await(t, done)
 
-	wantBase := []int64{0, 2, 0, 2, -1, 5, -1, 6, -1, 7, 6}
-	wantErr := []error{nil, nil, nil, nil, kerr.OutOfOrderSequenceNumber, nil, kerr.OutOfOrderSequenceNumber, nil, kerr.InvalidProducerEpoch, nil, nil}
+	wantBase := []int64{0, 2, 0, 2, -1, 5, 6, 7, -1, 8, 7}
+	wantErr := []error{nil, nil, nil, nil, kerr.OutOfOrderSequenceNumber, nil, nil, nil, kerr.InvalidProducerEpoch, nil, nil}
 	for i := range local {
 		if !reflect.DeepEqual(local[i], async[i]) {
 			t.Errorf("produce %d: local %+v, async %+v", i, local[i], async[i])

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
@@ -37,7 +38,7 @@ type snapBatch struct {
 
 // snapshot returns the producer state as of the log end.
 func (s *State) snapshot() snapshotFile {
-	f := snapshotFile{Version: 1, Offset: s.next, Aborted: s.aborted, Producer: make(map[int64]snapshotProducer, len(s.producers))}
+	f := snapshotFile{Version: 1, Offset: s.next, Aborted: s.aborted.txns, Producer: make(map[int64]snapshotProducer, len(s.producers))}
 	for pid, e := range s.producers {
 		p := snapshotProducer{Epoch: e.epoch, TxnFirstOffset: e.txnFirstOffset, CoordinatorEpoch: e.coordinatorEpoch, LastTimestamp: e.lastTimestamp}
 		for _, b := range e.batches {
@@ -56,15 +57,30 @@ func (s *State) restore(f snapshotFile) bool {
 	if f.Version != 1 || f.Offset > s.next || f.Offset < s.start {
 		return false
 	}
+	var open []*producerEntry
 	for pid, p := range f.Producer {
-		e := &producerEntry{epoch: p.Epoch, txnFirstOffset: p.TxnFirstOffset, coordinatorEpoch: p.CoordinatorEpoch, lastTimestamp: p.LastTimestamp}
+		e := &producerEntry{pid: pid, epoch: p.Epoch, txnFirstOffset: -1, coordinatorEpoch: p.CoordinatorEpoch, lastTimestamp: p.LastTimestamp}
 		for _, b := range p.Batches {
 			e.batches = append(e.batches, batchMeta{firstSeq: b.FirstSeq, lastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, timestamp: b.Timestamp})
 		}
 		s.producers[pid] = e
+		s.expiry.place(e)
+		if p.TxnFirstOffset >= 0 {
+			e.txnFirstOffset = p.TxnFirstOffset
+			open = append(open, e)
+		}
 	}
-	if f.Aborted != nil {
-		s.aborted = f.Aborted
+	s.producersPeak = len(s.producers)
+	// The open list is by first offset (the order transactions opened in).
+	sort.Slice(open, func(i, j int) bool { return open[i].txnFirstOffset < open[j].txnFirstOffset })
+	for _, e := range open {
+		s.openTxn(e, e.txnFirstOffset)
+	}
+	if len(f.Aborted) > 0 {
+		after := min(f.Offset, s.LastStable())
+		s.aborted = abortedIndex{txns: f.Aborted, bound: restoredBounds(f.Aborted, after)}
+		s.aborted.pruneBefore(s.start)
+		s.abortedGen++
 	}
 	return true
 }

@@ -6,6 +6,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -56,9 +57,19 @@ type State struct {
 	cfg       logconfig.Config
 	epoch     int32 // leader epoch stamped into appended batches
 	producers map[int64]*producerEntry
-	// aborted lists aborted transactions in marker-offset order, for
-	// read_committed fetches; shared with readers through ReadView.
-	aborted []AbortedTxn
+	// producersPeak is the most producers held since the map was last
+	// built (shrinkProducers).
+	producersPeak int
+	// openHead..openTail lists the producers with a transaction open
+	// here, by first offset (the order they opened in): the head's is the
+	// last stable offset.
+	openHead, openTail *producerEntry
+	// expiry holds the producers by last timestamp (producer.id.expiration.ms).
+	expiry expiryIndex
+	// aborted holds the aborted transactions, for read_committed fetches;
+	// shared with readers through ReadView. abortedGen counts its changes.
+	aborted    abortedIndex
+	abortedGen uint64
 	// start and next are the log's start and end offsets as the machine
 	// knows them: next is the offset the next appended batch gets.
 	start, next int64
@@ -68,7 +79,7 @@ type State struct {
 // producer state; the shell then replays the log's batches into it
 // (Replay), or loads a producer snapshot and replays what follows it.
 func NewState(cfg logconfig.Config, epoch int32, start, next int64) *State {
-	return &State{cfg: cfg, epoch: epoch, producers: map[int64]*producerEntry{}, aborted: []AbortedTxn{}, start: start, next: next}
+	return &State{cfg: cfg, epoch: epoch, producers: map[int64]*producerEntry{}, start: start, next: next}
 }
 
 // SetConfig swaps the topic config (AlterConfigs).
@@ -132,16 +143,23 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 	headers := make([]recordbatch.Header, len(batches))
 	for i, b := range batches {
 		h, _ := recordbatch.ParseHeader(b) // Split validated it
-		if msg, kerrv := s.validate(b, h, nowMs); kerrv != nil {
+		if msg, kerrv := s.validate(b, h); kerrv != nil {
 			res.Err, res.ErrMessage = kerrv, msg
 			return res, Append{}
 		}
-		if err := recordbatch.ValidateProduce(b, recordbatch.ProduceOptions{
-			MaxDecompressedBytes: recordbatch.DecompressLimit(s.cfg.MaxMessageBytes),
-			RequireKeys:          s.cfg.CleanupCompact,
-		}); err != nil {
+		if err := recordbatch.ValidateProduce(b, s.produceOptions(nowMs)); err != nil {
 			res.Err, res.ErrMessage = kerr.InvalidRecord, fmt.Sprintf("batch %d: %v", i, err)
-			if re := (*recordbatch.RecordError)(nil); errors.As(err, &re) {
+			if re := (*recordbatch.RecordErrors)(nil); errors.As(err, &re) {
+				// KIP-467: the whole batch is refused, each record at
+				// fault named.
+				if re.Timestamp {
+					res.Err = kerr.InvalidTimestamp
+				}
+				res.RecordErrors = make([]RecordError, len(re.Records))
+				for j, r := range re.Records {
+					res.RecordErrors[j] = RecordError{BatchIndex: r.Index, Message: r.Err.Error()}
+				}
+			} else if re := (*recordbatch.RecordError)(nil); errors.As(err, &re) {
 				res.RecordErrors = []RecordError{{BatchIndex: re.Index, Message: re.Err.Error()}}
 			}
 			return res, Append{}
@@ -205,7 +223,7 @@ func (s *State) Appended(a *Append, n int) {
 		switch {
 		case a.marker != nil:
 			m := a.marker
-			s.endTxn(m.pid, m.epoch, m.commit, m.coordinatorEpoch, h.BaseOffset)
+			s.endTxn(m.pid, m.epoch, m.commit, m.coordinatorEpoch, h.BaseOffset, h.MaxTimestamp)
 		case h.ProducerID >= 0:
 			s.track(h, h.BaseOffset, h.LastOffset(), a.appendTime)
 		}
@@ -213,9 +231,9 @@ func (s *State) Appended(a *Append, n int) {
 	}
 }
 
-// validate applies the topic's limits to one batch. It returns Kafka's error
-// and a message, or a nil error.
-func (s *State) validate(b []byte, h recordbatch.Header, nowMs int64) (string, error) {
+// validate applies the topic's limits to one batch's header. It returns
+// Kafka's error and a message, or a nil error.
+func (s *State) validate(b []byte, h recordbatch.Header) (string, error) {
 	if max := s.cfg.MaxMessageBytes; max > 0 && len(b) > int(max) {
 		return fmt.Sprintf("batch of %d bytes exceeds max.message.bytes %d", len(b), max), kerr.MessageTooLarge
 	}
@@ -225,17 +243,34 @@ func (s *State) validate(b []byte, h recordbatch.Header, nowMs int64) (string, e
 	if h.IsTransactional() && h.ProducerID < 0 {
 		return "a transactional batch needs a producer id", kerr.InvalidRecord
 	}
-	if !s.cfg.LogAppendTime {
-		if before := s.cfg.MessageTimestampBeforeMaxMs; before >= 0 && before < 1<<62 && h.FirstTimestamp < nowMs-before {
-			return fmt.Sprintf("timestamp %d is more than message.timestamp.before.max.ms=%d before now", h.FirstTimestamp, before), kerr.InvalidTimestamp
-		}
-		if after := s.cfg.MessageTimestampAfterMaxMs; after >= 0 && after < 1<<62 && h.MaxTimestamp > nowMs+after {
-			return fmt.Sprintf("timestamp %d is more than message.timestamp.after.max.ms=%d after now", h.MaxTimestamp, after), kerr.InvalidTimestamp
-		}
-	}
 	// Records (counts, offsets, compressed contents, keys on compacted
-	// topics) are checked by recordbatch.ValidateProduce after this.
+	// topics, timestamps) are checked by recordbatch.ValidateProduce
+	// after this (produceOptions).
 	return "", nil
+}
+
+// produceOptions are the topic's rules on each arriving record at nowMs:
+// message.timestamp.before.max.ms and after.max.ms apply to every
+// record's timestamp on a CreateTime topic, as Kafka checks them.
+func (s *State) produceOptions(nowMs int64) recordbatch.ProduceOptions {
+	o := recordbatch.ProduceOptions{
+		MaxDecompressedBytes: recordbatch.DecompressLimit(s.cfg.MaxMessageBytes),
+		RequireKeys:          s.cfg.CleanupCompact,
+		MinTimestamp:         math.MinInt64,
+		MaxTimestamp:         math.MaxInt64,
+	}
+	if s.cfg.LogAppendTime {
+		return o
+	}
+	// Past 2^62 a bound means "none" (Kafka's default is Long.MAX_VALUE),
+	// and nowMs -/+ it cannot overflow below that.
+	if before := s.cfg.MessageTimestampBeforeMaxMs; before >= 0 && before < 1<<62 {
+		o.CheckTimestamps, o.MinTimestamp = true, nowMs-before
+	}
+	if after := s.cfg.MessageTimestampAfterMaxMs; after >= 0 && after < 1<<62 {
+		o.CheckTimestamps, o.MaxTimestamp = true, nowMs+after
+	}
+	return o
 }
 
 func (s *State) track(h recordbatch.Header, base, last, appendTime int64) {
@@ -244,23 +279,31 @@ func (s *State) track(h recordbatch.Header, base, last, appendTime int64) {
 		firstSeq: h.BaseSequence, lastSeq: h.BaseSequence + h.LastOffsetDelta,
 		firstOffset: base, lastOffset: last, timestamp: appendTime,
 	})
+	// The batch's max timestamp as the log holds it (a replay reads the
+	// same): the append time when the topic sets it.
 	e.lastTimestamp = h.MaxTimestamp
+	if appendTime >= 0 {
+		e.lastTimestamp = appendTime
+	}
+	s.expiry.place(e)
 	if h.IsTransactional() && e.txnFirstOffset < 0 {
-		e.txnFirstOffset = base
+		s.openTxn(e, base)
 	}
 }
 
 // entry returns the producer's state at epoch, starting a fresh sequence
 // history when the epoch changes (an open transaction carries over: its
-// marker comes with the new epoch).
+// marker comes with the new epoch). A new entry is placed in the expiry
+// index by its caller, which sets its timestamp.
 func (s *State) entry(pid int64, epoch int16) *producerEntry {
 	e := s.producers[pid]
 	if e == nil {
-		e = &producerEntry{epoch: epoch, txnFirstOffset: -1}
+		e = &producerEntry{pid: pid, epoch: epoch, txnFirstOffset: -1}
 		s.producers[pid] = e
+		s.producersPeak = max(s.producersPeak, len(s.producers))
 	} else if e.epoch != epoch {
-		e = &producerEntry{epoch: epoch, txnFirstOffset: e.txnFirstOffset, coordinatorEpoch: e.coordinatorEpoch, lastTimestamp: e.lastTimestamp}
-		s.producers[pid] = e
+		e.epoch = epoch
+		e.batches = e.batches[:0]
 	}
 	return e
 }
@@ -315,4 +358,10 @@ func (s *State) StartMoved(start int64) {
 		panic(fmt.Sprintf("partition state: log start %d past the log end %d", start, s.next))
 	}
 	s.start = start
+	// Aborted transactions whose marker went with the log: Kafka deletes
+	// a segment's transaction index with the segment. Producer state
+	// stays: since KAFKA-7190 only producer.id.expiration.ms drops it.
+	if s.aborted.pruneBefore(start) {
+		s.abortedGen++
+	}
 }

@@ -27,6 +27,10 @@ package partition
 //	fail-append [after=K]        the next Append: the log takes K batches
 //	                             (default 0), then fails
 //	advance ms=N                 move the clock
+//	expire [expiration-ms=N]     an expiry pass at the clock (the leader's
+//	                             partition.expire_producers command)
+//	aborted-in from=F to=T       the aborted transactions a fetch of [F, T)
+//	                             reports
 //	snapshot                     keep the producer snapshot as of now
 //	restart [from-snapshot]      a new machine rebuilt from the log (from
 //	                             the log start, or after the kept snapshot)
@@ -165,6 +169,17 @@ func (s *stateScript) run(cmd string) []string {
 	case "advance":
 		s.now += num("ms", 0)
 		return []string{fmt.Sprintf("now=%d", s.now)}
+	case "expire":
+		ms := num("expiration-ms", 0)
+		due := s.st.ExpiryDue(s.now, ms)
+		n := s.st.ExpireProducers(s.now, ms)
+		return []string{fmt.Sprintf("due=%v expired=%d", due, n)}
+	case "aborted-in":
+		var parts []string
+		for _, a := range s.st.View().AbortedIn(num("from", 0), num("to", 0)) {
+			parts = append(parts, fmt.Sprintf("p%d:%d-%d", a.ProducerID, a.FirstOffset, a.LastOffset))
+		}
+		return []string{"aborted-in " + strings.Join(parts, ",")}
 	case "snapshot":
 		f := s.st.snapshot()
 		s.snap = &f

@@ -104,10 +104,11 @@ func TestIdempotenceScript(t *testing.T) {
 		{"retry of second is a duplicate", batch(t, 7, 0, 3, 2, false), nil, 3},
 		{"gap", batch(t, 7, 0, 9, 1, false), kerr.OutOfOrderSequenceNumber, -1},
 		{"third batch", batch(t, 7, 0, 5, 1, false), nil, 5},
-		{"new producer must start at 0", batch(t, 8, 0, 4, 1, false), kerr.OutOfOrderSequenceNumber, -1},
-		{"bumped epoch restarts at 0", batch(t, 7, 1, 0, 1, false), nil, 6},
+		{"unknown producer: any sequence (KIP-360)", batch(t, 8, 0, 4, 1, false), nil, 6},
+		{"and then in sequence", batch(t, 8, 0, 6, 1, false), kerr.OutOfOrderSequenceNumber, -1},
+		{"bumped epoch restarts at 0", batch(t, 7, 1, 0, 1, false), nil, 7},
 		{"old epoch fenced", batch(t, 7, 0, 6, 1, false), kerr.InvalidProducerEpoch, -1},
-		{"non-idempotent", batch(t, -1, -1, -1, 4, false), nil, 7},
+		{"non-idempotent", batch(t, -1, -1, -1, 4, false), nil, 8},
 	}
 	for _, s := range steps {
 		res := st.produce(s.records, now.UnixMilli())

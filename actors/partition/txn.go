@@ -88,13 +88,58 @@ func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoc
 	}
 }
 
-func (s *State) endTxn(pid int64, epoch int16, commit bool, coordinatorEpoch int32, markerOffset int64) {
+func (s *State) endTxn(pid int64, epoch int16, commit bool, coordinatorEpoch int32, markerOffset, ts int64) {
 	e := s.entry(pid, epoch)
-	if !commit && e.txnFirstOffset >= 0 {
-		s.aborted = append(s.aborted, AbortedTxn{ProducerID: pid, FirstOffset: e.txnFirstOffset, LastOffset: markerOffset})
+	if e.txnFirstOffset >= 0 {
+		first := e.txnFirstOffset
+		s.closeTxn(e)
+		if !commit {
+			// Every later aborted transaction is open now or begins
+			// after this marker (see abortedIndex).
+			bound := markerOffset + 1
+			if s.openHead != nil {
+				bound = min(bound, s.openHead.txnFirstOffset)
+			}
+			s.aborted.add(AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: markerOffset}, bound)
+			s.abortedGen++
+		}
 	}
-	e.txnFirstOffset = -1
 	e.coordinatorEpoch = coordinatorEpoch
+	e.lastTimestamp = ts
+	s.expiry.place(e)
+}
+
+// openTxn starts e's transaction at first, the log end: transactions open
+// in offset order, so the open list stays sorted by first offset and its
+// head is the last stable offset.
+func (s *State) openTxn(e *producerEntry, first int64) {
+	if s.openTail != nil && s.openTail.txnFirstOffset >= first {
+		panic(fmt.Sprintf("partition state: transaction opened at %d after one at %d", first, s.openTail.txnFirstOffset))
+	}
+	e.txnFirstOffset = first
+	e.txnPrev, e.txnNext = s.openTail, nil
+	if s.openTail != nil {
+		s.openTail.txnNext = e
+	} else {
+		s.openHead = e
+	}
+	s.openTail = e
+}
+
+// closeTxn takes e's transaction off the open list.
+func (s *State) closeTxn(e *producerEntry) {
+	if e.txnPrev != nil {
+		e.txnPrev.txnNext = e.txnNext
+	} else {
+		s.openHead = e.txnNext
+	}
+	if e.txnNext != nil {
+		e.txnNext.txnPrev = e.txnPrev
+	} else {
+		s.openTail = e.txnPrev
+	}
+	e.txnPrev, e.txnNext = nil, nil
+	e.txnFirstOffset = -1
 }
 
 // replayMarker re-applies a control batch found while rebuilding state.
@@ -114,7 +159,7 @@ func (s *State) replayMarker(h recordbatch.Header, b []byte) error {
 	if len(recs[0].Value) >= 6 {
 		coordEpoch = int32(binary.BigEndian.Uint32(recs[0].Value[2:]))
 	}
-	s.endTxn(h.ProducerID, h.ProducerEpoch, typ == markerCommit, coordEpoch, h.BaseOffset)
+	s.endTxn(h.ProducerID, h.ProducerEpoch, typ == markerCommit, coordEpoch, h.BaseOffset, h.MaxTimestamp)
 	return nil
 }
 
@@ -135,28 +180,23 @@ func buildMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, no
 }
 
 // LastStable is the first offset of the oldest open transaction, or the
-// log end when none is open.
+// log end when none is open. O(1): the head of the open list.
 func (s *State) LastStable() int64 {
-	lso := s.next
-	for _, e := range s.producers {
-		if e.txnFirstOffset >= 0 && e.txnFirstOffset < lso {
-			lso = e.txnFirstOffset
-		}
+	if s.openHead != nil {
+		return s.openHead.txnFirstOffset
 	}
-	return lso
+	return s.next
 }
 
-// Aborted returns the aborted-transaction list; callers must not modify it.
-// It only grows by appending, so a slice taken earlier stays valid.
-func (s *State) Aborted() []AbortedTxn { return s.aborted }
+// Aborted returns the aborted-transaction list in marker order; callers
+// must not modify it.
+func (s *State) Aborted() []AbortedTxn { return s.aborted.txns }
 
-// OpenTxns lists the open transactions.
+// OpenTxns lists the open transactions, by producer id.
 func (s *State) OpenTxns() []OpenTxn {
 	var out []OpenTxn
-	for pid, e := range s.producers {
-		if e.txnFirstOffset >= 0 {
-			out = append(out, OpenTxn{ProducerID: pid, ProducerEpoch: e.epoch, FirstOffset: e.txnFirstOffset, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch})
-		}
+	for e := s.openHead; e != nil; e = e.txnNext {
+		out = append(out, OpenTxn{ProducerID: e.pid, ProducerEpoch: e.epoch, FirstOffset: e.txnFirstOffset, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	return out
@@ -169,19 +209,5 @@ func (s *State) ProducerInfos() []ProducerInfo {
 		out = append(out, ProducerInfo{ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnFirstOffset})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
-	return out
-}
-
-// AbortedIn returns the aborted transactions a fetch of [from, to) must
-// report: those whose records may lie in that range.
-func AbortedIn(list []AbortedTxn, from, to int64) []AbortedTxn {
-	// list is in LastOffset order: skip those that ended before from.
-	i := sort.Search(len(list), func(i int) bool { return list[i].LastOffset >= from })
-	var out []AbortedTxn
-	for ; i < len(list); i++ {
-		if list[i].FirstOffset < to {
-			out = append(out, list[i])
-		}
-	}
 	return out
 }

@@ -61,10 +61,10 @@ func TestTransactionScript(t *testing.T) {
 	if len(ab) != 1 || ab[0] != (AbortedTxn{ProducerID: 10, FirstOffset: 2, LastOffset: 7}) {
 		t.Fatalf("aborted: %+v", ab)
 	}
-	if got := AbortedIn(ab, 8, 9); len(got) != 0 {
+	if got := st.st.View().AbortedIn(8, 9); len(got) != 0 {
 		t.Fatalf("aborted in [8,9): %+v", got)
 	}
-	if got := AbortedIn(ab, 0, 3); len(got) != 1 {
+	if got := st.st.View().AbortedIn(0, 3); len(got) != 1 {
 		t.Fatalf("aborted in [0,3): %+v", got)
 	}
 	must(st.produce(txnBatch(t, 11, 0, 2, 1), now.UnixMilli())) // 9: txn B again, left open

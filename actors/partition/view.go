@@ -1,7 +1,5 @@
 package partition
 
-import "slices"
-
 // ReadView is what a fetch needs of a partition's state — high watermark,
 // last stable offset and aborted transactions — as of one moment. The
 // actor publishes a new one, whole, after each change; readers take one
@@ -19,8 +17,10 @@ type ReadView struct {
 	HighWatermark int64
 	LastStable    int64
 	// aborted is in marker-offset order and never modified: the state
-	// only appends to its own list, past this slice's capacity.
-	aborted []AbortedTxn
+	// only appends to its own lists past these slices' capacity, or drops
+	// a prefix (see abortedIndex). abortedGen tells its versions apart.
+	aborted    abortedIndex
+	abortedGen uint64
 }
 
 // View returns the state's read view as of now. Owner only (the actor).
@@ -30,7 +30,8 @@ func (s *State) View() *ReadView {
 		LastStable:    s.LastStable(),
 		// Clipped so that no append through the view could touch the
 		// state's list.
-		aborted: slices.Clip(s.aborted),
+		aborted:    s.aborted.clip(),
+		abortedGen: s.abortedGen,
 	}
 }
 
@@ -38,11 +39,11 @@ func (s *State) View() *ReadView {
 // report: those whose records may lie in that range. to must not pass
 // LastStable, or the answer may lack transactions that end later.
 func (v *ReadView) AbortedIn(from, to int64) []AbortedTxn {
-	return AbortedIn(v.aborted, from, to)
+	return v.aborted.in(from, to)
 }
 
 // sameAs reports whether w shows what v does (the actor then keeps v, so
 // parked fetches are not woken for nothing).
 func (v *ReadView) sameAs(w *ReadView) bool {
-	return v.HighWatermark == w.HighWatermark && v.LastStable == w.LastStable && len(v.aborted) == len(w.aborted)
+	return v.HighWatermark == w.HighWatermark && v.LastStable == w.LastStable && v.abortedGen == w.abortedGen
 }
