@@ -3,6 +3,8 @@ package partition
 import (
 	"container/heap"
 	"math"
+
+	"github.com/regent-broker/regent/storage/logconfig"
 )
 
 // Producer-state expiry (producer.id.expiration.ms). As in Kafka's
@@ -18,10 +20,6 @@ import (
 // Passes run only as replicated commands carrying the leader's clock and
 // expiration (partition.expire_producers): every node drops the same
 // producers at the same point of the log.
-
-// DefaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms
-// default: one day.
-const DefaultProducerIDExpirationMs = 86_400_000
 
 // expiryBucketMs is the width of an expiry bucket.
 const expiryBucketMs = 1000
@@ -115,7 +113,7 @@ func (x *expiryIndex) unlink(e *producerEntry) {
 // Kafka's test is nowMs - lastTimestamp >= expiration.
 func expiryCutoff(nowMs, expirationMs int64) (int64, bool) {
 	if expirationMs <= 0 {
-		expirationMs = DefaultProducerIDExpirationMs
+		expirationMs = logconfig.DefaultProducerIDExpirationMs
 	}
 	if nowMs < math.MinInt64+expirationMs {
 		return 0, false

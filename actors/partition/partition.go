@@ -402,6 +402,8 @@ type partitionActor struct {
 	// planned from the log's clean point, which moves only when the last
 	// pass is applied.
 	compacting atomic.Bool
+	// expiring is retaining's twin for producer-expiry passes (expire.go).
+	expiring atomic.Bool
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -572,6 +574,7 @@ func (a *partitionActor) maintain(leader bool) {
 		now := time.Now()
 		a.proposeRetention(now)
 		a.proposeCompaction(now)
+		a.proposeExpiry(now)
 	}
 	a.snapshot()
 }

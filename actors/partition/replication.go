@@ -181,6 +181,8 @@ func (a *partitionActor) apply(cmd replication.Command) any {
 		return a.sl.deleteRecords(c.offset)
 	case *compactCmd:
 		return a.compact(c)
+	case *expireCmd:
+		return a.expire(c)
 	default:
 		panic(fmt.Sprintf("partition %s: unknown command %T", a.key, cmd))
 	}

@@ -23,7 +23,14 @@ type Config struct {
 	MessageTimestampAfterMaxMs  int64
 	CompressionType             string // stored only: Regent keeps batches as produced
 	IndexIntervalBytes          int32
+	// ProducerIDExpirationMs is the broker's producer.id.expiration.ms
+	// (Kafka has no topic key for it): how long an idle producer's state
+	// is kept on a partition.
+	ProducerIDExpirationMs int64
 }
+
+// DefaultProducerIDExpirationMs is Kafka's producer.id.expiration.ms: a day.
+const DefaultProducerIDExpirationMs = 86_400_000
 
 // Resolve computes a topic's effective settings. For every key the topic
 // value wins; otherwise the first broker synonym present in
@@ -62,6 +69,12 @@ func Resolve(topic map[string]string, broker Broker) (Config, error) {
 		MessageTimestampAfterMaxMs:  long("message.timestamp.after.max.ms"),
 		CompressionType:             vals["compression.type"],
 		IndexIntervalBytes:          int32v("index.interval.bytes"),
+		ProducerIDExpirationMs:      DefaultProducerIDExpirationMs,
+	}
+	if raw, ok := broker.get("producer.id.expiration.ms"); ok {
+		if v, ok := parseIntegral(TypeInt, raw); ok && v >= 1 {
+			c.ProducerIDExpirationMs = v
+		}
 	}
 	c.MinCleanableDirtyRatio, _ = parseDouble(vals["min.cleanable.dirty.ratio"])
 	for _, p := range parseList(vals["cleanup.policy"]) {

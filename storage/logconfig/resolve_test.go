@@ -27,6 +27,7 @@ func TestResolveDefaults(t *testing.T) {
 		MessageTimestampAfterMaxMs:  math.MaxInt64,
 		CompressionType:             "producer",
 		IndexIntervalBytes:          4096,
+		ProducerIDExpirationMs:      86400000,
 	}
 	if got != want {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
@@ -55,6 +56,8 @@ func TestResolvePrecedence(t *testing.T) {
 			func(c Config) (any, any) { return c.RetentionMs, int64(-1) }},
 		{"topic over broker", kv{"retention.ms": "42"}, kv{"log.retention.ms": "1000"},
 			func(c Config) (any, any) { return c.RetentionMs, int64(42) }},
+		{"producer.id.expiration.ms (broker only)", kv{"producer.id.expiration.ms": "5"}, kv{"producer.id.expiration.ms": "60000"},
+			func(c Config) (any, any) { return c.ProducerIDExpirationMs, int64(60000) }},
 		{"log.roll.hours", nil, kv{"log.roll.hours": "2"},
 			func(c Config) (any, any) { return c.SegmentMs, int64(7200000) }},
 		{"log.roll.ms over hours", nil, kv{"log.roll.ms": "1000", "log.roll.hours": "2"},
