@@ -4,17 +4,19 @@ package protocol
 // acks 0, 1 and -1 are served; in single-node mode an append is committed
 // when it is written, so acks=1 and acks=all answer at the same point (with
 // the fsync policy deciding whether that point is the OS or the disk).
-// Transactional batches are appended as sent; the partition tracks the
-// open transaction until the coordinator's marker ends it. (Kafka 3.6+
-// also verifies the partition was added to the transaction, KIP-890 part
-// 1; Regent does not yet.) Batches are validated as Kafka's LogValidator
-// does, contents included: CORRUPT_MESSAGE for a CRC or framing fault,
-// INVALID_RECORD (with record_errors where one record is at fault) for
-// counts, offsets or compressed contents that contradict the header, and
-// for compressed records inflating past 32 x max.message.bytes, within
-// 16-256 MiB (Kafka has no such bound; it stops decompression bombs).
-// The internal topics answer INVALID_TOPIC_EXCEPTION, as Kafka answers
-// clients (internal_topics.go).
+// A transactional batch goes to its partition through the transaction
+// coordinator (produce_txn.go): v3-11 only if the partition was added to
+// the transaction (KIP-890 part 1: else INVALID_TXN_STATE), v12+ adding it
+// (part 2); transactional batches without a transactional id are refused
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka does). Batches are
+// validated as Kafka's LogValidator does, contents included:
+// CORRUPT_MESSAGE for a CRC or framing fault, INVALID_RECORD (with
+// record_errors where one record is at fault) for counts, offsets or
+// compressed contents that contradict the header, and for compressed
+// records inflating past 32 x max.message.bytes, within 16-256 MiB (Kafka
+// has no such bound; it stops decompression bombs). The internal topics
+// answer INVALID_TOPIC_EXCEPTION, as Kafka answers clients
+// (internal_topics.go).
 //
 // ACLs: a transactional produce needs WRITE on its transactional id (else
 // every partition answers TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and each
@@ -44,7 +46,7 @@ func (s *Server) produce(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	if req.TransactionID != nil && !s.authorized(r, acls.Write, acls.TransactionalID, *req.TransactionID) {
+	if (req.TransactionID != nil && !s.authorized(r, acls.Write, acls.TransactionalID, *req.TransactionID)) || untaggedTransactionalRecords(req) {
 		for i, rt := range req.Topics {
 			resp.Topics[i] = produceTopicError(rt, kerr.TransactionalIDAuthorizationFailed)
 		}
@@ -125,7 +127,7 @@ func (s *Server) produce(r *Request) {
 			mu.Lock()
 			pending++
 			mu.Unlock()
-			t.Partitions[rp.Partition].ProduceTraced(tr, rp.Records, req.Acks, func(res partition.ProduceResult) {
+			s.appendProduce(req, t.Name, rp.Partition, t.Partitions[rp.Partition], tr, rp.Records, func(res partition.ProduceResult) {
 				po.ErrorCode = errorCode(res.Err)
 				if res.Err != nil && res.ErrMessage != "" {
 					msg := res.ErrMessage

@@ -308,7 +308,7 @@ func TestEveryServedKeyIsAuthorized(t *testing.T) {
 		28: "WRITE transactional id, READ group, READ topic", 29: "DESCRIBE cluster", 30: "ALTER cluster", 31: "ALTER cluster",
 		32: "DESCRIBE_CONFIGS topic/cluster", 33: "ALTER_CONFIGS topic/cluster", 35: "DESCRIBE cluster", 37: "ALTER topic",
 		42: "DELETE group", 44: "ALTER_CONFIGS topic/cluster", 47: "DELETE group, READ topic", 48: "DESCRIBE_CONFIGS cluster",
-		50: "DESCRIBE cluster", 51: "ALTER cluster", 60: "none (DESCRIBE cluster only for authorized operations, as Kafka)",
+		50: "DESCRIBE cluster", 51: "ALTER cluster", 57: "ALTER cluster", 60: "none (DESCRIBE cluster only for authorized operations, as Kafka)",
 		61: "READ topic", 65: "DESCRIBE transactional id", 66: "DESCRIBE transactional id (filter)",
 		68: "READ group, DESCRIBE topics", 69: "DESCRIBE group", 75: "DESCRIBE topic",
 	}

@@ -57,6 +57,14 @@ type (
 		reply func(Result)
 	}
 	describeMsg struct{ reply func(*Txn, error) }
+	// appendMsg is a transactional batch waiting for its partition to
+	// be checked (or added) before it is handed on.
+	appendMsg struct {
+		in       AddInput
+		add      bool
+		appendFn func()
+		refuse   func(error)
+	}
 
 	// timerMsg is the deadline or expiry timer firing; epoch is the
 	// epoch a deadline was armed for.
@@ -80,6 +88,7 @@ func (m *addMsg) failWith(err error)      { m.reply(errResult(err)) }
 func (m *offsetsMsg) failWith(err error)  { m.reply(nil, err) }
 func (m *endMsg) failWith(err error)      { m.reply(errResult(err)) }
 func (m *describeMsg) failWith(err error) { m.reply(nil, err) }
+func (m *appendMsg) failWith(err error)   { m.refuse(err) }
 
 // markerTarget is a partition or a group that a marker goes to.
 type markerTarget struct {
@@ -126,6 +135,8 @@ type txnActor struct {
 	// requests that still arrive are handed back for a new actor.
 	retired bool
 	closed  bool
+	// tv2Logged: this actor has logged that its id uses EndTxn v5.
+	tv2Logged bool
 }
 
 func (a *txnActor) Receive(ctx actor.Context) {
@@ -210,7 +221,16 @@ func (a *txnActor) serve(m request) {
 		m.reply(Result{Err: st.Err, ProducerID: st.ProducerID, ProducerEpoch: st.ProducerEpoch})
 	case *offsetsMsg:
 		a.commitOffsets(m, now)
+	case *appendMsg:
+		a.append(m, now)
 	case *endMsg:
+		if m.in.TV2 {
+			a.c.stats.endTxnV5.Add(1)
+			if !a.tv2Logged {
+				a.tv2Logged = true
+				a.logger.Info("transactional id runs transaction version 2 (EndTxn v5: the epoch is bumped on every commit and abort)", "producer_id", m.in.ProducerID, "epoch", m.in.Epoch)
+			}
+		}
 		st := EndTxn(a.t, m.in, now, a.c.o.NextProducerID)
 		res := Result{Err: st.Err, ProducerID: st.ProducerID, ProducerEpoch: st.ProducerEpoch}
 		if st.Err == nil && st.AwaitMarkers {
@@ -240,6 +260,27 @@ func (a *txnActor) serve(m request) {
 		}
 		m.reply(a.t.clone(), nil)
 	}
+}
+
+// append checks (or adds) a transactional batch's partition and hands the
+// batch on from this goroutine, before any marker this actor sends later.
+func (a *txnActor) append(m *appendMsg, now int64) {
+	st := AppendCheck(a.t, m.in, m.add, now)
+	if err := a.apply(st); err != nil {
+		m.refuse(err)
+		return
+	}
+	if st.Err != nil {
+		if errors.Is(st.Err, kerr.InvalidTxnState) {
+			a.c.stats.verifyRefused.Add(1)
+		}
+		m.refuse(st.Err)
+		return
+	}
+	if st.Next != nil {
+		a.c.stats.implicitAdds.Add(1)
+	}
+	m.appendFn()
 }
 
 // commitOffsets checks a TxnOffsetCommit against the transaction (v5:

@@ -43,6 +43,24 @@ func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16,
 	c.dispatch(id, &addMsg{in: AddInput{ProducerID: producerID, Epoch: epoch, Partitions: parts}, verify: true, reply: reply})
 }
 
+// Append hands a transactional batch for tp to its partition once the
+// partition is known to be in the producer's open transaction: checked
+// (add false: the verification of KIP-890 part 1, for clients of
+// transaction version 1, Produce v3-11) or added to it (add true: the
+// implicit add of KIP-890 part 2, Produce v12+). appendFn runs on the
+// transaction's actor and must only enqueue the batch on the partition
+// (never block): as the markers that end the transaction are sent from
+// the same actor afterwards, a batch it let through always reaches the
+// partition before them, so it can never land after its transaction's
+// marker and leave a transaction hanging. Every transactional batch comes
+// this way, so the coordinator's state is the memory of what was
+// verified. refuse gets the coordinator's *kerr.Error (INVALID_TXN_STATE
+// when the partition is not in the transaction); the produce path maps it
+// to the codes producers expect. Exactly one of appendFn and refuse runs.
+func (c *Coordinator) Append(id string, producerID int64, epoch int16, tp TopicPartition, add bool, appendFn func(), refuse func(error)) {
+	c.dispatch(id, &appendMsg{in: AddInput{ProducerID: producerID, Epoch: epoch, Partitions: []TopicPartition{tp}, TV2: add}, add: add, appendFn: appendFn, refuse: refuse})
+}
+
 // AddOffsets adds a consumer group to the transaction (AddOffsetsToTxn), so
 // that its TxnOffsetCommits are committed or dropped with it.
 func (c *Coordinator) AddOffsets(id string, producerID int64, epoch int16, group string, reply func(Result)) {
@@ -119,4 +137,21 @@ func (c *Coordinator) List(f ListFilter) []Summary {
 	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b Summary) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// Stats counts KIP-890 traffic since the coordinator opened.
+type Stats struct {
+	// EndTxnV5 is EndTxn requests of transaction version 2.
+	EndTxnV5 int64
+	// ImplicitAdds is partitions added to a transaction by a Produce
+	// v12+ (KIP-890 part 2).
+	ImplicitAdds int64
+	// VerifyRefused is transactional batches refused because their
+	// partition was not in the producer's transaction (KIP-890 part 1).
+	VerifyRefused int64
+}
+
+// Stats reads the counters.
+func (c *Coordinator) Stats() Stats {
+	return Stats{EndTxnV5: c.stats.endTxnV5.Load(), ImplicitAdds: c.stats.implicitAdds.Load(), VerifyRefused: c.stats.verifyRefused.Load()}
 }

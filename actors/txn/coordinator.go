@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -159,6 +160,11 @@ type Coordinator struct {
 	cfg    Config
 	store  *Store
 	logger *slog.Logger
+
+	// stats count KIP-890 traffic (tests, the interop must-show); atomic.
+	stats struct {
+		endTxnV5, implicitAdds, verifyRefused atomic.Int64
+	}
 
 	// life serializes Activate, Deactivate and Close; it is held while
 	// they wait for actors, which never take it.

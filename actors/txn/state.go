@@ -339,6 +339,27 @@ func VerifyPartitions(cur *Txn, producerID int64, epoch int16, parts []TopicPart
 	return errs, nil
 }
 
+// AppendCheck decides whether a transactional batch for the partition in
+// in.Partitions (one) may go to its partition: with add (Produce v12+,
+// KIP-890 part 2) the partition is added to the transaction (Next when it
+// was not in it yet, beginning the transaction if none is open); without
+// (Produce v3-11, KIP-890 part 1) it must already be in the producer's
+// open transaction, else INVALID_TXN_STATE.
+func AppendCheck(cur *Txn, in AddInput, add bool, nowMs int64) Step {
+	if add {
+		in.TV2 = true
+		return Add(cur, in, nowMs)
+	}
+	per, err := VerifyPartitions(cur, in.ProducerID, in.Epoch, in.Partitions)
+	if err == nil && len(per) > 0 {
+		err = per[0]
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return Step{ProducerID: cur.ProducerID, ProducerEpoch: cur.ProducerEpoch}
+}
+
 // VerifyGroup checks a TxnOffsetCommit (v0-4) against the transaction:
 // the producer is current and the group was added with AddOffsetsToTxn.
 func VerifyGroup(cur *Txn, producerID int64, epoch int16, group string) error {

@@ -11,6 +11,7 @@ package txn
 //	init timeout=MS [pid=P epoch=E]      transactional InitProducerId
 //	add pid= epoch= [parts=t-0,t-1] [groups=g1,g2] [tv2]
 //	verify pid= epoch= parts=t-0,...
+//	produce pid= epoch= parts=t-0 [tv2]  a transactional batch's check (tv2: Produce v12+, implicit add)
 //	group pid= epoch= group=g            TxnOffsetCommit v0-4 check
 //	end pid= epoch= commit|abort [tv2]
 //	timeout epoch=E                      the deadline timer firing
@@ -105,6 +106,8 @@ func (s *script) run(cmd string) []string {
 			b = append(b, errName(e))
 		}
 		return []string{"per-partition " + strings.Join(b, ",")}
+	case "produce":
+		st = AppendCheck(s.cur, AddInput{ProducerID: num("pid"), Epoch: int16(num("epoch")), Partitions: parseParts(args["parts"])}, tv2, s.now)
 	case "group":
 		return []string{"err " + errName(VerifyGroup(s.cur, num("pid"), int16(num("epoch")), args["group"]))}
 	case "end":
