@@ -11,6 +11,7 @@ import (
 	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/netio"
+	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/telemetry"
 )
 
@@ -139,7 +140,7 @@ func DefaultConfig() Config {
 		MaxConnections:  10000,
 		IdleTimeout:     10 * time.Minute,
 		MaxMemory:       netio.DefaultMaxMemory,
-		TxnMaxTimeout:   time.Hour,
+		TxnMaxTimeout:   defaultTxnMaxTimeout,
 		Authorizer:      "none",
 		OtelExporter:    "none",
 		OtelSampleRatio: 1,
@@ -252,17 +253,57 @@ func splitHostPort(addr string) (string, int32, error) {
 
 func (c Config) brokerOverrides() (map[string]string, error) {
 	out := map[string]string{}
-	if strings.TrimSpace(c.BrokerConfigs) == "" {
-		return out, nil
-	}
-	for _, kv := range strings.Split(c.BrokerConfigs, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--broker-config entry %q: want key=value", kv)
+	if strings.TrimSpace(c.BrokerConfigs) != "" {
+		for _, kv := range strings.Split(c.BrokerConfigs, ",") {
+			k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--broker-config entry %q: want key=value", kv)
+			}
+			out[k] = v
 		}
-		out[k] = v
+	}
+	// transaction.max.timeout.ms and --txn-max-timeout-ms are one value:
+	// the one the transaction coordinator enforces is the one
+	// DescribeConfigs reports (settleTxnMaxTimeout takes the key's value
+	// when only the key is given).
+	// A zero TxnMaxTimeout (a Config holding only BrokerConfigs, as the
+	// flag's own check makes) counts as the default.
+	txnSet := c.TxnMaxTimeout != 0 && c.TxnMaxTimeout != defaultTxnMaxTimeout
+	txnMs := strconv.FormatInt(c.TxnMaxTimeout.Milliseconds(), 10)
+	if v, ok := out[txnMaxTimeoutKey]; ok {
+		if txnSet && strings.TrimSpace(v) != txnMs {
+			return nil, fmt.Errorf("--broker-config %s=%s and --txn-max-timeout-ms %s disagree: set one", txnMaxTimeoutKey, v, txnMs)
+		}
+	} else if txnSet {
+		out[txnMaxTimeoutKey] = txnMs
 	}
 	return out, nil
+}
+
+const txnMaxTimeoutKey = "transaction.max.timeout.ms"
+
+// defaultTxnMaxTimeout is --txn-max-timeout-ms's default, the broker
+// config's default (one constant, logconfig's).
+const defaultTxnMaxTimeout = logconfig.TransactionMaxTimeoutMsDefault * time.Millisecond
+
+// settleTxnMaxTimeout takes --broker-config's transaction.max.timeout.ms
+// as the transaction timeout bound when --txn-max-timeout-ms is left at
+// its default. A malformed --broker-config is left for Validate to report.
+func (c *Config) settleTxnMaxTimeout() error {
+	o, err := c.brokerOverrides()
+	if err != nil {
+		return nil
+	}
+	v, ok := o[txnMaxTimeoutKey]
+	if !ok {
+		return nil
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil || ms < 1 {
+		return fmt.Errorf("--broker-config %s=%q: want a positive number of milliseconds below 2^31", txnMaxTimeoutKey, v)
+	}
+	c.TxnMaxTimeout = time.Duration(ms) * time.Millisecond
+	return nil
 }
 
 // minMaxMemory is the smallest --max-memory: below it the request budget

@@ -6,9 +6,12 @@ import (
 	"flag"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/regent-broker/regent/storage/logconfig"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -281,5 +284,42 @@ func TestVersion(t *testing.T) {
 	version, commit = "v1.2.3", "0123456789abcdef"
 	if got := run(); !strings.HasPrefix(got, "regent v1.2.3 commit 0123456789abcdef go") {
 		t.Fatalf("regent version with ldflags: %q", got)
+	}
+}
+
+// TestTxnMaxTimeoutOneValue: --txn-max-timeout-ms and the broker config
+// transaction.max.timeout.ms are one value, the one enforced and reported.
+func TestTxnMaxTimeoutOneValue(t *testing.T) {
+	none := func(string) string { return "" }
+	for _, tc := range []struct {
+		args     []string
+		want     time.Duration
+		reported string // "" : not overridden, the default is reported
+	}{
+		{nil, time.Hour, ""},
+		{[]string{"--txn-max-timeout-ms", "60000"}, time.Minute, "60000"},
+		{[]string{"--broker-config", "transaction.max.timeout.ms=120000"}, 2 * time.Minute, "120000"},
+		{[]string{"--txn-max-timeout-ms", "60000", "--broker-config", "transaction.max.timeout.ms=60000"}, time.Minute, "60000"},
+	} {
+		c, err := parseConfig(tc.args, none)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		o, _ := c.brokerOverrides()
+		if c.TxnMaxTimeout != tc.want || o["transaction.max.timeout.ms"] != tc.reported {
+			t.Fatalf("%v: enforced %v reported %q, want %v %q", tc.args, c.TxnMaxTimeout, o["transaction.max.timeout.ms"], tc.want, tc.reported)
+		}
+	}
+	for _, bad := range [][]string{
+		{"--txn-max-timeout-ms", "60000", "--broker-config", "transaction.max.timeout.ms=120000"},
+		{"--broker-config", "transaction.max.timeout.ms=0"},
+		{"--broker-config", "transaction.max.timeout.ms=soon"},
+	} {
+		if _, err := parseConfig(bad, none); err == nil {
+			t.Fatalf("%v accepted", bad)
+		}
+	}
+	if d, _ := logconfig.LookupBroker("transaction.max.timeout.ms"); d.Default != strconv.FormatInt(DefaultConfig().TxnMaxTimeout.Milliseconds(), 10) {
+		t.Fatalf("reported default %s, enforced default %v", d.Default, DefaultConfig().TxnMaxTimeout)
 	}
 }

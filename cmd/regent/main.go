@@ -179,5 +179,8 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 	if err := applyEnv(fs, getenv); err != nil {
 		return c, usageError{err}
 	}
+	if err := c.settleTxnMaxTimeout(); err != nil {
+		return c, usageError{err}
+	}
 	return c, c.Validate()
 }

@@ -47,6 +47,11 @@ func typeOnly(t Type) validator {
 	return anyString()
 }
 
+// TransactionMaxTimeoutMsDefault is transaction.max.timeout.ms when not
+// configured: what the transaction coordinator enforces (actors/txn) and
+// what DescribeConfigs reports, one value.
+const TransactionMaxTimeoutMsDefault = 3600000
+
 const (
 	dyn = true  // alterable at runtime (Kafka's per-broker or cluster-wide update mode)
 	ro  = false // read-only: needs a restart in Kafka
@@ -149,18 +154,18 @@ var brokerDefs = func() []Def {
 			"Whether Metadata and Produce requests for an unknown topic create it."),
 		brokerDef("allow.everyone.if.no.acl.found", TypeBoolean, "false", true, nil, ro, enf,
 			"With --authorizer acl: whether a resource no ACL applies to is open to every principal."),
-		brokerDef("offsets.topic.replication.factor", TypeShort, "3", true, integralV(TypeShort, bnd(1), nil), ro, enf,
-			"Replication factor of __consumer_offsets, capped at the number of live brokers when it is created."),
+		brokerDef("offsets.topic.replication.factor", TypeShort, "3", true, integralV(TypeShort, bnd(1), nil), ro, off,
+			notEnforced+": every voter holds the group coordinator's state, replicated through the raft log, and Metadata lists the voters as __consumer_offsets' replicas. Replication factor of __consumer_offsets."),
 		brokerDef("offsets.topic.num.partitions", TypeInt, "50", true, integralV(TypeInt, bnd(1), nil), ro, enf,
-			"Partitions of __consumer_offsets."),
-		brokerDef("transaction.state.log.replication.factor", TypeShort, "3", true, integralV(TypeShort, bnd(1), nil), ro, enf,
-			"Replication factor of __transaction_state, capped at the number of live brokers when it is created."),
+			"Partitions of __consumer_offsets, as Metadata and DescribeTopicPartitions show it."),
+		brokerDef("transaction.state.log.replication.factor", TypeShort, "3", true, integralV(TypeShort, bnd(1), nil), ro, off,
+			notEnforced+": every voter holds the transaction coordinator's state, replicated through the raft log, and Metadata lists the voters as __transaction_state's replicas. Replication factor of __transaction_state."),
 		brokerDef("transaction.state.log.num.partitions", TypeInt, "50", true, integralV(TypeInt, bnd(1), nil), ro, enf,
-			"Partitions of __transaction_state."),
-		brokerDef("transaction.state.log.min.isr", TypeInt, "2", true, integralV(TypeInt, bnd(1), nil), ro, enf,
-			"min.insync.replicas of __transaction_state."),
-		brokerDef("transaction.max.timeout.ms", TypeInt, "900000", true, integralV(TypeInt, bnd(1), nil), ro, enf,
-			"Largest transaction timeout a producer may ask for."),
+			"Partitions of __transaction_state, as Metadata and DescribeTopicPartitions show it."),
+		brokerDef("transaction.state.log.min.isr", TypeInt, "2", true, integralV(TypeInt, bnd(1), nil), ro, off,
+			notEnforced+": the transaction coordinator's state is committed when a raft majority of the voters holds it. min.insync.replicas of __transaction_state."),
+		brokerDef("transaction.max.timeout.ms", TypeInt, strconv.Itoa(TransactionMaxTimeoutMsDefault), true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"Largest transaction timeout a producer may ask for (else INVALID_TRANSACTION_TIMEOUT); set with --txn-max-timeout-ms or this key. Regent's default is an hour, Kafka's 15 minutes."),
 		brokerDef("group.initial.rebalance.delay.ms", TypeInt, "3000", true, nil, ro, enf,
 			"How long a new classic consumer group waits for more members before its first rebalance."),
 		brokerDef("group.min.session.timeout.ms", TypeInt, "6000", true, nil, ro, enf,
