@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"net"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,6 +18,14 @@ import (
 
 // mtlsTransport is a raft transport on mutual TLS with a certificate of ca.
 func mtlsTransport(t *testing.T, ca *tlstest.CA, name string) *raft.NetworkTransport {
+	t.Helper()
+	tr, _ := mtlsPeer(t, ca, name)
+	return tr
+}
+
+// mtlsPeer is a raft transport on mutual TLS, set up as NewRaft does (a
+// muxStream serving the snapshot store returned, with one snapshot).
+func mtlsPeer(t *testing.T, ca *tlstest.CA, name string) (*raft.NetworkTransport, *fetchPeer) {
 	t.Helper()
 	p, err := ca.Server(name)
 	if err != nil {
@@ -29,9 +39,17 @@ func mtlsTransport(t *testing.T, ca *tlstest.CA, name string) *raft.NetworkTrans
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: s, MaxPool: 2, Timeout: 5 * time.Second})
+	root := t.TempDir()
+	fp := &fetchPeer{state: filepath.Join(root, "state"), raft: filepath.Join(root, "raft"), addr: s.Addr().String()}
+	fp.store = newTestStore(t, filepath.Join(fp.raft, "snapshots"), 2)
+	fp.store.setFetch(fp.addr, fp.state, nil)
+	fp.mux = newMuxStream(s, slog.New(slog.DiscardHandler), fp.store.server.serve)
+	fp.store.dialFetch = fp.mux.dialFetch
+	writeFile(t, filepath.Join(fp.state, "p-0", "00000000000000000000.log"), "segment of "+name)
+	takeSnapshot(t, fp.store, fp.state, fp.raft, 1)
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: fp.mux, MaxPool: 2, Timeout: 5 * time.Second})
 	t.Cleanup(func() { _ = tr.Close() })
-	return tr
+	return tr, fp
 }
 
 // answer serves one RPC on tr with an empty success response.
@@ -51,7 +69,8 @@ func TestRaftTransportMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b := mtlsTransport(t, ca, "node1"), mtlsTransport(t, ca, "node2")
+	a, pa := mtlsPeer(t, ca, "node1")
+	b, pb := mtlsPeer(t, ca, "node2")
 	appendOnce := func(from *raft.NetworkTransport) error {
 		answer(b)
 		var resp raft.AppendEntriesResponse
@@ -66,10 +85,36 @@ func TestRaftTransportMutualTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stranger := mtlsTransport(t, other, "stranger")
+	stranger, ps := mtlsPeer(t, other, "stranger")
 	var resp raft.AppendEntriesResponse
 	if err := stranger.AppendEntries("2", b.LocalAddr(), &raft.AppendEntriesRequest{Term: 1}, &resp); err == nil {
 		t.Fatal("a node with a foreign certificate reached raft")
+	}
+
+	// Snapshot files on the same port, on the same mutual TLS: a node of
+	// the cluster pulls them, a node with a foreign certificate cannot.
+	metas, err := pb.store.List()
+	if err != nil || len(metas) != 1 {
+		t.Fatalf("node2's snapshots: %v %v", metas, err)
+	}
+	pull := func(dial func(string, time.Duration) (net.Conn, error)) (string, error) {
+		fc := &fetchClient{addr: pb.addr, id: metas[0].ID, dial: dial, deadline: time.Now().Add(30 * time.Second), budget: 30 * time.Second}
+		defer fc.close()
+		f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := fc.pull("p-0/00000000000000000000.log", 0, int64(len("segment of node2")), f); err != nil {
+			return "", err
+		}
+		return readFile(t, f.Name()), nil
+	}
+	if got, err := pull(pa.mux.dialFetch); err != nil || got != "segment of node2" {
+		t.Fatalf("a cluster node's fetch over TLS: %q, %v", got, err)
+	}
+	if _, err := pull(ps.mux.dialFetch); err == nil {
+		t.Fatal("a node with a foreign certificate pulled snapshot files")
 	}
 
 	// A TLS dial without a client certificate, and plaintext, are refused
