@@ -3,8 +3,8 @@ package cluster
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
