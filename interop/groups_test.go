@@ -105,7 +105,7 @@ func testGroupOffsetsSurviveKill9(t *testing.T, kip848 bool) {
 	var simpleOffsets kadm.Offsets
 	simpleOffsets.AddOffset(topic, 0, 77, -1)
 	simpleOffsets.AddOffset(topic, 3, 1234, 5)
-	if err := adm.CommitAllOffsets(ctx, simple, simpleOffsets); err != nil {
+	if err := namesOnlyAdmin(t, b.Addr).CommitAllOffsets(ctx, simple, simpleOffsets); err != nil {
 		t.Fatalf("simple commit: %v", err)
 	}
 
