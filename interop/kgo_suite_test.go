@@ -24,11 +24,9 @@ import (
 // not served), OAuth (the suite's test logs in with unsecured "alg":"none"
 // tokens, which Kafka's default validator accepts and Regent, checking
 // signatures against a JWKS, refuses by design; interop/sasl_test.go covers
-// OAUTHBEARER with signed tokens), and two regex tests that expect an
-// internal __consumer_offsets topic in Metadata (Regent keeps group state
-// outside the topic space). The SCRAM tests run against a SASL_PLAINTEXT
-// listener (kgoSCRAMEnv).
-const kgoSkip = `Share|OAuth|TestConsumeRegex|Test848RegexBrokerResolves`
+// OAUTHBEARER with signed tokens). The SCRAM tests run against a
+// SASL_PLAINTEXT listener (kgoSCRAMEnv).
+const kgoSkip = `Share|OAuth`
 
 // TestKgoConformanceSuite runs franz-go's own kgo integration tests against
 // a fresh Regent and reports pass and fail counts; every test outside the
