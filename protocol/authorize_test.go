@@ -310,7 +310,7 @@ func TestEveryServedKeyIsAuthorized(t *testing.T) {
 		42: "DELETE group", 44: "ALTER_CONFIGS topic/cluster", 47: "DELETE group, READ topic", 48: "DESCRIBE_CONFIGS cluster",
 		50: "DESCRIBE cluster", 51: "ALTER cluster", 57: "ALTER cluster", 60: "none (DESCRIBE cluster only for authorized operations, as Kafka)",
 		61: "READ topic", 65: "DESCRIBE transactional id", 66: "DESCRIBE transactional id (filter)",
-		68: "READ group, DESCRIBE topics", 69: "DESCRIBE group", 75: "DESCRIBE topic",
+		68: "READ group, DESCRIBE topics", 69: "DESCRIBE group", 74: "DESCRIBE_CONFIGS cluster", 75: "DESCRIBE topic",
 	}
 	exempt := map[int16]bool{17: true, 18: true, 36: true} // SaslHandshake, ApiVersions, SaslAuthenticate
 	for _, k := range ServedKeys() {
