@@ -27,6 +27,7 @@ import (
 
 	"github.com/regent-broker/regent/actors/lifecycle"
 	"github.com/regent-broker/regent/actors/replication"
+	"github.com/regent-broker/regent/storage/logconfig"
 )
 
 // TxnPartition is what the coordinator needs of a partition: writing the
@@ -103,7 +104,9 @@ type Options struct {
 }
 
 const (
-	defaultMaxTimeout   = time.Hour
+	// defaultMaxTimeout is the broker config transaction.max.timeout.ms's
+	// default: the bound enforced is the one DescribeConfigs reports.
+	defaultMaxTimeout   = logconfig.TransactionMaxTimeoutMsDefault * time.Millisecond
 	defaultIDExpiration = 7 * 24 * time.Hour
 )
 
