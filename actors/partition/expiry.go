@@ -153,7 +153,7 @@ func (s *State) ExpireProducers(nowMs, expirationMs int64) int {
 			next := e.expNext
 			e.expPrev, e.expNext, e.inBucket = nil, nil, false
 			if e.txnFirstOffset < 0 {
-				delete(s.producers, e.pid)
+				s.producers.del(e.pid)
 				n++
 			}
 			// An open transaction keeps its producer: the marker that
@@ -167,19 +167,10 @@ func (s *State) ExpireProducers(nowMs, expirationMs int64) int {
 	return n
 }
 
-// shrinkProducers rebuilds the producer map once most of it was dropped:
-// a Go map never gives its buckets back, so a million expired producers
-// would otherwise keep their memory for the life of the partition.
+// shrinkProducers gives back the memory of dropped producers (see
+// producerTable.shrink) and of the expiry index once empty.
 func (s *State) shrinkProducers() {
-	if s.producersPeak < 4096 || len(s.producers) > s.producersPeak/4 {
-		return
-	}
-	m := make(map[int64]*producerEntry, len(s.producers))
-	for pid, e := range s.producers {
-		m[pid] = e
-	}
-	s.producers = m
-	s.producersPeak = len(m)
+	s.producers.shrink()
 	if len(s.expiry.buckets) == 0 {
 		s.expiry = expiryIndex{}
 	}

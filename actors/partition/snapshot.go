@@ -38,14 +38,14 @@ type snapBatch struct {
 
 // snapshot returns the producer state as of the log end.
 func (s *State) snapshot() snapshotFile {
-	f := snapshotFile{Version: 1, Offset: s.next, Aborted: s.aborted.txns, Producer: make(map[int64]snapshotProducer, len(s.producers))}
-	for pid, e := range s.producers {
+	f := snapshotFile{Version: 1, Offset: s.next, Aborted: s.aborted.txns, Producer: make(map[int64]snapshotProducer, s.producers.len())}
+	s.producers.each(func(e *producerEntry) {
 		p := snapshotProducer{Epoch: e.epoch, TxnFirstOffset: e.txnFirstOffset, CoordinatorEpoch: e.coordinatorEpoch, LastTimestamp: e.lastTimestamp}
 		for _, b := range e.batches {
 			p.Batches = append(p.Batches, snapBatch{FirstSeq: b.firstSeq, LastSeq: b.lastSeq, FirstOffset: b.firstOffset, LastOffset: b.lastOffset, Timestamp: b.timestamp})
 		}
-		f.Producer[pid] = p
-	}
+		f.Producer[e.pid] = p
+	})
 	return f
 }
 
@@ -63,14 +63,13 @@ func (s *State) restore(f snapshotFile) bool {
 		for _, b := range p.Batches {
 			e.batches = append(e.batches, batchMeta{firstSeq: b.FirstSeq, lastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, timestamp: b.Timestamp})
 		}
-		s.producers[pid] = e
+		s.producers.put(e)
 		s.expiry.place(e)
 		if p.TxnFirstOffset >= 0 {
 			e.txnFirstOffset = p.TxnFirstOffset
 			open = append(open, e)
 		}
 	}
-	s.producersPeak = len(s.producers)
 	// The open list is by first offset (the order transactions opened in).
 	sort.Slice(open, func(i, j int) bool { return open[i].txnFirstOffset < open[j].txnFirstOffset })
 	for _, e := range open {

@@ -56,10 +56,7 @@ type RecordError struct {
 type State struct {
 	cfg       logconfig.Config
 	epoch     int32 // leader epoch stamped into appended batches
-	producers map[int64]*producerEntry
-	// producersPeak is the most producers held since the map was last
-	// built (shrinkProducers).
-	producersPeak int
+	producers producerTable
 	// openHead..openTail lists the producers with a transaction open
 	// here, by first offset (the order they opened in): the head's is the
 	// last stable offset.
@@ -79,7 +76,7 @@ type State struct {
 // producer state; the shell then replays the log's batches into it
 // (Replay), or loads a producer snapshot and replays what follows it.
 func NewState(cfg logconfig.Config, epoch int32, start, next int64) *State {
-	return &State{cfg: cfg, epoch: epoch, producers: map[int64]*producerEntry{}, start: start, next: next}
+	return &State{cfg: cfg, epoch: epoch, start: start, next: next}
 }
 
 // SetConfig swaps the topic config (AlterConfigs).
@@ -172,7 +169,7 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 		if h.ProducerID < 0 {
 			continue
 		}
-		chk := checkSequence(s.producers[h.ProducerID], h.ProducerEpoch, h.BaseSequence, h.BaseSequence+h.LastOffsetDelta)
+		chk := checkSequence(s.producers.get(h.ProducerID), h.ProducerEpoch, h.BaseSequence, h.BaseSequence+h.LastOffsetDelta)
 		if chk.err != nil {
 			res.Err = chk.err
 			res.ErrMessage = fmt.Sprintf("producer %d epoch %d sequence %d rejected", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
@@ -296,11 +293,10 @@ func (s *State) track(h recordbatch.Header, base, last, appendTime int64) {
 // marker comes with the new epoch). A new entry is placed in the expiry
 // index by its caller, which sets its timestamp.
 func (s *State) entry(pid int64, epoch int16) *producerEntry {
-	e := s.producers[pid]
+	e := s.producers.get(pid)
 	if e == nil {
 		e = &producerEntry{pid: pid, epoch: epoch, txnFirstOffset: -1}
-		s.producers[pid] = e
-		s.producersPeak = max(s.producersPeak, len(s.producers))
+		s.producers.put(e)
 	} else if e.epoch != epoch {
 		e.epoch = epoch
 		e.batches = e.batches[:0]

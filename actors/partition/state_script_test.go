@@ -317,13 +317,11 @@ func (s *stateScript) describe() string {
 		}
 		fmt.Fprintf(&b, " aborted=%s", strings.Join(parts, ","))
 	}
-	pids := make([]int64, 0, len(st.producers))
-	for pid := range st.producers {
-		pids = append(pids, pid)
-	}
+	pids := make([]int64, 0, st.producers.len())
+	st.producers.each(func(e *producerEntry) { pids = append(pids, e.pid) })
 	sort.Slice(pids, func(i, j int) bool { return pids[i] < pids[j] })
 	for _, pid := range pids {
-		e := st.producers[pid]
+		e := st.producers.get(pid)
 		fmt.Fprintf(&b, " p%d[epoch=%d", pid, e.epoch)
 		var bs []string
 		for _, m := range e.batches {

@@ -60,7 +60,7 @@ type MarkerResult struct {
 // nothing): the Append is then empty. nowMs is the
 // command's clock (the marker's timestamp).
 func (s *State) WriteMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, nowMs int64) (MarkerResult, Append) {
-	e := s.producers[pid]
+	e := s.producers.get(pid)
 	// A stale producer epoch or coordinator epoch is fenced whether or not
 	// a transaction is open, as Kafka does (WriteTxnMarkers answers them).
 	switch {
@@ -204,10 +204,10 @@ func (s *State) OpenTxns() []OpenTxn {
 
 // ProducerInfos lists every producer's state.
 func (s *State) ProducerInfos() []ProducerInfo {
-	out := make([]ProducerInfo, 0, len(s.producers))
-	for pid, e := range s.producers {
-		out = append(out, ProducerInfo{ProducerID: pid, ProducerEpoch: e.epoch, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnFirstOffset})
-	}
+	out := make([]ProducerInfo, 0, s.producers.len())
+	s.producers.each(func(e *producerEntry) {
+		out = append(out, ProducerInfo{ProducerID: e.pid, ProducerEpoch: e.epoch, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch, CurrentTxnStartOffset: e.txnFirstOffset})
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
 	return out
 }
