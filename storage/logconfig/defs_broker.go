@@ -52,6 +52,10 @@ func typeOnly(t Type) validator {
 // what DescribeConfigs reports, one value.
 const TransactionMaxTimeoutMsDefault = 3600000
 
+// DefaultTransactionalIDExpirationMs is Kafka's
+// transactional.id.expiration.ms: seven days.
+const DefaultTransactionalIDExpirationMs = 604_800_000
+
 const (
 	dyn = true  // alterable at runtime (Kafka's per-broker or cluster-wide update mode)
 	ro  = false // read-only: needs a restart in Kafka
@@ -166,6 +170,10 @@ var brokerDefs = func() []Def {
 			notEnforced+": the transaction coordinator's state is committed when a raft majority of the voters holds it. min.insync.replicas of __transaction_state."),
 		brokerDef("transaction.max.timeout.ms", TypeInt, strconv.Itoa(TransactionMaxTimeoutMsDefault), true, integralV(TypeInt, bnd(1), nil), ro, enf,
 			"Largest transaction timeout a producer may ask for (else INVALID_TRANSACTION_TIMEOUT); set with --txn-max-timeout-ms or this key. Regent's default is an hour, Kafka's 15 minutes."),
+		brokerDef("producer.id.expiration.ms", TypeInt, strconv.Itoa(DefaultProducerIDExpirationMs), true, integralV(TypeInt, bnd(1), nil), dyn, enf,
+			"How long a partition keeps an idle producer's state (idempotence sequences) after its last batch's timestamp; never while it has a transaction open there. The leader's maintenance pass drops it, to the second, through the log."),
+		brokerDef("transactional.id.expiration.ms", TypeInt, strconv.Itoa(DefaultTransactionalIDExpirationMs), true, integralV(TypeInt, bnd(1), nil), ro, enf,
+			"How long the transaction coordinator keeps a transactional id with no transaction in progress after its last change; --broker-config sets it."),
 		brokerDef("group.initial.rebalance.delay.ms", TypeInt, "3000", true, nil, ro, enf,
 			"How long a new classic consumer group waits for more members before its first rebalance."),
 		brokerDef("group.min.session.timeout.ms", TypeInt, "6000", true, nil, ro, enf,

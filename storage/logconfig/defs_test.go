@@ -119,7 +119,8 @@ func TestBrokerDefs(t *testing.T) {
 		"log.retention.hours", "log.retention.ms", "log.retention.minutes", "log.segment.bytes",
 		"log.cleanup.policy", "broker.id", "node.id", "transaction.max.timeout.ms",
 		"group.initial.rebalance.delay.ms", "group.min.session.timeout.ms",
-		"group.max.session.timeout.ms", "log.message.timestamp.type", "compression.type"}
+		"group.max.session.timeout.ms", "log.message.timestamp.type", "compression.type",
+		"producer.id.expiration.ms", "transactional.id.expiration.ms"}
 	for _, n := range must {
 		if _, ok := LookupBroker(n); !ok {
 			t.Errorf("missing broker def %s", n)
@@ -130,7 +131,7 @@ func TestBrokerDefs(t *testing.T) {
 		"default.replication.factor": true, "auto.create.topics.enable": true}
 	dynamic := map[string]bool{"log.retention.ms": true, "log.segment.bytes": true,
 		"message.max.bytes": true, "min.insync.replicas": true, "log.cleanup.policy": true,
-		"compression.type": true, "log.roll.ms": true}
+		"compression.type": true, "log.roll.ms": true, "producer.id.expiration.ms": true}
 	for _, d := range defs {
 		t.Run(d.Name, func(t *testing.T) {
 			if d.Doc == "" {
