@@ -384,6 +384,39 @@ func TestKgoCommitsByTopicID(t *testing.T) {
 	}
 }
 
+// TestKafkaConfigResourceListings runs the Kafka 4.3.1 tools that list
+// config resources (ListConfigResources v1): kafka-client-metrics --list
+// and kafka-configs --describe of client-metrics and groups. Regent has no
+// client-metrics subscriptions and no group configs, so each lists
+// nothing and succeeds; a named client-metrics resource is reported
+// missing, as Kafka reports it.
+func TestKafkaConfigResourceListings(t *testing.T) {
+	lib := kafkaLib(t)
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	const (
+		clientMetrics = "org.apache.kafka.tools.ClientMetricsCommand"
+		configs       = "kafka.admin.ConfigCommand"
+	)
+	run := runTool(t, ctx, lib, clientMetrics, "--bootstrap-server", b.Addr, "--list")
+	wantVersion(t, "kafka-client-metrics --list", run, "LIST_CONFIG_RESOURCES", "1")
+	if strings.TrimSpace(run.stdout) != "" || strings.Contains(run.stderr, "ERROR") {
+		t.Fatalf("kafka-client-metrics --list:\n%s\n%s", run.stdout, lastLines(run.stderr, 20))
+	}
+	for _, entity := range []string{"client-metrics", "groups"} {
+		run = runTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", entity)
+		wantVersion(t, "kafka-configs --describe --entity-type "+entity, run, "LIST_CONFIG_RESOURCES", "1")
+		if strings.TrimSpace(run.stdout) != "" {
+			t.Fatalf("kafka-configs --describe --entity-type %s:\n%s", entity, run.stdout)
+		}
+	}
+	run = runTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "client-metrics", "--entity-name", "m1")
+	if !strings.Contains(run.stdout, "The client-metric 'm1' doesn't exist") {
+		t.Fatalf("kafka-configs --describe of a missing client-metrics resource:\n%s", run.stdout)
+	}
+}
+
 // namesOnlyAdmin is an admin client whose OffsetCommits stay at v9, by
 // topic name, as Kafka's own admin client sends them: kadm v1.17's
 // CommitOffsets fills names only, which at v10 would be zero topic ids
