@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
@@ -72,7 +73,16 @@ type liveState struct {
 		groups *group.Manager
 		txns   *txn.Coordinator
 		acls   *acls.Store
+		// features is set apart (setFeatures), before set.
+		features *features.Store
 	}
+}
+
+// setFeatures hands install the finalized feature store.
+func (s *liveState) setFeatures(f *features.Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.features = f
 }
 
 // set hands install the node's open state objects.
@@ -101,7 +111,7 @@ func (s *liveState) install(restore func() error) error {
 	}
 	start := time.Now()
 	s.mu.acls.Close()
-	errs := []error{s.mu.txns.Close(), s.mu.groups.Close(), s.mu.users.Close(), s.mu.reg.Close()}
+	errs := []error{s.mu.features.Close(), s.mu.txns.Close(), s.mu.groups.Close(), s.mu.users.Close(), s.mu.reg.Close()}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close the state for the installed snapshot: %w", err)
 	}
@@ -121,6 +131,7 @@ func (s *liveState) install(restore func() error) error {
 		{"groups", s.mu.groups.Reopen},
 		{"transactions", s.mu.txns.Reopen},
 		{"acls", s.mu.acls.Reopen},
+		{"finalized features", s.mu.features.Reopen},
 	} {
 		if err := step.reopen(); err != nil {
 			return fmt.Errorf("reopen %s on the installed snapshot: %w", step.what, err)

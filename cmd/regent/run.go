@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/topics"
@@ -209,7 +210,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open acls: %w", err)
 	}
 	defer aclStore.Close()
+	featureStore, err := features.Open(features.Options{DataDir: stateDir, NodeID: cfg.NodeID, Repl: repl, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open finalized features: %w", err)
+	}
+	defer featureStore.Close()
 	if raftRepl != nil {
+		live.setFeatures(featureStore)
 		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
 	}
 	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
@@ -252,6 +259,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		logger.Info("authorizer on", "acls", aclStore.Set().Len(), "super_users", cfg.SuperUsers, "allow_everyone_if_no_acl_found", allowEveryone)
 	}
 	srv.SetUsers(userStore)
+	srv.SetFeatures(featureStore)
 	listeners, err := buildListeners(ctx, cfg, lspecs, advertised, userStore, tel, logger)
 	if err != nil {
 		return err
