@@ -3,6 +3,7 @@ package protocol
 // CreateTopics: versions 0-7 (v1+ validateOnly, v5+ configs echoed back,
 // v7+ topic ids). Manual replica assignments are accepted when they name
 // only voters; the replication factor may not exceed the number of voters.
+// A cluster follower forwards the request to the leader (forward.go).
 
 import (
 	"fmt"
@@ -18,6 +19,9 @@ import (
 func init() { register(19, 0, 7, (*Server).createTopics) }
 
 func (s *Server) createTopics(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.CreateTopicsRequest)
 		resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)

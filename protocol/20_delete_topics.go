@@ -1,7 +1,8 @@
 package protocol
 
 // DeleteTopics: versions 0-6 (v6+ topics by name or id). Data is removed
-// before the answer.
+// before the answer. A cluster follower forwards the request to the
+// leader (forward.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,6 +14,9 @@ import (
 func init() { register(20, 0, 6, (*Server).deleteTopics) }
 
 func (s *Server) deleteTopics(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.DeleteTopicsRequest)
 		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)

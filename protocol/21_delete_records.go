@@ -1,6 +1,7 @@
 package protocol
 
-// DeleteRecords: versions 0-2. Offset -1 means the high watermark.
+// DeleteRecords: versions 0-2. Offset -1 means the high watermark. A
+// cluster follower forwards the request to the leader (forward.go).
 
 import (
 	"sync"
@@ -14,6 +15,9 @@ import (
 func init() { register(21, 0, 2, (*Server).deleteRecords) }
 
 func (s *Server) deleteRecords(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(req.Topics))

@@ -3,9 +3,8 @@ package protocol
 // CreateAcls: versions 0-3 (v1+ pattern types, v2+ flexible). Needs ALTER
 // on the CLUSTER; each creation is validated alone (INVALID_REQUEST with
 // the reason), the valid ones are committed together through the
-// replicator. On a cluster follower the answer is NOT_CONTROLLER, as for
-// the other admin writes: clients retry on the leader (the controller
-// Metadata names).
+// replicator. On a cluster follower the request is forwarded to the leader
+// and answered as the leader answered (forward.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -17,6 +16,9 @@ import (
 func init() { register(30, 0, 3, (*Server).createACLs) }
 
 func (s *Server) createACLs(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.CreateACLsRequest)
 		resp := req.ResponseKind().(*kmsg.CreateACLsResponse)

@@ -4,7 +4,7 @@ package protocol
 // on the CLUSTER. Each filter is validated alone; the valid ones are
 // committed together through the replicator and each reports what it
 // removed (a binding several filters match is reported under each). On a
-// cluster follower the answer is NOT_CONTROLLER, as for CreateAcls.
+// cluster follower the request is forwarded to the leader (forward.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,6 +16,9 @@ import (
 func init() { register(31, 0, 3, (*Server).deleteACLs) }
 
 func (s *Server) deleteACLs(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.DeleteACLsRequest)
 		resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)

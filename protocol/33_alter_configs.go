@@ -1,7 +1,8 @@
 package protocol
 
 // AlterConfigs: versions 0-2. Replaces a resource's whole set of overrides
-// (Kafka's legacy semantics). Topics and brokers.
+// (Kafka's legacy semantics). Topics and brokers. A cluster follower
+// forwards the request to the leader (forward.go).
 
 import (
 	"fmt"
@@ -16,6 +17,9 @@ import (
 func init() { register(33, 0, 2, (*Server).alterConfigs) }
 
 func (s *Server) alterConfigs(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.AlterConfigsRequest)
 		resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)

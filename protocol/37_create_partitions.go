@@ -1,6 +1,7 @@
 package protocol
 
 // CreatePartitions: versions 0-3. Manual assignments must name only voters.
+// A cluster follower forwards the request to the leader (forward.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -13,6 +14,9 @@ import (
 func init() { register(37, 0, 3, (*Server).createPartitions) }
 
 func (s *Server) createPartitions(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.CreatePartitionsRequest)
 		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)

@@ -1,7 +1,8 @@
 package protocol
 
 // IncrementalAlterConfigs: versions 0-1. SET, DELETE, APPEND and SUBTRACT
-// (the last two on list-typed keys), on topics and brokers.
+// (the last two on list-typed keys), on topics and brokers. A cluster
+// follower forwards the request to the leader (forward.go).
 
 import (
 	"fmt"
@@ -16,6 +17,9 @@ import (
 func init() { register(44, 0, 1, (*Server).incrementalAlterConfigs) }
 
 func (s *Server) incrementalAlterConfigs(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.IncrementalAlterConfigsRequest)
 		resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)

@@ -9,8 +9,8 @@ package protocol
 // a deletion of a credential that is not there RESOURCE_NOT_FOUND; a user
 // with any of these has none of its changes applied (re-checked in apply,
 // where a deletion racing another may still fail alone). The changes are
-// one replicated command; on a cluster follower every user gets
-// NOT_CONTROLLER, as other admin writes there. ACLs: ALTER on the cluster,
+// one replicated command; a cluster follower forwards the request to the
+// leader (forward.go). ACLs: ALTER on the cluster,
 // else every user gets CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 import (
@@ -26,6 +26,9 @@ import (
 func init() { register(51, 0, 0, (*Server).alterUserScramCredentials) }
 
 func (s *Server) alterUserScramCredentials(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	req := r.Msg.(*kmsg.AlterUserSCRAMCredentialsRequest)
 	if !s.authorizedCluster(r, acls.Alter) {
 		r.Respond(s.refuseAlterScram(req))

@@ -252,6 +252,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
+	if admin != nil {
+		// Followers forward admin requests to the leader (KIP-590).
+		admin.serveForwarding(srv)
+	}
 	if cfg.Authorizer == "acl" {
 		// allow.everyone.if.no.acl.found is read-only: read it once.
 		allowEveryone := strings.EqualFold(reg.Broker().Overrides["allow.everyone.if.no.acl.found"], "true")

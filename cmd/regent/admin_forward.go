@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/regent-broker/regent/protocol"
+)
+
+// maxForwardBytes bounds a forwarded request or response body (JSON with
+// the Kafka body in base64): admin requests are small, a CreateTopics of
+// thousands of topics a few MiB.
+const maxForwardBytes = 64 << 20
+
+// serveForwarding adds POST /kafka/forward to the admin endpoint and makes
+// srv forward a follower's changes to replicated metadata there on the
+// leader (protocol/forward.go). The hop is the endpoint's own: a.client,
+// over mutual TLS with the cluster CA when cluster links are, so only
+// nodes (and holders of a cluster certificate) can forward, and the
+// principal a forward carries is as trusted as the membership changes the
+// endpoint already accepts. The leader authorizes that principal.
+func (a *adminServer) serveForwarding(srv *protocol.Server) {
+	mux, ok := a.srv.Handler.(*http.ServeMux)
+	if !ok {
+		a.logger.Error("admin endpoint has no mux: admin requests on followers answer NOT_CONTROLLER")
+		return
+	}
+	mux.HandleFunc("POST /kafka/forward", func(w http.ResponseWriter, r *http.Request) {
+		var fr protocol.ForwardedRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, maxForwardBytes)).Decode(&fr); err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "forwarded request: " + err.Error()})
+			return
+		}
+		body, err := srv.ServeForwarded(r.Context(), fr)
+		switch {
+		case errors.Is(err, protocol.ErrNotServing):
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		case errors.Is(err, protocol.ErrForwardRefused):
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
+		case err != nil:
+			writeJSON(w, http.StatusGatewayTimeout, map[string]string{"error": err.Error()})
+		default:
+			w.Header().Set("Content-Type", "application/octet-stream")
+			_, _ = w.Write(body)
+		}
+	})
+	srv.SetForwarder(a.forwardKafka)
+}
+
+// forwardKafka is the protocol.Forwarder: it posts fr to node leader's
+// admin endpoint. A leader that cannot be dialled or is not serving is
+// ErrForwardRetry (nothing reached a serving leader); a refusal is
+// ErrForwardRefused; anything after the request was sent leaves the
+// outcome unknown.
+func (a *adminServer) forwardKafka(ctx context.Context, leader int32, fr protocol.ForwardedRequest) ([]byte, error) {
+	node, ok := a.nodes.Get(leader)
+	if !ok || node.Admin == "" {
+		return nil, fmt.Errorf("%w: leader %d has no known admin endpoint", protocol.ErrForwardRetry, leader)
+	}
+	raw, err := json.Marshal(fr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: encode: %v", protocol.ErrForwardRefused, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.scheme+node.Admin+"/kafka/forward", bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", protocol.ErrForwardRefused, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := a.client.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return nil, fmt.Errorf("%w: forward to leader %d: %v", protocol.ErrForwardRetry, leader, err)
+		}
+		return nil, fmt.Errorf("forward to leader %d: %w", leader, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardBytes))
+	if err != nil {
+		return nil, fmt.Errorf("forward to leader %d: read the answer: %w", leader, err)
+	}
+	switch resp.StatusCode {
+	case http.StatusOK:
+		return body, nil
+	case http.StatusServiceUnavailable:
+		return nil, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRetry, leader, bytes.TrimSpace(body))
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+		// Refused, or a node that does not serve forwards.
+		return nil, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRefused, leader, bytes.TrimSpace(body))
+	}
+	return nil, fmt.Errorf("forward to leader %d: %s: %s", leader, resp.Status, bytes.TrimSpace(body))
+}
