@@ -3,6 +3,7 @@ package protocol
 // CreateTopics: versions 0-7 (v1+ validateOnly, v5+ configs echoed back,
 // v7+ topic ids). Manual replica assignments are accepted when they name
 // only voters; the replication factor may not exceed the number of voters.
+// The internal topics answer TOPIC_ALREADY_EXISTS.
 // A cluster follower forwards the request to the leader (forward.go).
 
 import (
@@ -45,6 +46,13 @@ func (s *Server) createTopics(r *Request) {
 				ot.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				msg := "not authorized to create topic '" + rt.Topic + "'"
 				ot.ErrorMessage = &msg
+				resp.Topics = append(resp.Topics, ot)
+				continue
+			}
+			if isInternalTopic(rt.Topic) {
+				// The internal topics always exist (internal_topics.go).
+				ot.ErrorCode = kerr.TopicAlreadyExists.Code
+				ot.ErrorMessage = kmsg.StringPtr("Topic '" + rt.Topic + "' already exists.")
 				resp.Topics = append(resp.Topics, ot)
 				continue
 			}

@@ -1,7 +1,8 @@
 package protocol
 
 // DeleteTopics: versions 0-6 (v6+ topics by name or id). Data is removed
-// before the answer. A cluster follower forwards the request to the
+// before the answer. The internal topics are refused with
+// INVALID_TOPIC_EXCEPTION. A cluster follower forwards the request to the
 // leader (forward.go).
 
 import (
@@ -28,6 +29,9 @@ func (s *Server) deleteTopics(r *Request) {
 			}
 		}
 		for _, rt := range targets {
+			if it, ok := s.internalTopicByID(rt.TopicID); ok && rt.Topic == nil {
+				rt.Topic = &it.Name // refused below, by name
+			}
 			ot := kmsg.NewDeleteTopicsResponseTopic()
 			ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
 			name := ""
@@ -48,6 +52,13 @@ func (s *Server) deleteTopics(r *Request) {
 			}
 			if !s.authorized(r, acls.Delete, acls.Topic, name) {
 				ot.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				resp.Topics = append(resp.Topics, ot)
+				continue
+			}
+			if it, ok := s.internalTopic(name); ok {
+				// Not a topic Regent stores (internal_topics.go).
+				ot.TopicID, ot.ErrorCode = it.ID, kerr.InvalidTopicException.Code
+				ot.ErrorMessage = kmsg.StringPtr("Topic " + name + " is an internal topic and cannot be deleted: Regent keeps the coordinator's state in its own store")
 				resp.Topics = append(resp.Topics, ot)
 				continue
 			}

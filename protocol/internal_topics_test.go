@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
@@ -281,5 +282,48 @@ func TestInternalTopicsHiddenWithoutDescribe(t *testing.T) {
 	}
 	if got := metadataTopics(t, s); len(got) != 1 || *got[0].Topic != offsetsTopic || !got[0].IsInternal {
 		t.Fatalf("all topics with DESCRIBE on %s: %+v", offsetsTopic, got)
+	}
+}
+
+func TestCreateDeleteInternalTopics(t *testing.T) {
+	s := brokerServer(t, nil)
+	for _, validateOnly := range []bool{false, true} {
+		ct := kmsg.NewPtrCreateTopicsRequest()
+		ct.Version, ct.ValidateOnly = 7, validateOnly
+		for _, name := range []string{offsetsTopic, txnStateTopic} {
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+			ct.Topics = append(ct.Topics, rt)
+		}
+		resp := call[*kmsg.CreateTopicsResponse](t, s, ct)
+		for _, ot := range resp.Topics {
+			code(t, "create "+ot.Topic, ot.ErrorCode, kerr.TopicAlreadyExists)
+			if ot.ErrorMessage == nil || *ot.ErrorMessage != "Topic '"+ot.Topic+"' already exists." {
+				t.Fatalf("create %s: message %v", ot.Topic, ot.ErrorMessage)
+			}
+		}
+	}
+	if s.topics.Get(offsetsTopic) != nil {
+		t.Fatal("CreateTopics made a registry topic")
+	}
+
+	for _, v := range []int16{1, 5, 6} {
+		dt := kmsg.NewPtrDeleteTopicsRequest()
+		dt.Version = v
+		if v < 6 {
+			dt.TopicNames = []string{offsetsTopic}
+		} else {
+			dt.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr(txnStateTopic)}, {TopicID: internalTopicID("c1", offsetsTopic)}}
+		}
+		resp := call[*kmsg.DeleteTopicsResponse](t, s, dt)
+		for _, ot := range resp.Topics {
+			code(t, fmt.Sprintf("v%d delete", v), ot.ErrorCode, kerr.InvalidTopicException)
+			if v >= 6 && (ot.Topic == nil || !isInternalTopic(*ot.Topic)) {
+				t.Fatalf("v%d delete answered %+v", v, ot)
+			}
+		}
+	}
+	if got := metadataTopics(t, s, offsetsTopic, txnStateTopic); got[0].ErrorCode != 0 || got[1].ErrorCode != 0 {
+		t.Fatalf("internal topics after the refused deletes: %+v", got)
 	}
 }
