@@ -234,6 +234,8 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			if byID {
 				if t := s.topics.GetByID(ft.TopicID); t != nil {
 					name = t.Name
+				} else if it, ok := s.internalTopicByID(ft.TopicID); ok {
+					name = it.Name
 				}
 			}
 			for _, p := range ft.Partitions {

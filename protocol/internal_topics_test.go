@@ -327,3 +327,32 @@ func TestCreateDeleteInternalTopics(t *testing.T) {
 		t.Fatalf("internal topics after the refused deletes: %+v", got)
 	}
 }
+
+// TestFetchSessionForgetsInternalTopicByID: a session's internal
+// partition, named by id, is forgotten by id.
+func TestFetchSessionForgetsInternalTopicByID(t *testing.T) {
+	s := brokerServer(t, nil)
+	id := internalTopicID("c1", offsetsTopic)
+	req := kmsg.NewPtrFetchRequest()
+	req.Version, req.MaxWaitMillis, req.SessionID, req.SessionEpoch = 13, 0, 0, 0
+	rt := kmsg.NewFetchRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.PartitionMaxBytes = 1, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := call[*kmsg.FetchResponse](t, s, req)
+	if resp.SessionID == 0 || len(resp.Topics) != 1 {
+		t.Fatalf("full fetch: session %d, %+v", resp.SessionID, resp.Topics)
+	}
+	code(t, "fetch", resp.Topics[0].Partitions[0].ErrorCode, kerr.InvalidTopicException)
+
+	inc := kmsg.NewPtrFetchRequest()
+	inc.Version, inc.MaxWaitMillis, inc.SessionID, inc.SessionEpoch = 13, 0, resp.SessionID, 1
+	inc.ForgottenTopics = []kmsg.FetchRequestForgottenTopic{{TopicID: id, Partitions: []int32{1}}}
+	resp = call[*kmsg.FetchResponse](t, s, inc)
+	code(t, "incremental fetch", resp.ErrorCode, nil)
+	if len(resp.Topics) != 0 {
+		t.Fatalf("forgotten partition still fetched: %+v", resp.Topics)
+	}
+}
