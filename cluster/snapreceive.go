@@ -142,6 +142,7 @@ func (k *snapSink) receiveFiles() error {
 		if err != nil {
 			return err
 		}
+		s.log.Debug("snapshot file held here", "path", f.Path, "size", f.Size, "held", have, "linked", linked)
 		switch {
 		case linked:
 			st.linkedFiles++
