@@ -56,8 +56,8 @@ var (
 	// ErrForwardRefused: the leader refused the forward without acting.
 	ErrForwardRefused = errors.New("forwarded request refused")
 	// ErrNotServing is ServeForwarded's answer on a node that is not the
-	// serving leader (transports map it to ErrForwardRetry).
-	ErrNotServing = errors.New("this node is not the serving cluster leader")
+	// serving leader; it wraps ErrForwardRetry.
+	ErrNotServing = fmt.Errorf("%w: this node is not the serving cluster leader", ErrForwardRetry)
 )
 
 // errServeHere ends a forward: this node became the serving leader.
