@@ -40,7 +40,7 @@ func (s *Server) consumerGroupHeartbeat(r *Request) {
 			return
 		}
 	}
-	s.groups.ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	s.groups.ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s, r}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
 		r.Respond(resp)
 	})
 }
@@ -48,8 +48,14 @@ func (s *Server) consumerGroupHeartbeat(r *Request) {
 // registryTopics shows consumer groups the topic registry (lock-free
 // snapshots, safe from the group actors) and the internal topics: Kafka's
 // broker-side regex resolution matches those too (only clients resolving
-// a regex themselves skip topics Metadata marks internal).
-type registryTopics struct{ s *Server }
+// a regex themselves skip topics Metadata marks internal). A regex
+// resolves to the topics the heartbeating member's principal may DESCRIBE,
+// as Kafka filters the topics its regexes resolve to by the context of the
+// request that triggered the refresh. Safe from the group actors.
+type registryTopics struct {
+	s *Server
+	r *Request
+}
 
 func (t registryTopics) Topic(name string) ([16]byte, int32, bool) {
 	if it, ok := t.s.internalTopic(name); ok {
@@ -71,5 +77,14 @@ func (t registryTopics) TopicNames() []string {
 	for _, it := range t.s.internalTopics() {
 		names = append(names, it.Name)
 	}
-	return names
+	if t.s.authz == nil || t.r == nil {
+		return names
+	}
+	allowed := names[:0]
+	for _, n := range names {
+		if t.s.authorizedQuiet(t.r, acls.Describe, acls.Topic, n) {
+			allowed = append(allowed, n)
+		}
+	}
+	return allowed
 }

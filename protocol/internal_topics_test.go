@@ -244,7 +244,7 @@ func TestBrokerConfigsInForce(t *testing.T) {
 // resolution sees the internal topics, as Kafka's does.
 func TestGroupRegexMatchesInternalTopics(t *testing.T) {
 	s := brokerServer(t, nil)
-	src := registryTopics{s}
+	src := registryTopics{s: s}
 	names := src.TopicNames()
 	for _, want := range []string{"t", offsetsTopic, txnStateTopic} {
 		if !slices.Contains(names, want) {
@@ -354,5 +354,33 @@ func TestFetchSessionForgetsInternalTopicByID(t *testing.T) {
 	code(t, "incremental fetch", resp.ErrorCode, nil)
 	if len(resp.Topics) != 0 {
 		t.Fatalf("forgotten partition still fetched: %+v", resp.Topics)
+	}
+}
+
+// TestGroupRegexResolvesDescribableTopics: with an authorizer, a regex
+// resolves to the topics the heartbeating principal may DESCRIBE, as
+// Kafka's resolution filters them.
+func TestGroupRegexResolvesDescribableTopics(t *testing.T) {
+	var allowAll atomic.Bool
+	s, store, _ := aclServer(t, &allowAll)
+	if _, err := s.topics.Create(topics.CreateSpec{Name: "t2", Partitions: 2, ReplicationFactor: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Create([]acls.ACL{
+		anon(acls.Group, acls.Literal, "g", acls.Read, acls.Allow),
+		anon(acls.Topic, acls.Literal, "t2", acls.Describe, acls.Allow),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	hb.Version, hb.Group, hb.MemberID, hb.MemberEpoch = 1, "g", "m1-client-made-id", 0
+	hb.RebalanceTimeoutMillis = 10000
+	hb.SubscribedTopicRegex = kmsg.StringPtr("t.*|__.*")
+	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	resp := call[*kmsg.ConsumerGroupHeartbeatResponse](t, s, hb)
+	code(t, "heartbeat", resp.ErrorCode, nil)
+	t2 := s.topics.Get("t2")
+	if resp.Assignment == nil || len(resp.Assignment.Topics) != 1 || resp.Assignment.Topics[0].TopicID != t2.ID || len(resp.Assignment.Topics[0].Partitions) != 2 {
+		t.Fatalf("assignment %+v, want t2's 2 partitions only", resp.Assignment)
 	}
 }
