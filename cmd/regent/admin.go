@@ -24,6 +24,8 @@ import (
 //	GET    /cluster/status        this node's view (regent cluster status)
 //	POST   /cluster/voters        add a voter: a cluster.Peer as JSON
 //	DELETE /cluster/voters/{id}   remove a voter
+//	POST   /acls/forward          a follower's ACL change (admin_acls.go)
+//	POST   /kafka/forward         a follower's admin request (admin_forward.go)
 //
 // Membership changes run on the leader; other nodes forward them there.
 type adminServer struct {
