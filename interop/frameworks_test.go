@@ -153,6 +153,11 @@ func TestStreamsWordCount(t *testing.T) {
 		t.Run(guarantee, func(t *testing.T) {
 			b := startFrameworkBroker(t)
 			runScenario(t, "kafka", "StreamsWordCount", b.Addr, 5*time.Minute, guarantee)
+			// exactly_once_v2 under transaction.version=2 (Kafka 4.3's
+			// default) ends its transactions with EndTxn v5.
+			if guarantee == "exactly_once_v2" && !strings.Contains(b.LogTail(1<<20), tv2LogLine) {
+				t.Errorf("Streams exactly_once_v2 did not use EndTxn v5 (no %q in the broker log)", tv2LogLine)
+			}
 		})
 	}
 }

@@ -3,6 +3,7 @@ package interop_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,6 +49,11 @@ func TestTransactionalMessageCopier(t *testing.T) {
 		"--output-topic", "copier-out", "--transactional-id", "copier", "--consumer-group", "copier-group",
 		"--transaction-size", "200", "--max-messages", fmt.Sprint(n), "--enable-random-aborts", "--use-group-metadata")
 	t.Logf("copier: %d bytes of progress output", len(out))
+	// Kafka 4.3's client saw transaction.version=2 finalized and ended its
+	// transactions with EndTxn v5 (KIP-890 part 2).
+	if log := b.LogTail(1 << 20); !strings.Contains(log, tv2LogLine) || !strings.Contains(log, "transactional_id=copier") {
+		t.Fatalf("the copier's transactions did not use EndTxn v5 (no %q for transactional_id=copier in the broker log)", tv2LogLine)
+	}
 
 	rc, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics("copier-out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
