@@ -219,6 +219,15 @@ func TestSnapshotFetchRefusesEscapes(t *testing.T) {
 	if _, err := fc.sum("p-0/00000000000000000000.log", 4); err != nil {
 		t.Fatalf("sum after a bad connection: %v", err)
 	}
+
+	// Closing the stream layer closes the fetch connections it serves.
+	if err := leader.mux.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = fc.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := fc.br.ReadByte(); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a fetch connection after the close: %v, want it closed", err)
+	}
 }
 
 // cutConn fails its reads once limit bytes were read through it.

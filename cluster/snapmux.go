@@ -38,6 +38,14 @@ type muxStream struct {
 	raftCh    chan net.Conn
 	done      chan struct{}
 	closeOnce sync.Once
+
+	// fetches holds the fetch connections being served, closed by Close
+	// (raft's own connections are raft's to close).
+	fetches struct {
+		sync.Mutex
+		m      map[net.Conn]struct{}
+		closed bool
+	}
 }
 
 func newMuxStream(inner raft.StreamLayer, log *slog.Logger, serveFetch func(net.Conn)) *muxStream {
@@ -86,10 +94,11 @@ func (s *muxStream) classify(c net.Conn) {
 	}
 	_ = c.SetReadDeadline(time.Time{})
 	if b[0] == fetchByte {
-		if s.serveFetch == nil {
+		if s.serveFetch == nil || !s.track(c) {
 			_ = c.Close()
 			return
 		}
+		defer s.untrack(c)
 		s.serveFetch(c)
 		return
 	}
@@ -98,6 +107,25 @@ func (s *muxStream) classify(c net.Conn) {
 	case <-s.done:
 		_ = c.Close()
 	}
+}
+
+func (s *muxStream) track(c net.Conn) bool {
+	s.fetches.Lock()
+	defer s.fetches.Unlock()
+	if s.fetches.closed {
+		return false
+	}
+	if s.fetches.m == nil {
+		s.fetches.m = map[net.Conn]struct{}{}
+	}
+	s.fetches.m[c] = struct{}{}
+	return true
+}
+
+func (s *muxStream) untrack(c net.Conn) {
+	s.fetches.Lock()
+	delete(s.fetches.m, c)
+	s.fetches.Unlock()
 }
 
 // Accept implements net.Listener for raft: its connections only.
@@ -116,6 +144,12 @@ func (s *muxStream) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.done)
 		err = s.inner.Close()
+		s.fetches.Lock()
+		s.fetches.closed = true
+		for c := range s.fetches.m {
+			_ = c.Close()
+		}
+		s.fetches.Unlock()
 	})
 	return err
 }
