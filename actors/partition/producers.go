@@ -19,12 +19,10 @@ type batchMeta struct {
 // Owned by the partition actor.
 type producerEntry struct {
 	pid     int64
-	epoch   int16
 	batches []batchMeta // oldest first, at most maxTrackedBatches
 	// txnFirstOffset is the first offset of the producer's open
 	// transaction on this partition, or -1.
-	txnFirstOffset   int64
-	coordinatorEpoch int32
+	txnFirstOffset int64
 	// lastTimestamp is the max timestamp of the producer's last batch (the
 	// append time on LogAppendTime topics, the marker's for a marker): what
 	// producer.id.expiration.ms is measured from, as in Kafka. It is in the
@@ -38,6 +36,10 @@ type producerEntry struct {
 	// inBucket.
 	expPrev, expNext *producerEntry
 	bucket           int64
+
+	// Small fields together: the entry fits a 96-byte allocation.
+	coordinatorEpoch int32
+	epoch            int16
 	inBucket         bool
 }
 
