@@ -9,7 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -266,9 +268,10 @@ func TestKafkaAdminTools(t *testing.T) {
 }
 
 // TestKgoCommitsByTopicID commits through topic ids from franz-go: a group
-// member's commits (kgo sends OffsetCommit v10 once every topic has an id)
-// and a raw TxnOffsetCommit v6 inside a transaction, each read back by name;
-// an id that names no topic is refused with UNKNOWN_TOPIC_ID.
+// member's commits (kgo sends OffsetCommit v10 once every topic has an id),
+// a raw TxnOffsetCommit v6 inside a transaction and kgo's transactional
+// session (v6 too), each read back by name; an id that names no topic is
+// refused with UNKNOWN_TOPIC_ID.
 func TestKgoCommitsByTopicID(t *testing.T) {
 	b := brokertest.Start(t, "--broker-config", "group.initial.rebalance.delay.ms=0")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -382,6 +385,120 @@ func TestKgoCommitsByTopicID(t *testing.T) {
 	if o, ok := fo.Lookup("byid", 1); !ok || o.At != 2 {
 		t.Fatalf("byid/1 committed by the transaction: %+v, want 2", o)
 	}
+
+	// kgo's own transactional consume-process-produce: with
+	// transaction.version 2 finalized and every topic known by id, its
+	// TxnOffsetCommit goes out at v6.
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "byid-out"); err != nil {
+		t.Fatal(err)
+	}
+	wrote := &wroteLog{seen: map[string]bool{}}
+	sess, err := kgo.NewGroupTransactSession(kgo.SeedBrokers(b.Addr), kgo.TransactionalID("byid-etl"), kgo.ConsumerGroup("byid-etl-g"),
+		kgo.ConsumeTopics("byid"), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.RequireStableFetchOffsets(), kgo.WithLogger(wrote))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	// kgo decides at Begin whether a transaction takes KIP-890 part 2, from
+	// the broker versions it has loaded by then; the first Begin can come
+	// before its connection's ApiVersions answer, so it may run the old
+	// way, and kgo opts in at that transaction's end. The second runs the
+	// new way.
+	round := func(n int) {
+		t.Helper()
+		if err := sess.Begin(); err != nil {
+			t.Fatal(err)
+		}
+		for got := 0; got < n; {
+			fs := sess.PollFetches(ctx)
+			if ctx.Err() != nil {
+				t.Fatalf("transactional session consumed %d of %d", got, n)
+			}
+			fs.EachRecord(func(r *kgo.Record) {
+				got++
+				sess.Produce(ctx, &kgo.Record{Topic: "byid-out", Value: r.Value}, nil)
+			})
+		}
+		if committed, err := sess.End(ctx, kgo.TryCommit); err != nil || !committed {
+			t.Fatalf("End: committed %v, %v", committed, err)
+		}
+	}
+	round(6)
+	for p := int32(0); p < 2; p++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "byid", Partition: p, Value: []byte("w")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round(2)
+	want := "TxnOffsetCommit v4"
+	if brokerFeatureLevel(t, ctx, raw, "transaction.version") >= 2 {
+		want = "TxnOffsetCommit v6"
+	}
+	if !wrote.has(want) {
+		t.Fatalf("kgo's transactional commits: want %s; requests written: %v", want, wrote.list())
+	}
+	t.Logf("kgo's transactional session committed with %s", want)
+	fo, err = adm.FetchOffsets(ctx, "byid-etl-g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := int32(0); p < 2; p++ {
+		if o, ok := fo.Lookup("byid", p); !ok || o.At != 4 {
+			t.Fatalf("byid/%d committed by kgo's transactions: %+v, want 4", p, o)
+		}
+	}
+}
+
+// brokerFeatureLevel is the level of a feature the broker reports finalized in
+// ApiVersions (0 when it reports none).
+func brokerFeatureLevel(t *testing.T, ctx context.Context, cl *kgo.Client, name string) int16 {
+	t.Helper()
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.ClientSoftwareName, req.ClientSoftwareVersion = "regent-interop", "1"
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range resp.FinalizedFeatures {
+		if f.Name == name {
+			return f.MaxVersionLevel
+		}
+	}
+	return 0
+}
+
+// wroteLog is a kgo logger that keeps the "wrote <Request> v<N>" debug
+// lines: which requests the client sent, at which versions.
+type wroteLog struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *wroteLog) Level() kgo.LogLevel { return kgo.LogLevelDebug }
+
+func (l *wroteLog) Log(_ kgo.LogLevel, msg string, _ ...any) {
+	if w, ok := strings.CutPrefix(msg, "wrote "); ok {
+		l.mu.Lock()
+		l.seen[w] = true
+		l.mu.Unlock()
+	}
+}
+
+func (l *wroteLog) has(w string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[w]
+}
+
+func (l *wroteLog) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for w := range l.seen {
+		out = append(out, w)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // TestKafkaConfigResourceListings runs the Kafka 4.3.1 tools that list
