@@ -114,7 +114,8 @@ func testFollowerRejoin(t *testing.T, wipe bool) {
 	since := sinceRestart(c.Node(follower).LogTail(1 << 30))
 	for _, line := range strings.Split(since, "\n") {
 		if strings.Contains(line, "waiting for the leader") || strings.Contains(line, "heard from the leader") ||
-			strings.Contains(line, "restored the state") || strings.Contains(line, "copied to local snapshot") || (os.Getenv("REGENT_TEST_REJOIN_LOG") != "" && strings.Contains(line, "raft")) {
+			strings.Contains(line, "restored the state") || strings.Contains(line, "copied to local snapshot") ||
+			strings.Contains(line, "snapshot files received") || (os.Getenv("REGENT_TEST_REJOIN_LOG") != "" && strings.Contains(line, "raft")) {
 			t.Logf("node %d: %s", follower, line)
 		}
 	}
