@@ -26,7 +26,7 @@ const expiryBucketMs = 1000
 
 // expiryBucket is a list of the producers whose last timestamp falls in
 // one bucket.
-type expiryBucket struct{ head, tail *producerEntry }
+type expiryBucket struct{ head, tail producerRef }
 
 // expiryIndex holds every producer without an open transaction, plus
 // those with one (an expiry pass skips and unlinks them; the marker that
@@ -62,14 +62,14 @@ func bucketOf(ts int64) int64 {
 }
 
 // place puts e in the bucket of its last timestamp (moving it if it was in
-// another).
-func (x *expiryIndex) place(e *producerEntry) {
+// another). sl holds the entries the links name.
+func (x *expiryIndex) place(sl *producerSlab, e *producerEntry) {
 	k := bucketOf(e.lastTimestamp)
 	if e.inBucket {
 		if e.bucket == k {
 			return
 		}
-		x.unlink(e)
+		x.unlink(sl, e)
 	}
 	if x.buckets == nil {
 		x.buckets = map[int64]*expiryBucket{}
@@ -80,33 +80,33 @@ func (x *expiryIndex) place(e *producerEntry) {
 		x.buckets[k] = b
 		heap.Push(&x.keys, k)
 	}
-	e.expPrev, e.expNext = b.tail, nil
-	if b.tail != nil {
-		b.tail.expNext = e
+	e.expPrev, e.expNext = b.tail, 0
+	if b.tail != 0 {
+		sl.at(b.tail).expNext = e.self
 	} else {
-		b.head = e
+		b.head = e.self
 	}
-	b.tail = e
+	b.tail = e.self
 	e.bucket, e.inBucket = k, true
 }
 
 // unlink takes e out of its bucket.
-func (x *expiryIndex) unlink(e *producerEntry) {
+func (x *expiryIndex) unlink(sl *producerSlab, e *producerEntry) {
 	if !e.inBucket {
 		return
 	}
 	b := x.buckets[e.bucket]
-	if e.expPrev != nil {
-		e.expPrev.expNext = e.expNext
+	if e.expPrev != 0 {
+		sl.at(e.expPrev).expNext = e.expNext
 	} else {
 		b.head = e.expNext
 	}
-	if e.expNext != nil {
-		e.expNext.expPrev = e.expPrev
+	if e.expNext != 0 {
+		sl.at(e.expNext).expPrev = e.expPrev
 	} else {
 		b.tail = e.expPrev
 	}
-	e.expPrev, e.expNext, e.inBucket = nil, nil, false
+	e.expPrev, e.expNext, e.inBucket = 0, 0, false
 }
 
 // expiryCutoff is the newest last timestamp that is expired at nowMs:
@@ -149,16 +149,16 @@ func (s *State) ExpireProducers(nowMs, expirationMs int64) int {
 		k := heap.Pop(&s.expiry.keys).(int64)
 		b := s.expiry.buckets[k]
 		delete(s.expiry.buckets, k)
-		for e := b.head; e != nil; {
-			next := e.expNext
-			e.expPrev, e.expNext, e.inBucket = nil, nil, false
+		for r := b.head; r != 0; {
+			e := s.producers.slab.at(r)
+			r = e.expNext
+			e.expPrev, e.expNext, e.inBucket = 0, 0, false
 			if e.txnFirstOffset < 0 {
 				s.producers.del(e.pid)
 				n++
 			}
 			// An open transaction keeps its producer: the marker that
 			// ends it places the entry again (endTxn).
-			e = next
 		}
 	}
 	if n > 0 {

@@ -41,7 +41,7 @@ func (s *State) snapshot() snapshotFile {
 	f := snapshotFile{Version: 1, Offset: s.next, Aborted: s.aborted.txns, Producer: make(map[int64]snapshotProducer, s.producers.len())}
 	s.producers.each(func(e *producerEntry) {
 		p := snapshotProducer{Epoch: e.epoch, TxnFirstOffset: e.txnFirstOffset, CoordinatorEpoch: e.coordinatorEpoch, LastTimestamp: e.lastTimestamp}
-		for _, b := range e.batches {
+		for _, b := range e.tracked() {
 			p.Batches = append(p.Batches, snapBatch{FirstSeq: b.firstSeq, LastSeq: b.lastSeq, FirstOffset: b.firstOffset, LastOffset: b.lastOffset, Timestamp: b.timestamp})
 		}
 		f.Producer[e.pid] = p
@@ -59,12 +59,13 @@ func (s *State) restore(f snapshotFile) bool {
 	}
 	var open []*producerEntry
 	for pid, p := range f.Producer {
-		e := &producerEntry{pid: pid, epoch: p.Epoch, txnFirstOffset: -1, coordinatorEpoch: p.CoordinatorEpoch, lastTimestamp: p.LastTimestamp}
-		for _, b := range p.Batches {
-			e.batches = append(e.batches, batchMeta{firstSeq: b.FirstSeq, lastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, timestamp: b.Timestamp})
+		e := s.producers.add(pid)
+		e.epoch, e.txnFirstOffset, e.coordinatorEpoch, e.lastTimestamp = p.Epoch, -1, p.CoordinatorEpoch, p.LastTimestamp
+		// At most the last maxTrackedBatches (a snapshot never holds more).
+		for _, b := range p.Batches[max(0, len(p.Batches)-maxTrackedBatches):] {
+			e.remember(batchMeta{firstSeq: b.FirstSeq, lastSeq: b.LastSeq, firstOffset: b.FirstOffset, lastOffset: b.LastOffset, timestamp: b.Timestamp})
 		}
-		s.producers.put(e)
-		s.expiry.place(e)
+		s.expiry.place(&s.producers.slab, e)
 		if p.TxnFirstOffset >= 0 {
 			e.txnFirstOffset = p.TxnFirstOffset
 			open = append(open, e)

@@ -60,7 +60,7 @@ type State struct {
 	// openHead..openTail lists the producers with a transaction open
 	// here, by first offset (the order they opened in): the head's is the
 	// last stable offset.
-	openHead, openTail *producerEntry
+	openHead, openTail producerRef
 	// expiry holds the producers by last timestamp (producer.id.expiration.ms).
 	expiry expiryIndex
 	// aborted holds the aborted transactions, for read_committed fetches;
@@ -282,7 +282,7 @@ func (s *State) track(h recordbatch.Header, base, last, appendTime int64) {
 	if appendTime >= 0 {
 		e.lastTimestamp = appendTime
 	}
-	s.expiry.place(e)
+	s.expiry.place(&s.producers.slab, e)
 	if h.IsTransactional() && e.txnFirstOffset < 0 {
 		s.openTxn(e, base)
 	}
@@ -295,11 +295,11 @@ func (s *State) track(h recordbatch.Header, base, last, appendTime int64) {
 func (s *State) entry(pid int64, epoch int16) *producerEntry {
 	e := s.producers.get(pid)
 	if e == nil {
-		e = &producerEntry{pid: pid, epoch: epoch, txnFirstOffset: -1}
-		s.producers.put(e)
+		e = s.producers.add(pid)
+		e.epoch, e.txnFirstOffset = epoch, -1
 	} else if e.epoch != epoch {
 		e.epoch = epoch
-		e.batches = e.batches[:0]
+		e.nBatches = 0
 	}
 	return e
 }

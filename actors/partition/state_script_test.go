@@ -324,7 +324,7 @@ func (s *stateScript) describe() string {
 		e := st.producers.get(pid)
 		fmt.Fprintf(&b, " p%d[epoch=%d", pid, e.epoch)
 		var bs []string
-		for _, m := range e.batches {
+		for _, m := range e.tracked() {
 			bs = append(bs, fmt.Sprintf("%d-%d@%d", m.firstSeq, m.lastSeq, m.firstOffset))
 		}
 		if len(bs) > 0 {

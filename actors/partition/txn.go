@@ -97,8 +97,8 @@ func (s *State) endTxn(pid int64, epoch int16, commit bool, coordinatorEpoch int
 			// Every later aborted transaction is open now or begins
 			// after this marker (see abortedIndex).
 			bound := markerOffset + 1
-			if s.openHead != nil {
-				bound = min(bound, s.openHead.txnFirstOffset)
+			if s.openHead != 0 {
+				bound = min(bound, s.producers.slab.at(s.openHead).txnFirstOffset)
 			}
 			s.aborted.add(AbortedTxn{ProducerID: pid, FirstOffset: first, LastOffset: markerOffset}, bound)
 			s.abortedGen++
@@ -106,39 +106,41 @@ func (s *State) endTxn(pid int64, epoch int16, commit bool, coordinatorEpoch int
 	}
 	e.coordinatorEpoch = coordinatorEpoch
 	e.lastTimestamp = ts
-	s.expiry.place(e)
+	s.expiry.place(&s.producers.slab, e)
 }
 
 // openTxn starts e's transaction at first, the log end: transactions open
 // in offset order, so the open list stays sorted by first offset and its
 // head is the last stable offset.
 func (s *State) openTxn(e *producerEntry, first int64) {
-	if s.openTail != nil && s.openTail.txnFirstOffset >= first {
-		panic(fmt.Sprintf("partition state: transaction opened at %d after one at %d", first, s.openTail.txnFirstOffset))
+	sl := &s.producers.slab
+	if s.openTail != 0 && sl.at(s.openTail).txnFirstOffset >= first {
+		panic(fmt.Sprintf("partition state: transaction opened at %d after one at %d", first, sl.at(s.openTail).txnFirstOffset))
 	}
 	e.txnFirstOffset = first
-	e.txnPrev, e.txnNext = s.openTail, nil
-	if s.openTail != nil {
-		s.openTail.txnNext = e
+	e.txnPrev, e.txnNext = s.openTail, 0
+	if s.openTail != 0 {
+		sl.at(s.openTail).txnNext = e.self
 	} else {
-		s.openHead = e
+		s.openHead = e.self
 	}
-	s.openTail = e
+	s.openTail = e.self
 }
 
 // closeTxn takes e's transaction off the open list.
 func (s *State) closeTxn(e *producerEntry) {
-	if e.txnPrev != nil {
-		e.txnPrev.txnNext = e.txnNext
+	sl := &s.producers.slab
+	if e.txnPrev != 0 {
+		sl.at(e.txnPrev).txnNext = e.txnNext
 	} else {
 		s.openHead = e.txnNext
 	}
-	if e.txnNext != nil {
-		e.txnNext.txnPrev = e.txnPrev
+	if e.txnNext != 0 {
+		sl.at(e.txnNext).txnPrev = e.txnPrev
 	} else {
 		s.openTail = e.txnPrev
 	}
-	e.txnPrev, e.txnNext = nil, nil
+	e.txnPrev, e.txnNext = 0, 0
 	e.txnFirstOffset = -1
 }
 
@@ -182,8 +184,8 @@ func buildMarker(pid int64, epoch int16, commit bool, coordinatorEpoch int32, no
 // LastStable is the first offset of the oldest open transaction, or the
 // log end when none is open. O(1): the head of the open list.
 func (s *State) LastStable() int64 {
-	if s.openHead != nil {
-		return s.openHead.txnFirstOffset
+	if s.openHead != 0 {
+		return s.producers.slab.at(s.openHead).txnFirstOffset
 	}
 	return s.next
 }
@@ -195,7 +197,9 @@ func (s *State) Aborted() []AbortedTxn { return s.aborted.txns }
 // OpenTxns lists the open transactions, by producer id.
 func (s *State) OpenTxns() []OpenTxn {
 	var out []OpenTxn
-	for e := s.openHead; e != nil; e = e.txnNext {
+	for r := s.openHead; r != 0; {
+		e := s.producers.slab.at(r)
+		r = e.txnNext
 		out = append(out, OpenTxn{ProducerID: e.pid, ProducerEpoch: e.epoch, FirstOffset: e.txnFirstOffset, LastSequence: e.lastSeq(), LastTimestamp: e.lastTimestamp, CoordinatorEpoch: e.coordinatorEpoch})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProducerID < out[j].ProducerID })
