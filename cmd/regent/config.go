@@ -176,6 +176,9 @@ func (c Config) Validate() error {
 	if _, err := c.brokerOverrides(); err != nil {
 		return err
 	}
+	if _, err := c.txnIDExpiration(); err != nil {
+		return err
+	}
 	if c.Authorizer != "" && c.Authorizer != "none" && c.Authorizer != "acl" {
 		return fmt.Errorf("--authorizer %q: want none or acl", c.Authorizer)
 	}
@@ -304,6 +307,26 @@ func (c *Config) settleTxnMaxTimeout() error {
 	}
 	c.TxnMaxTimeout = time.Duration(ms) * time.Millisecond
 	return nil
+}
+
+// txnIDExpiration is --broker-config's transactional.id.expiration.ms
+// (Kafka's default, seven days, when absent): how long the transaction
+// coordinator keeps an idle transactional id.
+func (c Config) txnIDExpiration() (time.Duration, error) {
+	const key = "transactional.id.expiration.ms"
+	o, err := c.brokerOverrides()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := o[key]
+	if !ok {
+		return logconfig.DefaultTransactionalIDExpirationMs * time.Millisecond, nil
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+	if err != nil || ms < 1 {
+		return 0, fmt.Errorf("--broker-config %s=%q: want a positive number of milliseconds below 2^31", key, v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
 }
 
 // minMaxMemory is the smallest --max-memory: below it the request budget

@@ -323,3 +323,29 @@ func TestTxnMaxTimeoutOneValue(t *testing.T) {
 		t.Fatalf("reported default %s, enforced default %v", d.Default, DefaultConfig().TxnMaxTimeout)
 	}
 }
+
+// TestTxnIDExpiration: --broker-config transactional.id.expiration.ms is
+// what the transaction coordinator is given; absent, Kafka's seven days;
+// a bad value is refused at start.
+func TestTxnIDExpiration(t *testing.T) {
+	for _, c := range []struct {
+		broker string
+		want   time.Duration
+		bad    bool
+	}{
+		{"", 7 * 24 * time.Hour, false},
+		{"transactional.id.expiration.ms=60000", time.Minute, false},
+		{"transactional.id.expiration.ms=0", 0, true},
+		{"transactional.id.expiration.ms=x", 0, true},
+	} {
+		cfg := DefaultConfig()
+		cfg.BrokerConfigs = c.broker
+		got, err := cfg.txnIDExpiration()
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("%q: %v, %v; want %v (error %v)", c.broker, got, err, c.want, c.bad)
+		}
+		if verr := cfg.Validate(); c.bad && verr == nil {
+			t.Errorf("%q: Validate accepted it", c.broker)
+		}
+	}
+}

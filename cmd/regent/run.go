@@ -189,10 +189,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
 	}
+	// Validate checked it: the error cannot happen here.
+	idExpiration, _ := cfg.txnIDExpiration()
 	txns, err := txn.NewCoordinator(txn.Options{
 		DataDir: stateDir, Root: system.Root, Logger: logger, Repl: repl, Standby: cfg.Clustered(),
 		NextProducerID: pids.Next, Offsets: groups, Fsync: sync == partition.SyncAlways,
-		MaxTimeout: cfg.TxnMaxTimeout,
+		MaxTimeout: cfg.TxnMaxTimeout, IDExpiration: idExpiration,
 		Partitions: func(t string, p int32) txn.TxnPartition {
 			if pp := reg.Partition(t, p); pp != nil {
 				return pp
