@@ -44,6 +44,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/partition"
 )
 
 func init() { register(27, 1, 2, (*Server).writeTxnMarkers) }
@@ -72,12 +73,13 @@ func (s *Server) writeTxnMarkers(r *Request) {
 				op := &ot.Partitions[k]
 				*op = kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 				op.Partition = idx
-				if err := s.markerTarget(allowed, mt.Topic, idx); err != nil {
-					op.ErrorCode = err.Code
+				p, refused := s.markerTarget(allowed, mt.Topic, idx)
+				if refused != nil {
+					op.ErrorCode = refused.Code
 					continue
 				}
 				wg.Add(1)
-				s.topics.Partition(mt.Topic, idx).WriteTxnMarkerTraced(tr, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, func(err error) {
+				p.WriteTxnMarkerTraced(tr, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, func(err error) {
 					op.ErrorCode = errorCode(err)
 					if err != nil {
 						s.log.InfoContext(r.Context(), "transaction marker refused", "topic", mt.Topic, "partition", idx,
@@ -95,18 +97,21 @@ func (s *Server) writeTxnMarkers(r *Request) {
 	}()
 }
 
-// markerTarget is the error a partition answers without a marker being
-// sent, or nil when the partition is here and this node writes to it.
-func (s *Server) markerTarget(allowed bool, topic string, idx int32) *kerr.Error {
-	switch {
-	case !allowed:
-		return kerr.ClusterAuthorizationFailed
-	case isInternalTopic(topic):
-		return kerr.InvalidTopicException
-	case s.topics.Partition(topic, idx) == nil:
-		return kerr.UnknownTopicOrPartition
-	case !s.cluster.Serving():
-		return kerr.NotLeaderForPartition
+// markerTarget is the partition to write the marker to, or the error the
+// partition answers without one.
+func (s *Server) markerTarget(allowed bool, topic string, idx int32) (*partition.Partition, *kerr.Error) {
+	if !allowed {
+		return nil, kerr.ClusterAuthorizationFailed
 	}
-	return nil
+	if isInternalTopic(topic) {
+		return nil, kerr.InvalidTopicException
+	}
+	p := s.topics.Partition(topic, idx)
+	switch {
+	case p == nil:
+		return nil, kerr.UnknownTopicOrPartition
+	case !s.cluster.Serving():
+		return nil, kerr.NotLeaderForPartition
+	}
+	return p, nil
 }
