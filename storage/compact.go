@@ -121,7 +121,7 @@ func (l *Log) DirtyRatio() float64 {
 // NeedsCompaction reports whether a scheduler should call Compact: the log
 // is compacted and its dirty ratio exceeds MinCleanableDirtyRatio, or its
 // oldest dirty cleanable data is older than MaxCompactionLagMs, or a kept
-// tombstone's delete horizon has passed (always true once after Open, as
+// tombstone's or marker's delete horizon has passed (always true once after Open, as
 // horizons are learnt by a pass). Safe to call from any goroutine.
 func (l *Log) NeedsCompaction() bool {
 	l.mu.RLock()
@@ -196,8 +196,8 @@ func (l *Log) PlanCompaction(nowMs, lastStable int64) (CompactionPlan, bool) {
 
 // plan is the pass over everything cleanable at nowMs, without the policy
 // (caller holds mu or is the owner). With nothing dirty it is still worth
-// a pass when a tombstone's delete horizon has passed (as Kafka's cleaner
-// manager does).
+// a pass when a tombstone's or marker's delete horizon has passed (as
+// Kafka's cleaner manager does).
 func (l *Log) plan(opts Options, nowMs, stable int64) (CompactionPlan, bool) {
 	end, d := l.cleanable(opts, nowMs, stable)
 	if end == 0 || (d >= end && l.mu.nextHorizon > nowMs) {
@@ -224,7 +224,8 @@ type cleaner struct {
 	mapped           bool // a batch has been mapped
 	nowMs            int64
 	horizonMs        int64
-	// minHorizon is the earliest delete horizon among kept tombstone batches.
+	// minHorizon is the earliest delete horizon among kept tombstone
+	// batches and COMMIT markers a later pass may drop.
 	minHorizon int64
 }
 
