@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -167,6 +169,40 @@ func TestClusterForwardAfterLeaderKilled(t *testing.T) {
 		t.Fatalf("kcat produce through follower %d after the failover: %v\n%s", f, err, out)
 	}
 	sameLines(t, "kcat after the failover", want, consumeValues(t, ctx, fAddr, "fwd-after-kill", len(want)))
+}
+
+// TestClusterForwardMutualTLS: with cluster links over mutual TLS the
+// follower's forwards travel over them (the admin endpoint refuses a
+// plaintext forward) and are answered.
+func TestClusterForwardMutualTLS(t *testing.T) {
+	skipClusterInShort(t)
+	x := brokertest.NewTLS(t, "cluster-ca")
+	c := brokertest.StartCluster(t, 3, x.ClusterArgs()...)
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTestTimeout)
+	defer cancel()
+	leader := c.LeaderID(t)
+	f := followerOf(c, leader)
+	cl := followerClient(t, c.Node(f).Addr)
+	if code := createTopicAt(t, ctx, cl, "mtls-fwd", 30000); code != 0 {
+		t.Fatalf("CreateTopics through follower %d over mutual TLS: %v", f, kerr.ErrorForCode(code))
+	}
+	alterTopicConfig(t, ctx, cl, "mtls-fwd", "retention.ms", "3600000")
+	waitTopicConfig(t, ctx, cl, "mtls-fwd", "retention.ms", "3600000")
+
+	// A plaintext forward to the leader's admin endpoint never reaches
+	// the handler: Go's TLS server answers it with its own refusal.
+	body := strings.NewReader(`{"key":19,"version":7,"principal":"User:admin","body":""}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+c.Node(leader).Admin+"/kafka/forward", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req); err == nil {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		if !strings.Contains(string(raw), "HTTP request to an HTTPS server") {
+			t.Fatalf("plaintext forward to leader %d's admin endpoint answered %s: %s", leader, resp.Status, raw)
+		}
+	}
 }
 
 // forwardedAPIs sends CreateTopics, CreatePartitions, AlterConfigs,
