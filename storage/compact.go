@@ -121,8 +121,9 @@ func (l *Log) DirtyRatio() float64 {
 // NeedsCompaction reports whether a scheduler should call Compact: the log
 // is compacted and its dirty ratio exceeds MinCleanableDirtyRatio, or its
 // oldest dirty cleanable data is older than MaxCompactionLagMs, or a kept
-// tombstone's or marker's delete horizon has passed (always true once after Open, as
-// horizons are learnt by a pass). Safe to call from any goroutine.
+// tombstone's or marker's delete horizon has passed (always true once
+// after Open, as horizons are learnt by a pass). Safe to call from any
+// goroutine.
 func (l *Log) NeedsCompaction() bool {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
