@@ -318,6 +318,13 @@ func (fc *fetchClient) conn() (net.Conn, error) {
 
 // request sends one request and reads the answer's status.
 func (fc *fetchClient) request(op byte, path string, off, n int64) error {
+	if err := fc.send(op, path, off, n); err != nil {
+		return err
+	}
+	return fc.status()
+}
+
+func (fc *fetchClient) send(op byte, path string, off, n int64) error {
 	c, err := fc.conn()
 	if err != nil {
 		return err
@@ -330,6 +337,16 @@ func (fc *fetchClient) request(op byte, path string, off, n int64) error {
 	if _, err := c.Write(appendFetchRequest(nil, op, fc.id, path, off, n)); err != nil {
 		return fmt.Errorf("snapshot fetch request to %s: %w", fc.addr, err)
 	}
+	return nil
+}
+
+// status reads the status of the answer to the request sent last.
+func (fc *fetchClient) status() error {
+	dl, err := fc.ioDeadline()
+	if err != nil {
+		return err
+	}
+	_ = fc.c.SetDeadline(dl)
 	status, err := fc.br.ReadByte()
 	if err != nil {
 		return fmt.Errorf("snapshot fetch answer from %s: %w", fc.addr, err)
@@ -358,11 +375,20 @@ func (fc *fetchClient) retry(err error) bool {
 	return true
 }
 
-// sum is the SHA-256 of the leader's file path, bytes [0, n).
-func (fc *fetchClient) sum(path string, n int64) ([32]byte, error) {
+// sum is the SHA-256 of the leader's file path, bytes [0, n). meanwhile
+// (if not nil) runs once, after the request is sent: the follower hashes
+// its own file while the leader hashes its.
+func (fc *fetchClient) sum(path string, n int64, meanwhile func()) ([32]byte, error) {
 	var sum [32]byte
 	for {
-		err := fc.request(opSum, path, 0, n)
+		err := fc.send(opSum, path, 0, n)
+		if meanwhile != nil {
+			meanwhile()
+			meanwhile = nil
+		}
+		if err == nil {
+			err = fc.status()
+		}
 		if err == nil {
 			_, err = io.ReadFull(fc.br, sum[:])
 		}

@@ -216,7 +216,7 @@ func TestSnapshotFetchRefusesEscapes(t *testing.T) {
 		t.Fatal("an unknown op was answered ok")
 	}
 	c.Close()
-	if _, err := fc.sum("p-0/00000000000000000000.log", 4); err != nil {
+	if _, err := fc.sum("p-0/00000000000000000000.log", 4, nil); err != nil {
 		t.Fatalf("sum after a bad connection: %v", err)
 	}
 
