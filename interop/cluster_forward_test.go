@@ -84,8 +84,8 @@ func TestClusterForwardFollowerAnswers(t *testing.T) {
 	t.Logf("kafka-topics --create, kafka-configs --alter and --describe at follower %d (%v)", f, since(&step))
 
 	// Every forwarded API, sent to the follower itself.
-	forwardedAPIs(t, ctx, c, cl, "fwd-raw")
-	t.Logf("CreateTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs, DeleteRecords, AlterUserScramCredentials, DeleteTopics at follower %d (%v)", f, since(&step))
+	forwardedAPIs(t, ctx, c, cl, fAddr, "fwd-raw")
+	t.Logf("CreateTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs, DeleteRecords, AlterUserScramCredentials, UpdateFeatures, DeleteTopics at follower %d (%v)", f, since(&step))
 }
 
 // TestClusterForwardAfterLeaderKilled: with an authorizer on, the leader
@@ -206,10 +206,10 @@ func TestClusterForwardMutualTLS(t *testing.T) {
 }
 
 // forwardedAPIs sends CreateTopics, CreatePartitions, AlterConfigs,
-// IncrementalAlterConfigs, DeleteRecords, AlterUserScramCredentials and
-// DeleteTopics to the follower cl is seeded with, each answered without
-// error, and checks their effect.
-func forwardedAPIs(t *testing.T, ctx context.Context, c *brokertest.Cluster, cl *kgo.Client, topic string) {
+// IncrementalAlterConfigs, DeleteRecords, AlterUserScramCredentials,
+// UpdateFeatures and DeleteTopics to the follower at fAddr (which cl is
+// seeded with), each answered without error, and checks their effect.
+func forwardedAPIs(t *testing.T, ctx context.Context, c *brokertest.Cluster, cl *kgo.Client, fAddr, topic string) {
 	t.Helper()
 	if code := createTopicAt(t, ctx, cl, topic, 30000); code != 0 {
 		t.Fatalf("CreateTopics %s: %v", topic, kerr.ErrorForCode(code))
@@ -267,6 +267,21 @@ func forwardedAPIs(t *testing.T, ctx context.Context, c *brokertest.Cluster, cl 
 		r := followerRequest(t, ctx, cl, req).(*kmsg.DescribeUserSCRAMCredentialsResponse)
 		return len(r.Results) == 1 && r.Results[0].ErrorCode == 0 && len(r.Results[0].CredentialInfos) == 1
 	})
+
+	// UpdateFeatures: transaction.version down to 1 (a safe downgrade)
+	// and back up to 2, through the follower.
+	for _, u := range []struct {
+		level int16
+		typ   int8
+	}{{1, 2}, {2, 1}} {
+		if err := updateTxnVersion(ctx, fAddr, u.level, u.typ); err != nil {
+			t.Fatalf("UpdateFeatures transaction.version=%d through the follower: %v", u.level, err)
+		}
+		testwait.For(t, fmt.Sprintf("the follower reports transaction.version %d", u.level), time.Minute, func() bool {
+			l, _, ok := nodeFeatures(ctx, fAddr)
+			return ok && l == u.level
+		})
+	}
 
 	dt := kmsg.NewPtrDeleteTopicsRequest()
 	dt.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr(topic)}}

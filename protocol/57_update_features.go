@@ -7,9 +7,8 @@ package protocol
 // message); v0-1 then list every feature with NONE. v0's AllowDowngrade
 // is a safe downgrade. ValidateOnly checks and changes nothing. Needs
 // ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED).
-//
-// Deviation: on a cluster follower the change is answered NOT_CONTROLLER
-// (Kafka's brokers forward it to the controller).
+// A cluster follower forwards the request to the leader (forward.go), as
+// Kafka's brokers forward it to the controller.
 
 import (
 	"errors"
@@ -29,6 +28,9 @@ func init() { register(57, 0, 2, (*Server).updateFeatures) }
 func (s *Server) SetFeatures(f *features.Store) { s.features = f }
 
 func (s *Server) updateFeatures(r *Request) {
+	if s.forwardToLeader(r) {
+		return
+	}
 	req := r.Msg.(*kmsg.UpdateFeaturesRequest)
 	resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
 	answer := func(err error) {

@@ -86,6 +86,7 @@ var forwardedKeys = map[int16]bool{
 	37: true, // CreatePartitions
 	44: true, // IncrementalAlterConfigs
 	51: true, // AlterUserScramCredentials
+	57: true, // UpdateFeatures
 }
 
 // SetForwarder installs how a follower reaches the leader (nil: requests

@@ -103,6 +103,15 @@ func failedResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
 			add(u.Name)
 		}
 		return resp
+	case *kmsg.UpdateFeaturesRequest:
+		resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, m
+		if req.Version < 2 {
+			for _, u := range req.FeatureUpdates {
+				resp.Results = append(resp.Results, kmsg.UpdateFeaturesResponseResult{Feature: u.Feature, ErrorCode: code, ErrorMessage: m})
+			}
+		}
+		return resp
 	}
 	// Not a forwarded key: an empty answer, as for a handler that failed.
 	return req.ResponseKind()
