@@ -48,7 +48,7 @@ func TestAbortedIndexMatchesScan(t *testing.T) {
 		}
 		st := sl.st
 		restored := NewState(defaultConfig(t), 0, st.StartOffset(), st.NextOffset())
-		if !restored.restore(st.snapshot()) {
+		if _, ok := restored.restoreSnapshot(st.encodeSnapshot()); !ok {
 			t.Fatal("snapshot refused")
 		}
 		all := st.Aborted()

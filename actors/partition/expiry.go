@@ -163,6 +163,7 @@ func (s *State) ExpireProducers(nowMs, expirationMs int64) int {
 	}
 	if n > 0 {
 		s.shrinkProducers()
+		s.changes++
 	}
 	return n
 }

@@ -121,11 +121,24 @@ func TestMillionProducers(t *testing.T) {
 		t.Errorf("append CPU time of the last %d is %.2fx the first's, want <= 1.2", window, ratio)
 	}
 
+	// The producer snapshot of a million (written on maintenance ticks
+	// when the state changed, read at start).
+	start := time.Now()
+	raw := sl.st.encodeSnapshot()
+	enc := time.Since(start)
+	restored := NewState(cfg, 0, 0, sl.st.NextOffset())
+	start = time.Now()
+	if off, ok := restored.restoreSnapshot(raw); !ok || off != sl.st.NextOffset() || restored.producers.len() != producers {
+		t.Fatalf("snapshot of a million producers: restored %v at %d, %d producers", ok, off, restored.producers.len())
+	}
+	t.Logf("producer snapshot: %.1f MiB, encoded in %v, restored in %v", mib(uint64(len(raw))), enc, time.Since(start))
+	raw, restored = nil, nil
+
 	before := heapInUse()
 	// The command clock a day past the last write: a pass a second
 	// before leaves the last second's producers, the next drops the rest.
 	now := ts(producers-1) + logconfig.DefaultProducerIDExpirationMs
-	start := time.Now()
+	start = time.Now()
 	n1 := sl.st.ExpireProducers(now-expiryBucketMs, 0)
 	took := time.Since(start)
 	n := n1

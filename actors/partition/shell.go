@@ -35,6 +35,9 @@ type stateLog struct {
 	log Log
 	// snapshotPath is where producer state is snapshotted ("" = never).
 	snapshotPath string
+	// snapshotAt is the state's change count the last snapshot holds.
+	snapshotAt  uint64
+	snapshotted bool
 	// diverged is set when the log and the state disagree on an offset (a
 	// broken invariant, never expected): every later write is refused with
 	// it, so no record goes at an offset the state did not decide. A
@@ -52,12 +55,14 @@ func openStateLog(lg Log, cfg logconfig.Config, epoch int32, snapshotPath string
 	}
 	st := NewState(cfg, epoch, lg.StartOffset(), lg.NextOffset())
 	from := st.StartOffset()
-	f, ok, err := readSnapshot(snapshotPath)
+	raw, err := readSnapshot(snapshotPath)
 	if err != nil {
 		return nil, err
 	}
-	if ok && st.restore(f) {
-		from = f.Offset
+	if raw != nil {
+		if off, ok := st.restoreSnapshot(raw); ok {
+			from = off
+		}
 	}
 	if err := replayLog(st, lg, from); err != nil {
 		return nil, err
@@ -188,5 +193,12 @@ func (sl *stateLog) snapshot() error {
 	if sl.snapshotPath == "" {
 		return nil
 	}
-	return writeSnapshot(sl.snapshotPath, sl.st.snapshot())
+	if sl.st.changes == sl.snapshotAt && sl.snapshotted {
+		return nil // nothing changed since the last one
+	}
+	if err := writeSnapshot(sl.snapshotPath, sl.st.encodeSnapshot()); err != nil {
+		return err
+	}
+	sl.snapshotAt, sl.snapshotted = sl.st.changes, true
+	return nil
 }

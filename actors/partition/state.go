@@ -70,6 +70,9 @@ type State struct {
 	// start and next are the log's start and end offsets as the machine
 	// knows them: next is the offset the next appended batch gets.
 	start, next int64
+	// changes counts changes to what a snapshot holds (the shell skips
+	// writing one when nothing changed).
+	changes uint64
 }
 
 // NewState returns the state of a log holding [start, next) with no
@@ -215,6 +218,9 @@ func (s *State) Appended(a *Append, n int) {
 	if a.Base != s.next {
 		panic(fmt.Sprintf("partition state: append at %d confirmed at log end %d", a.Base, s.next))
 	}
+	if n > 0 {
+		s.changes++
+	}
 	for i := range n {
 		h := a.headers[i]
 		switch {
@@ -314,6 +320,7 @@ func (s *State) Replay(b []byte) error {
 	if err != nil {
 		return err
 	}
+	s.changes++
 	switch {
 	case h.IsControl():
 		if err := s.replayMarker(h, b); err != nil {
@@ -354,6 +361,7 @@ func (s *State) StartMoved(start int64) {
 		panic(fmt.Sprintf("partition state: log start %d past the log end %d", start, s.next))
 	}
 	s.start = start
+	s.changes++
 	// Aborted transactions whose marker went with the log: Kafka deletes
 	// a segment's transaction index with the segment. Producer state
 	// stays: since KAFKA-7190 only producer.id.expiration.ms drops it.

@@ -63,7 +63,7 @@ type stateScript struct {
 	now      int64
 	log      memLog // the shell's log: every batch appended, and the start
 	failNext int    // >= 0: the next Append fails after this many batches
-	snap     *snapshotFile
+	snap     []byte // the kept producer snapshot
 }
 
 func TestStateScripts(t *testing.T) {
@@ -181,17 +181,17 @@ func (s *stateScript) run(cmd string) []string {
 		}
 		return []string{"aborted-in " + strings.Join(parts, ",")}
 	case "snapshot":
-		f := s.st.snapshot()
-		s.snap = &f
-		return []string{fmt.Sprintf("snapshot offset=%d", f.Offset)}
+		s.snap = s.st.encodeSnapshot()
+		return []string{fmt.Sprintf("snapshot offset=%d", s.st.NextOffset())}
 	case "restart":
 		st := NewState(s.cfg, s.epoch, s.log.StartOffset(), s.log.NextOffset())
 		from := st.StartOffset()
 		if has("from-snapshot") {
-			if s.snap == nil || !st.restore(*s.snap) {
+			off, ok := st.restoreSnapshot(s.snap)
+			if s.snap == nil || !ok {
 				return []string{"snapshot refused"}
 			}
-			from = s.snap.Offset
+			from = off
 		}
 		if err := replayLog(st, &s.log, from); err != nil {
 			return []string{"err " + err.Error()}
