@@ -51,6 +51,11 @@ func (a *adminServer) serveForwarding(srv *protocol.Server) {
 		}
 	})
 	srv.SetForwarder(a.forwardKafka)
+	if a.scheme == "http://" {
+		// Without cluster TLS the endpoint cannot tell a node from anyone
+		// else who reaches it, and a forward names its principal.
+		a.logger.Warn("admin requests are forwarded over plaintext HTTP with the client's principal: keep the admin port private to the nodes, or set --cluster-tls-cert/-key/-ca")
+	}
 }
 
 // forwardKafka is the protocol.Forwarder: it posts fr to node leader's
