@@ -75,10 +75,16 @@ func TestProducerSnapshotFormats(t *testing.T) {
 	st.writeMarker(7, 0, false, 0, now)          // 4: abort
 	want := fmt.Sprintf("%+v %+v %d", st.st.ProducerInfos(), st.st.Aborted(), st.st.LastStable())
 
-	v1 := `{"version":1,"offset":5,"aborted":[{"ProducerID":7,"FirstOffset":3,"LastOffset":4}],"producers":{` +
-		`"5":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":1,"FirstOffset":0,"LastOffset":1,"Timestamp":-1}],"txn_first_offset":-1,"coordinator_epoch":0,"last_timestamp":` + fmt.Sprint(now) + `},` +
-		`"6":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":0,"FirstOffset":2,"LastOffset":2,"Timestamp":-1}],"txn_first_offset":2,"coordinator_epoch":0,"last_timestamp":` + fmt.Sprint(now) + `},` +
-		`"7":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":0,"FirstOffset":3,"LastOffset":3,"Timestamp":-1}],"txn_first_offset":-1,"coordinator_epoch":0,"last_timestamp":` + fmt.Sprint(now) + `}}}`
+	// The batches carry their own timestamps (batch() stamps time.Now()).
+	ts := map[int64]int64{}
+	for _, p := range st.st.ProducerInfos() {
+		ts[p.ProducerID] = p.LastTimestamp
+	}
+	v1 := fmt.Sprintf(`{"version":1,"offset":5,"aborted":[{"ProducerID":7,"FirstOffset":3,"LastOffset":4}],"producers":{`+
+		`"5":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":1,"FirstOffset":0,"LastOffset":1,"Timestamp":-1}],"txn_first_offset":-1,"coordinator_epoch":0,"last_timestamp":%d},`+
+		`"6":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":0,"FirstOffset":2,"LastOffset":2,"Timestamp":-1}],"txn_first_offset":2,"coordinator_epoch":0,"last_timestamp":%d},`+
+		`"7":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":0,"FirstOffset":3,"LastOffset":3,"Timestamp":-1}],"txn_first_offset":-1,"coordinator_epoch":0,"last_timestamp":%d}}}`,
+		ts[5], ts[6], ts[7])
 	restored := NewState(defaultConfig(t), 0, 0, 5)
 	if off, ok := restored.restoreSnapshot([]byte(v1)); !ok || off != 5 {
 		t.Fatalf("version 1 refused: %d %v", off, ok)
