@@ -12,6 +12,7 @@ package protocol
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -30,7 +31,7 @@ func untaggedTransactionalRecords(req *kmsg.ProduceRequest) bool {
 	}
 	for _, rt := range req.Topics {
 		for _, rp := range rt.Partitions {
-			if h, err := recordbatch.ParseHeader(rp.Records); err == nil && h.IsTransactional() {
+			if p := transactionalProducer(rp.Records); p.found {
 				return true
 			}
 		}
@@ -38,22 +39,60 @@ func untaggedTransactionalRecords(req *kmsg.ProduceRequest) bool {
 	return false
 }
 
+// txnProducer is the producer of a partition's transactional batches.
+type txnProducer struct {
+	id    int64
+	epoch int16
+	found bool
+	// mixed: batches of more than one producer (or epoch) are
+	// transactional.
+	mixed bool
+}
+
+// transactionalProducer walks the batch headers of a partition's records
+// (every batch: Regent takes several per partition where Kafka takes one,
+// and none may slip past the check). Framing faults end the walk; the
+// partition refuses such records whole.
+func transactionalProducer(records []byte) txnProducer {
+	var p txnProducer
+	for len(records) >= recordbatch.HeaderSize {
+		h, err := recordbatch.ParseHeader(records)
+		size := 12 + int64(h.Length)
+		if err != nil || h.Length <= 0 || size > int64(len(records)) {
+			break
+		}
+		if h.IsTransactional() {
+			switch {
+			case !p.found:
+				p.id, p.epoch, p.found = h.ProducerID, h.ProducerEpoch, true
+			case h.ProducerID != p.id || h.ProducerEpoch != p.epoch:
+				p.mixed = true
+			}
+		}
+		records = records[size:]
+	}
+	return p
+}
+
 // appendProduce hands records to p, through the transaction coordinator
-// when they are a transactional batch of a transactional produce. done is
+// when they hold transactional batches of a transactional produce. done is
 // called once.
 func (s *Server) appendProduce(req *kmsg.ProduceRequest, topic string, part int32, p *partition.Partition, tr partition.Tracer, records []byte, done func(partition.ProduceResult)) {
-	h, err := recordbatch.ParseHeader(records)
-	if req.TransactionID == nil || s.txns == nil || err != nil || !h.IsTransactional() {
-		// Malformed batches are the partition's to refuse.
+	prod := transactionalProducer(records)
+	if req.TransactionID == nil || s.txns == nil || !prod.found {
 		p.ProduceTraced(tr, records, req.Acks, done)
 		return
 	}
-	s.txns.Append(*req.TransactionID, h.ProducerID, h.ProducerEpoch, txn.TopicPartition{Topic: topic, Partition: part}, req.Version >= 12,
-		func() { p.ProduceTraced(tr, records, req.Acks, done) },
-		func(err error) {
-			code, msg := produceTxnError(err)
-			done(partition.ProduceResult{Err: code, ErrMessage: msg, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1})
-		})
+	refuse := func(err error) {
+		code, msg := produceTxnError(err)
+		done(partition.ProduceResult{Err: code, ErrMessage: msg, BaseOffset: -1, LogAppendTime: -1, LogStartOffset: -1})
+	}
+	if prod.mixed {
+		refuse(fmt.Errorf("%w: Transactional records contained more than one producer ID", kerr.InvalidProducerIDMapping))
+		return
+	}
+	s.txns.Append(*req.TransactionID, prod.id, prod.epoch, txn.TopicPartition{Topic: topic, Partition: part}, req.Version >= 12,
+		func() { p.ProduceTraced(tr, records, req.Acks, done) }, refuse)
 }
 
 // produceTxnError maps the coordinator's refusal to what producers expect
@@ -66,13 +105,17 @@ func produceTxnError(err error) (*kerr.Error, string) {
 	if !errors.As(err, &ke) {
 		return kerr.UnknownServerError, err.Error()
 	}
+	msg := ""
+	if m := kafkaMessage(err); *m != err.Error() {
+		msg = *m // a message of our own, not only the code
+	}
 	switch ke {
 	case kerr.InvalidTxnState:
 		return ke, "Partition was not added to the transaction"
 	case kerr.ConcurrentTransactions, kerr.CoordinatorLoadInProgress, kerr.CoordinatorNotAvailable, kerr.NotCoordinator:
 		return kerr.NotEnoughReplicas, "Unable to verify the partition has been added to the transaction. Underlying error: " + ke.Message
 	case kerr.ProducerFenced:
-		return kerr.InvalidProducerEpoch, ""
+		return kerr.InvalidProducerEpoch, msg
 	}
-	return ke, ""
+	return ke, msg
 }

@@ -90,8 +90,19 @@ func TestProduceVerifiesTransaction(t *testing.T) {
 
 	got = txnProduce(t, s, 11, nil, 0, txnBatch(t, pid, epoch, 1))
 	code(t, "transactional batch without a transactional id", got.ErrorCode, kerr.TransactionalIDAuthorizationFailed)
-	if st := s.txns.Stats(); st.VerifyRefused != 3 {
-		t.Fatalf("stats %+v, want 3 refused", st)
+
+	// Every batch of a partition's records is looked at: a transactional
+	// batch behind a plain one is checked all the same.
+	plain := buildBatch(t, recordbatch.CodecNone, []recordbatch.Record{{Value: []byte("p")}})
+	got = txnProduce(t, s, 11, &id, 1, append(append([]byte(nil), plain...), txnBatch(t, pid, epoch, 0)...))
+	code(t, "transactional batch behind a plain one", got.ErrorCode, kerr.InvalidTxnState)
+	got = txnProduce(t, s, 11, &id, 1, append(txnBatch(t, pid, epoch, 0), txnBatch(t, pid+1, epoch, 0)...))
+	code(t, "transactional batches of two producers", got.ErrorCode, kerr.InvalidProducerIDMapping)
+	if hw := s.topics.Get("t").Partitions[1].View().HighWatermark; hw != 0 {
+		t.Fatalf("refused batches were written to partition 1: high watermark %d", hw)
+	}
+	if st := s.txns.Stats(); st.VerifyRefused != 4 {
+		t.Fatalf("stats %+v, want 4 refused", st)
 	}
 }
 
