@@ -37,8 +37,8 @@ func (c *Coordinator) AddPartitions(id string, producerID int64, epoch int16, pa
 // open transaction (AddPartitionsToTxn VerifyOnly, KIP-890 part 1): a
 // Result whose Err applies to all, or whose Partitions has one entry per
 // partition (nil, or INVALID_TXN_STATE when not in the transaction). The
-// produce path can use it before taking a transactional batch for a
-// partition where the producer has no open transaction.
+// produce path checks its batches with Append instead, which also orders
+// them before the transaction's markers.
 func (c *Coordinator) VerifyPartitions(id string, producerID int64, epoch int16, parts []TopicPartition, reply func(Result)) {
 	c.dispatch(id, &addMsg{in: AddInput{ProducerID: producerID, Epoch: epoch, Partitions: parts}, verify: true, reply: reply})
 }
