@@ -60,6 +60,10 @@ func (a *partitionActor) expire(c *expireCmd) expireResult {
 	n := a.sl.st.ExpireProducers(time.Unix(0, c.now).UnixMilli(), c.expirationMs)
 	if n > 0 {
 		a.logger.Info("producer state expired", "producers", n, "expiration_ms", c.expirationMs)
+		// The pass is not in the partition's log: a restart rebuilding
+		// from an older snapshot and the log would bring the dropped
+		// producers back (until the leader's next pass). Snapshot now.
+		a.snapshot()
 	}
 	return expireResult{expired: n}
 }

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -92,6 +93,10 @@ func TestExpiryAppliedAlikeOnEveryNode(t *testing.T) {
 	if err != nil || *dec.(*expireCmd) != *enc {
 		t.Fatalf("round trip %#v -> %#v, %v", enc, dec, err)
 	}
+	follower.sl.snapshotPath = filepath.Join(t.TempDir(), "producer-state.json")
+	if err := follower.sl.snapshot(); err != nil { // holds the three producers
+		t.Fatal(err)
+	}
 	for _, a := range []*partitionActor{leader, follower} {
 		res := a.Apply(dec)
 		if r, ok := res.(expireResult); !ok || r.expired != 2 {
@@ -101,6 +106,15 @@ func TestExpiryAppliedAlikeOnEveryNode(t *testing.T) {
 		if len(infos) != 1 || infos[0].ProducerID != 3 {
 			t.Fatalf("producers left %+v, want 3", infos)
 		}
+	}
+	// The pass is not in the log: the follower snapshotted after it, so a
+	// restart does not bring the dropped producers back.
+	reopened, err := openStateLog(follower.p.log, follower.sl.st.Config(), 0, follower.sl.snapshotPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if infos := reopened.st.ProducerInfos(); len(infos) != 1 || infos[0].ProducerID != 3 {
+		t.Fatalf("reopened with producers %+v, want 3 alone", infos)
 	}
 }
 
