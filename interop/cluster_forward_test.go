@@ -126,9 +126,11 @@ func TestClusterForwardAfterLeaderKilled(t *testing.T) {
 	testwait.For(t, "the leader to refuse locked-x", time.Minute, func() bool {
 		return createTopicAt(t, ctx, cl, "locked-x", 30000) == kerr.TopicAuthorizationFailed.Code
 	})
-	if tail := c.Node(first).LogTail(1 << 20); !strings.Contains(tail, `resource=locked-x`) || !strings.Contains(tail, `principal=User:ANONYMOUS host=127.0.0.1`) {
-		t.Fatalf("leader %d did not log the denial of the forwarded CreateTopics:\n%s", first, c.Node(first).LogTail(4000))
-	}
+	// The node's output reaches the harness through a pipe: wait for it.
+	testwait.For(t, fmt.Sprintf("leader %d to log the denial of the forwarded CreateTopics", first), 30*time.Second, func() bool {
+		tail := c.Node(first).LogTail(1 << 20)
+		return strings.Contains(tail, `principal=User:ANONYMOUS host=127.0.0.1 api=CreateTopics operation=CREATE resource_type=TOPIC resource=locked-x`)
+	})
 	if code := createTopicAt(t, ctx, cl, "open-x", 30000); code != 0 {
 		t.Fatalf("CreateTopics open-x through follower %d: %v", f, kerr.ErrorForCode(code))
 	}
@@ -213,6 +215,15 @@ func forwardedAPIs(t *testing.T, ctx context.Context, c *brokertest.Cluster, cl 
 	t.Helper()
 	if code := createTopicAt(t, ctx, cl, topic, 30000); code != 0 {
 		t.Fatalf("CreateTopics %s: %v", topic, kerr.ErrorForCode(code))
+	}
+	// The follower answered once it applied the creation itself: its
+	// Metadata has the topic at once.
+	md := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	md.Topics = append(md.Topics, mt)
+	if r := followerRequest(t, ctx, cl, md).(*kmsg.MetadataResponse); len(r.Topics) != 1 || r.Topics[0].ErrorCode != 0 || len(r.Topics[0].Partitions) != 1 {
+		t.Fatalf("Metadata of %s on the follower right after its CreateTopics: %+v", topic, r.Topics)
 	}
 	cp := kmsg.NewPtrCreatePartitionsRequest()
 	cpt := kmsg.NewCreatePartitionsRequestTopic()

@@ -43,12 +43,22 @@ type ForwardedRequest struct {
 }
 
 // Forwarder carries fr to node leader and returns the response body the
-// leader encoded (at fr.Version, without its header). An error wrapping
+// leader encoded (at fr.Version, without its header) and the leader's
+// state index once it had answered (StateIndexer; 0: unknown). An error wrapping
 // ErrForwardRetry means the leader did not act on it (it could not be
 // reached, or it was not serving): the caller may send it again. An error
 // wrapping ErrForwardRefused means the leader refused it without acting.
 // Any other error leaves the outcome unknown. It must honour ctx.
-type Forwarder func(ctx context.Context, leader int32, fr ForwardedRequest) ([]byte, error)
+type Forwarder func(ctx context.Context, leader int32, fr ForwardedRequest) (body []byte, stateIndex uint64, err error)
+
+// StateIndexer is implemented by cluster views that know how much of the
+// replicated log this node's state holds (cluster.Raft.StateIndex). A
+// follower answers a forwarded change only once its own state holds what
+// the leader's held when it answered, so the client reads its write on the
+// node it asked (bounded by forwardApplyWait).
+type StateIndexer interface {
+	StateIndex() uint64
+}
 
 var (
 	// ErrForwardRetry: the forward reached no serving leader; nothing was done.
@@ -72,6 +82,10 @@ const (
 	// leader serves (an election takes about a second).
 	forwardBackoffMin = 25 * time.Millisecond
 	forwardBackoffMax = 250 * time.Millisecond
+	// forwardApplyWait bounds the wait for this node to apply what the
+	// leader applied (one commit notice, normally milliseconds); the
+	// answer goes out then even if the node lags.
+	forwardApplyWait = time.Second
 )
 
 // forwardedKeys are the requests that change replicated metadata: a
@@ -120,7 +134,7 @@ func (s *Server) runForward(r *Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	body, err := s.forward(ctx, forwardedFrom(r))
+	body, index, err := s.forward(ctx, forwardedFrom(r))
 	switch {
 	case errors.Is(err, errServeHere):
 		r.local = true
@@ -139,6 +153,7 @@ func (s *Server) runForward(r *Request) {
 		r.Respond(failedResponse(r.Msg, kerr.UnknownServerError.Code, msg))
 		return
 	}
+	s.awaitStateIndex(ctx, index)
 	r.Respond(resp)
 }
 
@@ -163,10 +178,10 @@ func forwardedFrom(r *Request) ForwardedRequest {
 }
 
 // forward sends fr to the leader until one serves it or ctx ends. It
-// returns the leader's response body, errServeHere when this node is (or
+// returns the leader's response body and state index, errServeHere when this node is (or
 // became) the serving leader, or the last error: wrapping ErrForwardRetry
 // when nothing was done, else the outcome is unknown.
-func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, error) {
+func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, uint64, error) {
 	self := s.cfg.NodeID
 	backoff := forwardBackoffMin
 	lastErr := fmt.Errorf("%w: no leader elected", ErrForwardRetry)
@@ -174,11 +189,11 @@ func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, erro
 		leader := s.cluster.Leader()
 		switch {
 		case s.cluster.Serving():
-			return nil, errServeHere
+			return nil, 0, errServeHere
 		case leader >= 0 && leader != self:
-			body, err := s.forwarder(ctx, leader, fr)
+			body, index, err := s.forwarder(ctx, leader, fr)
 			if err == nil || !errors.Is(err, ErrForwardRetry) {
-				return body, err
+				return body, index, err
 			}
 			lastErr = err
 		}
@@ -188,7 +203,7 @@ func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, erro
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w (after %v)", lastErr, ctx.Err())
+			return nil, 0, fmt.Errorf("%w (after %v)", lastErr, ctx.Err())
 		case <-t.C:
 		}
 		backoff = min(2*backoff, forwardBackoffMax)
@@ -200,20 +215,21 @@ func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, erro
 // address, and returns the response body at fr.Version. It refuses with
 // ErrNotServing unless this node is the serving leader (it never forwards
 // again), and with an error wrapping ErrForwardRefused a key that is not
-// forwarded or a body that does not decode. Off the event loop only: it
-// waits for the handler's answer or ctx's end.
-func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byte, error) {
+// forwarded or a body that does not decode. With the body it returns this
+// node's state index once the handler answered (0: not known). Off the
+// event loop only: it waits for the handler's answer or ctx's end.
+func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byte, uint64, error) {
 	if !s.cluster.Serving() {
-		return nil, ErrNotServing
+		return nil, 0, ErrNotServing
 	}
 	a, ok := apis[fr.Key]
 	if !forwardedKeys[fr.Key] || !ok || fr.Version < a.min || fr.Version > a.max {
-		return nil, fmt.Errorf("%w: %s v%d is not forwarded here", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version)
+		return nil, 0, fmt.Errorf("%w: %s v%d is not forwarded here", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version)
 	}
 	msg := kmsg.RequestForKey(fr.Key)
 	msg.SetVersion(fr.Version)
 	if err := decodeBody(msg, fr.Body); err != nil {
-		return nil, fmt.Errorf("%w: %s v%d: %v", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version, err)
+		return nil, 0, fmt.Errorf("%w: %s v%d: %v", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version, err)
 	}
 	r := NewRequest(Header{Key: fr.Key, Version: fr.Version, ClientID: fr.ClientID}, msg)
 	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal}
@@ -223,9 +239,36 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 	s.Serve(r)
 	select {
 	case frame := <-frames:
-		return responseBody(frame, msg.IsFlexible())
+		// The handler answered after its change was applied here.
+		body, err := responseBody(frame, msg.IsFlexible())
+		return body, s.stateIndex(), err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("serving forwarded %s: %w", kmsg.NameForKey(fr.Key), ctx.Err())
+		return nil, 0, fmt.Errorf("serving forwarded %s: %w", kmsg.NameForKey(fr.Key), ctx.Err())
+	}
+}
+
+// stateIndex is this node's state index, 0 when the view does not know it.
+func (s *Server) stateIndex() uint64 {
+	if si, ok := s.cluster.(StateIndexer); ok {
+		return si.StateIndex()
+	}
+	return 0
+}
+
+// awaitStateIndex waits until this node's state holds index, for at most
+// forwardApplyWait or until ctx ends. The FSM has no notice of applies
+// to wait on, so it looks every few milliseconds.
+func (s *Server) awaitStateIndex(ctx context.Context, index uint64) {
+	if index == 0 {
+		return
+	}
+	si, ok := s.cluster.(StateIndexer)
+	if !ok {
+		return
+	}
+	deadline := time.Now().Add(forwardApplyWait)
+	for si.StateIndex() < index && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -99,7 +99,7 @@ func (s *Server) createAtLeader(r *Request, names []string) (map[string]int16, e
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), autoCreateWait)
 	defer cancel()
-	body, err := s.forward(ctx, fr)
+	body, _, err := s.forward(ctx, fr)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,13 @@ type fakeView struct {
 	// Leader calls first: an election in progress. servingIn, when
 	// positive, turns serving on at that Serving call: a leader catching up.
 	leaderAfter, servingIn atomic.Int32
+	// index is the state index; each StateIndex call adds step to it
+	// first (a node applying as it is asked).
+	index atomic.Uint64
+	step  uint64
 }
+
+func (v *fakeView) StateIndex() uint64 { return v.index.Add(v.step) }
 
 func (v *fakeView) Brokers() []BrokerAddr {
 	return []BrokerAddr{{ID: 1, Host: "127.0.0.1", Port: 9092}, {ID: 2, Host: "127.0.0.1", Port: 9093}}
@@ -61,7 +67,7 @@ func forwardPair(t *testing.T) (leader, follower *Server, fview *fakeView, sent 
 	fview.leader.Store(1)
 	follower.cluster, follower.cfg.NodeID = fview, 2
 	sent = &atomic.Int32{}
-	follower.SetForwarder(func(ctx context.Context, to int32, fr ForwardedRequest) ([]byte, error) {
+	follower.SetForwarder(func(ctx context.Context, to int32, fr ForwardedRequest) ([]byte, uint64, error) {
 		sent.Add(1)
 		if to != 1 {
 			t.Errorf("forwarded to node %d, want 1", to)
@@ -69,9 +75,9 @@ func forwardPair(t *testing.T) (leader, follower *Server, fview *fakeView, sent 
 		return leader.ServeForwarded(ctx, fr)
 	})
 	// The leader forwards nothing: it serves.
-	leader.SetForwarder(func(context.Context, int32, ForwardedRequest) ([]byte, error) {
+	leader.SetForwarder(func(context.Context, int32, ForwardedRequest) ([]byte, uint64, error) {
 		t.Error("the serving leader forwarded a request")
-		return nil, errors.New("no")
+		return nil, 0, errors.New("no")
 	})
 	return leader, follower, fview, sent
 }
@@ -181,9 +187,9 @@ func TestForwardTimesOutWithoutALeader(t *testing.T) {
 func TestForwardOutcomeUnknown(t *testing.T) {
 	_, follower, _, _ := forwardPair(t)
 	var n atomic.Int32
-	follower.SetForwarder(func(context.Context, int32, ForwardedRequest) ([]byte, error) {
+	follower.SetForwarder(func(context.Context, int32, ForwardedRequest) ([]byte, uint64, error) {
 		n.Add(1)
-		return nil, errors.New("connection reset")
+		return nil, 0, errors.New("connection reset")
 	})
 	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	rr := kmsg.NewIncrementalAlterConfigsRequestResource()
@@ -213,15 +219,15 @@ func TestServeForwardedRefuses(t *testing.T) {
 	leader, _, _, _ := forwardPair(t)
 	produce := kmsg.NewPtrProduceRequest()
 	produce.Version = 9
-	if _, err := leader.ServeForwarded(context.Background(), ForwardedRequest{Key: 0, Version: 9, Body: produce.AppendTo(nil)}); !errors.Is(err, ErrForwardRefused) {
+	if _, _, err := leader.ServeForwarded(context.Background(), ForwardedRequest{Key: 0, Version: 9, Body: produce.AppendTo(nil)}); !errors.Is(err, ErrForwardRefused) {
 		t.Fatalf("forwarded Produce: %v, want ErrForwardRefused", err)
 	}
-	if _, err := leader.ServeForwarded(context.Background(), ForwardedRequest{Key: 19, Version: 7, Body: []byte{1, 2}}); !errors.Is(err, ErrForwardRefused) {
+	if _, _, err := leader.ServeForwarded(context.Background(), ForwardedRequest{Key: 19, Version: 7, Body: []byte{1, 2}}); !errors.Is(err, ErrForwardRefused) {
 		t.Fatalf("forwarded garbage: %v, want ErrForwardRefused", err)
 	}
 	leader.cluster.(*fakeView).serving.Store(false)
 	ct := createTopicsReq(1000, "y")
-	if _, err := leader.ServeForwarded(context.Background(), ForwardedRequest{Key: 19, Version: 7, Body: ct.AppendTo(nil)}); !errors.Is(err, ErrNotServing) {
+	if _, _, err := leader.ServeForwarded(context.Background(), ForwardedRequest{Key: 19, Version: 7, Body: ct.AppendTo(nil)}); !errors.Is(err, ErrNotServing) {
 		t.Fatalf("forward to a node not serving: %v, want ErrNotServing", err)
 	}
 }
@@ -251,5 +257,29 @@ func TestMetadataAutoCreateThroughTheLeader(t *testing.T) {
 	// An invalid name is refused here, never forwarded.
 	if got := md("bad/name"); got.ErrorCode != kerr.InvalidTopicException.Code || sent.Load() != 1 {
 		t.Fatalf("invalid name: %v, %d forwards", kerr.ErrorForCode(got.ErrorCode), sent.Load())
+	}
+}
+
+// A forwarded change is answered once the follower's state holds what the
+// leader's held when it answered: read-your-writes on the node asked.
+func TestForwardAnsweredOnceAppliedHere(t *testing.T) {
+	leader, follower, fview, _ := forwardPair(t)
+	leader.cluster.(*fakeView).index.Store(40)
+	fview.step = 1 // one more entry applied at each look
+	resp := call[*kmsg.CreateTopicsResponse](t, follower, createTopicsReq(5000, "ryw"))
+	if resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics: %+v", resp.Topics)
+	}
+	if got := fview.index.Load(); got < 40 {
+		t.Fatalf("answered with the follower's state at %d, the leader's was 40", got)
+	}
+	// A follower that does not catch up answers anyway, after
+	// forwardApplyWait.
+	fview.step = 0
+	leader.cluster.(*fakeView).index.Store(1 << 40)
+	start := time.Now()
+	resp = call[*kmsg.CreateTopicsResponse](t, follower, createTopicsReq(5000, "lagging"))
+	if took := time.Since(start); resp.Topics[0].ErrorCode != 0 || took < forwardApplyWait || took > forwardApplyWait+5*time.Second {
+		t.Fatalf("lagging follower: %+v after %v", resp.Topics, took)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 
 	"github.com/regent-broker/regent/protocol"
 )
@@ -17,6 +18,10 @@ import (
 // the Kafka body in base64): admin requests are small, a CreateTopics of
 // thousands of topics a few MiB.
 const maxForwardBytes = 64 << 20
+
+// stateIndexHeader carries the leader's state index with a forward's
+// answer (protocol.StateIndexer).
+const stateIndexHeader = "X-Regent-State-Index"
 
 // serveForwarding adds POST /kafka/forward to the admin endpoint and makes
 // srv forward a follower's changes to replicated metadata there on the
@@ -37,7 +42,7 @@ func (a *adminServer) serveForwarding(srv *protocol.Server) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "forwarded request: " + err.Error()})
 			return
 		}
-		body, err := srv.ServeForwarded(r.Context(), fr)
+		body, index, err := srv.ServeForwarded(r.Context(), fr)
 		switch {
 		case errors.Is(err, protocol.ErrNotServing):
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
@@ -47,6 +52,7 @@ func (a *adminServer) serveForwarding(srv *protocol.Server) {
 			writeJSON(w, http.StatusGatewayTimeout, map[string]string{"error": err.Error()})
 		default:
 			w.Header().Set("Content-Type", "application/octet-stream")
+			w.Header().Set(stateIndexHeader, strconv.FormatUint(index, 10))
 			_, _ = w.Write(body)
 		}
 	})
@@ -63,41 +69,43 @@ func (a *adminServer) serveForwarding(srv *protocol.Server) {
 // ErrForwardRetry (nothing reached a serving leader); a refusal is
 // ErrForwardRefused; anything after the request was sent leaves the
 // outcome unknown.
-func (a *adminServer) forwardKafka(ctx context.Context, leader int32, fr protocol.ForwardedRequest) ([]byte, error) {
+func (a *adminServer) forwardKafka(ctx context.Context, leader int32, fr protocol.ForwardedRequest) ([]byte, uint64, error) {
 	node, ok := a.nodes.Get(leader)
 	if !ok || node.Admin == "" {
-		return nil, fmt.Errorf("%w: leader %d has no known admin endpoint", protocol.ErrForwardRetry, leader)
+		return nil, 0, fmt.Errorf("%w: leader %d has no known admin endpoint", protocol.ErrForwardRetry, leader)
 	}
 	raw, err := json.Marshal(fr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encode: %v", protocol.ErrForwardRefused, err)
+		return nil, 0, fmt.Errorf("%w: encode: %v", protocol.ErrForwardRefused, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, a.scheme+node.Admin+"/kafka/forward", bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", protocol.ErrForwardRefused, err)
+		return nil, 0, fmt.Errorf("%w: %v", protocol.ErrForwardRefused, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := a.client.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
-			return nil, fmt.Errorf("%w: forward to leader %d: %v", protocol.ErrForwardRetry, leader, err)
+			return nil, 0, fmt.Errorf("%w: forward to leader %d: %v", protocol.ErrForwardRetry, leader, err)
 		}
-		return nil, fmt.Errorf("forward to leader %d: %w", leader, err)
+		return nil, 0, fmt.Errorf("forward to leader %d: %w", leader, err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardBytes))
 	if err != nil {
-		return nil, fmt.Errorf("forward to leader %d: read the answer: %w", leader, err)
+		return nil, 0, fmt.Errorf("forward to leader %d: read the answer: %w", leader, err)
 	}
 	switch resp.StatusCode {
 	case http.StatusOK:
-		return body, nil
+		// A missing or malformed index is 0: no wait.
+		index, _ := strconv.ParseUint(resp.Header.Get(stateIndexHeader), 10, 64)
+		return body, index, nil
 	case http.StatusServiceUnavailable:
-		return nil, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRetry, leader, bytes.TrimSpace(body))
+		return nil, 0, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRetry, leader, bytes.TrimSpace(body))
 	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
 		// Refused, or a node that does not serve forwards.
-		return nil, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRefused, leader, bytes.TrimSpace(body))
+		return nil, 0, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRefused, leader, bytes.TrimSpace(body))
 	}
-	return nil, fmt.Errorf("forward to leader %d: %s: %s", leader, resp.Status, bytes.TrimSpace(body))
+	return nil, 0, fmt.Errorf("forward to leader %d: %s: %s", leader, resp.Status, bytes.TrimSpace(body))
 }

@@ -253,6 +253,10 @@ func (v *raftView) Brokers() []protocol.BrokerAddr {
 func (v *raftView) Leader() int32 { return v.r.Leader() }
 func (v *raftView) Serving() bool { return v.r.Ready() }
 
+// StateIndex implements protocol.StateIndexer: a follower's forwarded
+// change is answered once its state holds it.
+func (v *raftView) StateIndex() uint64 { return v.r.StateIndex() }
+
 func (v *raftView) Voters() []int32 {
 	v.cache.Lock()
 	defer v.cache.Unlock()
