@@ -39,6 +39,10 @@ const (
 	// fetchIOWait bounds one request's I/O: a peer making no progress for
 	// that long fails the pull (raft retries the install).
 	fetchIOWait = 60 * time.Second
+	// fetchIdleWait bounds the wait for a connection's next request: the
+	// follower may be copying a large local prefix meanwhile, and its
+	// install has its own bound (installBudget).
+	fetchIdleWait = 10 * time.Minute
 	// maxFetchConns bounds the fetch connections a node serves at once.
 	maxFetchConns = 8
 	// maxFetchReconnects bounds how often one install's pull reconnects
@@ -105,7 +109,7 @@ func (s *fetchServer) serve(c net.Conn) {
 	defer s.conns.Add(-1)
 	br := bufio.NewReaderSize(c, 4096)
 	for {
-		_ = c.SetDeadline(time.Now().Add(fetchIOWait))
+		_ = c.SetDeadline(time.Now().Add(fetchIdleWait))
 		op, id, path, off, n, err := readFetchRequest(br)
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
@@ -123,6 +127,7 @@ func (s *fetchServer) serve(c net.Conn) {
 // answer serves one request. An error ends the connection (a refusal
 // has been written to c when it is one).
 func (s *fetchServer) answer(c net.Conn, op byte, id, path string, off, n int64) error {
+	_ = c.SetDeadline(time.Now().Add(fetchIOWait))
 	f, size, err := s.store.openServed(id, path)
 	if err != nil {
 		writeRefusal(c, err.Error())
@@ -137,6 +142,7 @@ func (s *fetchServer) answer(c net.Conn, op byte, id, path string, off, n int64)
 	switch op {
 	case opSum:
 		sum, err := hashRange(f, off, n)
+		_ = c.SetDeadline(time.Now().Add(fetchIOWait)) // after the hash, however long it took
 		if err != nil {
 			writeRefusal(c, err.Error())
 			return err
@@ -144,6 +150,7 @@ func (s *fetchServer) answer(c net.Conn, op byte, id, path string, off, n int64)
 		_, err = c.Write(append([]byte{0}, sum[:]...))
 		return err
 	case opRead:
+		_ = c.SetDeadline(time.Now().Add(fetchIOWait))
 		if _, err := c.Write([]byte{0}); err != nil {
 			return err
 		}
@@ -321,7 +328,7 @@ func (fc *fetchClient) request(op byte, path string, off, n int64) error {
 	if err := fc.send(op, path, off, n); err != nil {
 		return err
 	}
-	return fc.status()
+	return fc.status(fetchIOWait)
 }
 
 func (fc *fetchClient) send(op byte, path string, off, n int64) error {
@@ -340,11 +347,17 @@ func (fc *fetchClient) send(op byte, path string, off, n int64) error {
 	return nil
 }
 
-// status reads the status of the answer to the request sent last.
-func (fc *fetchClient) status() error {
+// status reads the status of the answer to the request sent last,
+// waiting up to wait (and not past the install's deadline).
+func (fc *fetchClient) status(wait time.Duration) error {
 	dl, err := fc.ioDeadline()
 	if err != nil {
 		return err
+	}
+	if w := time.Now().Add(wait); w.Before(fc.deadline) {
+		dl = w
+	} else {
+		dl = fc.deadline
 	}
 	_ = fc.c.SetDeadline(dl)
 	status, err := fc.br.ReadByte()
@@ -387,7 +400,9 @@ func (fc *fetchClient) sum(path string, n int64, meanwhile func()) ([32]byte, er
 			meanwhile = nil
 		}
 		if err == nil {
-			err = fc.status()
+			// The leader reads n bytes to answer: at the install's
+			// 1 MiB/s floor at worst.
+			err = fc.status(fetchIOWait + time.Duration(n/(1<<20))*time.Second)
 		}
 		if err == nil {
 			_, err = io.ReadFull(fc.br, sum[:])
