@@ -8,7 +8,8 @@ package protocol
 // to the leader's admin endpoint, over the cluster's mutual TLS when that
 // is configured); the leader serves it as its own handler would, with the
 // authorizer checking the original principal, and the follower answers the
-// client with the leader's response.
+// client with the leader's response once its own state holds the change
+// (StateIndexer), so the client reads its write on the node it asked.
 //
 // While no leader is known, or the leader is not serving yet, the follower
 // retries until the request's deadline (its timeout_ms, at most
@@ -178,9 +179,9 @@ func forwardedFrom(r *Request) ForwardedRequest {
 }
 
 // forward sends fr to the leader until one serves it or ctx ends. It
-// returns the leader's response body and state index, errServeHere when this node is (or
-// became) the serving leader, or the last error: wrapping ErrForwardRetry
-// when nothing was done, else the outcome is unknown.
+// returns the leader's response body and state index, errServeHere when
+// this node is (or became) the serving leader, or the last error: wrapping
+// ErrForwardRetry when nothing was done, else the outcome is unknown.
 func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, uint64, error) {
 	self := s.cfg.NodeID
 	backoff := forwardBackoffMin
