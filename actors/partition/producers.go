@@ -14,8 +14,7 @@ const maxTrackedBatches = 5
 // batchMeta is what duplicate detection needs of an appended batch.
 type batchMeta struct {
 	firstSeq, lastSeq int32
-	firstOffset       int64
-	lastOffset        int64
+	firstOffset       int64 // what a duplicate is answered with
 	timestamp         int64 // log append time, or -1
 }
 

@@ -228,7 +228,7 @@ func (s *State) Appended(a *Append, n int) {
 			m := a.marker
 			s.endTxn(m.pid, m.epoch, m.commit, m.coordinatorEpoch, h.BaseOffset, h.MaxTimestamp)
 		case h.ProducerID >= 0:
-			s.track(h, h.BaseOffset, h.LastOffset(), a.appendTime)
+			s.track(h, h.BaseOffset, a.appendTime)
 		}
 		s.next = h.LastOffset() + 1
 	}
@@ -276,11 +276,11 @@ func (s *State) produceOptions(nowMs int64) recordbatch.ProduceOptions {
 	return o
 }
 
-func (s *State) track(h recordbatch.Header, base, last, appendTime int64) {
+func (s *State) track(h recordbatch.Header, base, appendTime int64) {
 	e := s.entry(h.ProducerID, h.ProducerEpoch)
 	e.remember(batchMeta{
 		firstSeq: h.BaseSequence, lastSeq: h.BaseSequence + h.LastOffsetDelta,
-		firstOffset: base, lastOffset: last, timestamp: appendTime,
+		firstOffset: base, timestamp: appendTime,
 	})
 	// The batch's max timestamp as the log holds it (a replay reads the
 	// same): the append time when the topic sets it.
@@ -331,7 +331,7 @@ func (s *State) Replay(b []byte) error {
 		if h.TimestampType() == 1 {
 			ts = h.MaxTimestamp
 		}
-		s.track(h, h.BaseOffset, h.LastOffset(), ts)
+		s.track(h, h.BaseOffset, ts)
 	}
 	return nil
 }
