@@ -195,7 +195,7 @@ func (s *State) loadOpenAndAborted(open []*producerEntry, aborted []AbortedTxn, 
 	}
 	if len(aborted) > 0 {
 		after := min(off, s.LastStable())
-		s.aborted = abortedIndex{txns: aborted, bound: restoredBounds(aborted, after)}
+		s.aborted = rebuilt(aborted, restoredBounds(aborted, after))
 		s.aborted.pruneBefore(s.start)
 		s.abortedGen++
 	}
