@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"math"
 	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -69,11 +70,16 @@ func (e *producerEntry) remember(m batchMeta) {
 }
 
 // nextSeq returns the sequence that follows seq, wrapping as Kafka does.
-func nextSeq(seq int32) int32 {
-	if seq == 1<<31-1 {
-		return 0
+func nextSeq(seq int32) int32 { return addSeq(seq, 1) }
+
+// addSeq returns seq + n (n >= 0) wrapping past 2^31-1 to 0, as Kafka's
+// sequences do (Go's int32 would wrap to a negative number, and the
+// producer's next batch would then be out of order).
+func addSeq(seq, n int32) int32 {
+	if seq > math.MaxInt32-n {
+		return n - (math.MaxInt32 - seq) - 1
 	}
-	return seq + 1
+	return seq + n
 }
 
 // seqCheck is the outcome of checking a batch's sequence against the state.

@@ -172,7 +172,7 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 		if h.ProducerID < 0 {
 			continue
 		}
-		chk := checkSequence(s.producers.get(h.ProducerID), h.ProducerEpoch, h.BaseSequence, h.BaseSequence+h.LastOffsetDelta)
+		chk := checkSequence(s.producers.get(h.ProducerID), h.ProducerEpoch, h.BaseSequence, addSeq(h.BaseSequence, h.LastOffsetDelta))
 		if chk.err != nil {
 			res.Err = chk.err
 			res.ErrMessage = fmt.Sprintf("producer %d epoch %d sequence %d rejected", h.ProducerID, h.ProducerEpoch, h.BaseSequence)
@@ -279,7 +279,7 @@ func (s *State) produceOptions(nowMs int64) recordbatch.ProduceOptions {
 func (s *State) track(h recordbatch.Header, base, appendTime int64) {
 	e := s.entry(h.ProducerID, h.ProducerEpoch)
 	e.remember(batchMeta{
-		firstSeq: h.BaseSequence, lastSeq: h.BaseSequence + h.LastOffsetDelta,
+		firstSeq: h.BaseSequence, lastSeq: addSeq(h.BaseSequence, h.LastOffsetDelta),
 		firstOffset: base, timestamp: appendTime,
 	})
 	// The batch's max timestamp as the log holds it (a replay reads the
