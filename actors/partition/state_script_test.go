@@ -362,6 +362,30 @@ func (s *stateScript) checkInvariants(cmd string) {
 	if v.LastStable != lso {
 		t.Errorf("after %q: lso %d, oldest open transaction at %d", cmd, v.LastStable, lso)
 	}
+	// Every producer without an open transaction is in the expiry bucket
+	// of its last timestamp; the open list holds exactly those with one,
+	// by first offset.
+	open := 0
+	st.producers.each(func(e *producerEntry) {
+		if e.txnFirstOffset < 0 && (!e.inBucket || e.bucket != bucketOf(e.lastTimestamp)) {
+			t.Errorf("after %q: producer %d not in its expiry bucket", cmd, e.pid)
+		}
+		if e.txnFirstOffset >= 0 {
+			open++
+		}
+	})
+	prev := int64(-1)
+	for r := st.openHead; r != 0; r = st.producers.slab.at(r).txnNext {
+		e := st.producers.slab.at(r)
+		if e.txnFirstOffset <= prev {
+			t.Errorf("after %q: open list out of order at producer %d", cmd, e.pid)
+		}
+		prev = e.txnFirstOffset
+		open--
+	}
+	if open != 0 {
+		t.Errorf("after %q: open list and producers disagree by %d", cmd, open)
+	}
 	ab := st.Aborted()
 	for i := range ab {
 		if ab[i].FirstOffset > ab[i].LastOffset || (i > 0 && ab[i-1].LastOffset >= ab[i].LastOffset) {
