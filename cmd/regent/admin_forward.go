@@ -56,7 +56,10 @@ func (a *adminServer) serveForwarding(srv *protocol.Server) {
 			_, _ = w.Write(body)
 		}
 	})
-	srv.SetForwarder(a.forwardKafka)
+	client := forwardClient(a.client)
+	srv.SetForwarder(func(ctx context.Context, leader int32, fr protocol.ForwardedRequest) ([]byte, uint64, error) {
+		return a.forwardKafka(ctx, client, leader, fr)
+	})
 	if a.scheme == "http://" {
 		// Without cluster TLS the endpoint cannot tell a node from anyone
 		// else who reaches it, and a forward names its principal.
@@ -64,12 +67,27 @@ func (a *adminServer) serveForwarding(srv *protocol.Server) {
 	}
 }
 
+// forwardClient is base (the admin endpoint's client, with its TLS) on a
+// new connection per forward: a pooled connection to a leader that just
+// died fails only after the request was written (EOF), an outcome the
+// follower cannot tell from a leader that died applying it, while a dial
+// to it fails before anything is sent and is retried on the next leader.
+// Forwards are admin requests: rare enough for a handshake each.
+func forwardClient(base *http.Client) *http.Client {
+	tr := &http.Transport{}
+	if bt, ok := base.Transport.(*http.Transport); ok {
+		tr = bt.Clone()
+	}
+	tr.DisableKeepAlives = true
+	return &http.Client{Timeout: base.Timeout, Transport: tr}
+}
+
 // forwardKafka is the protocol.Forwarder: it posts fr to node leader's
-// admin endpoint. A leader that cannot be dialled or is not serving is
-// ErrForwardRetry (nothing reached a serving leader); a refusal is
-// ErrForwardRefused; anything after the request was sent leaves the
+// admin endpoint with client. A leader that cannot be dialled or is not
+// serving is ErrForwardRetry (nothing reached a serving leader); a refusal
+// is ErrForwardRefused; anything after the request was sent leaves the
 // outcome unknown.
-func (a *adminServer) forwardKafka(ctx context.Context, leader int32, fr protocol.ForwardedRequest) ([]byte, uint64, error) {
+func (a *adminServer) forwardKafka(ctx context.Context, client *http.Client, leader int32, fr protocol.ForwardedRequest) ([]byte, uint64, error) {
 	node, ok := a.nodes.Get(leader)
 	if !ok || node.Admin == "" {
 		return nil, 0, fmt.Errorf("%w: leader %d has no known admin endpoint", protocol.ErrForwardRetry, leader)
@@ -83,7 +101,7 @@ func (a *adminServer) forwardKafka(ctx context.Context, leader int32, fr protoco
 		return nil, 0, fmt.Errorf("%w: %v", protocol.ErrForwardRefused, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := a.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
