@@ -1,6 +1,7 @@
 // Package sasl holds the broker's SASL mechanisms: PLAIN and SCRAM-SHA-256/
 // 512 checked against the SCRAM credential store, and OAUTHBEARER
-// validating JWTs against a local JWKS. A Session is one exchange on one
+// validating JWTs against a local JWKS or, when opted into, accepting
+// unsecured ("alg":"none") tokens as Kafka's default validator does. A Session is one exchange on one
 // connection; it does no IO and is driven by the SaslAuthenticate handler
 // (or the legacy raw-token framing) one client message at a time.
 package sasl
@@ -63,7 +64,7 @@ func New(cfg Config) (*Authenticator, error) {
 			}
 		case OAuthBearer:
 			if a.oauth == nil {
-				return nil, errors.New("SASL OAUTHBEARER needs a JWKS file (--sasl-oauthbearer-jwks)")
+				return nil, errors.New("SASL OAUTHBEARER needs a token validator (--sasl-oauthbearer-jwks or --sasl-oauthbearer-unsecured)")
 			}
 		default:
 			return nil, fmt.Errorf("unknown SASL mechanism %q (want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)", m)
