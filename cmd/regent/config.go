@@ -26,22 +26,27 @@ type Config struct {
 	Listeners           string
 	AdvertisedListeners string
 	// SASL on SASL_* listeners: the enabled mechanisms, OAUTHBEARER's
-	// JWKS file and its issuer and audience checks, and
+	// JWKS file (or the unsecured mode, which excludes it) and its issuer,
+	// audience, principal claim and scope checks, and
 	// connections.max.reauth.ms (0: sessions do not expire).
-	SASLMechanisms    string
-	SASLOAuthJWKS     string
-	SASLOAuthIssuer   string
-	SASLOAuthAudience string
-	ReauthAfter       time.Duration
-	DataDir           string
-	Fsync             string
-	FlushInterval     time.Duration
-	RetentionCheck    time.Duration
-	LogLevel          string
-	LogFormat         string
-	BrokerConfigs     string
-	MaxConnections    int
-	IdleTimeout       time.Duration
+	SASLMechanisms         string
+	SASLOAuthJWKS          string
+	SASLOAuthUnsecured     bool
+	SASLOAuthIssuer        string
+	SASLOAuthAudience      string
+	SASLOAuthSubClaim      string // "": sub
+	SASLOAuthScopeClaim    string // "": scope
+	SASLOAuthRequiredScope string // comma-separated; "": none
+	ReauthAfter            time.Duration
+	DataDir                string
+	Fsync                  string
+	FlushInterval          time.Duration
+	RetentionCheck         time.Duration
+	LogLevel               string
+	LogFormat              string
+	BrokerConfigs          string
+	MaxConnections         int
+	IdleTimeout            time.Duration
 	// MaxMemory is what the network edge and fetches may hold, split into
 	// the request, response and fetch budgets (netio.NewBudgets); the Go
 	// runtime's soft memory limit is set from it too.

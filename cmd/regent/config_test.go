@@ -94,6 +94,11 @@ var validEnv = map[string]string{
 	"cluster-tls-cert":          "/etc/regent/node.pem",
 	"cluster-tls-key":           "/etc/regent/node-key.pem",
 	"cluster-tls-ca":            "/etc/regent/cluster-ca.pem",
+
+	"sasl-oauthbearer-unsecured":      "true",
+	"sasl-oauthbearer-sub-claim":      "client_id",
+	"sasl-oauthbearer-scope-claim":    "scp",
+	"sasl-oauthbearer-required-scope": "kafka,write",
 }
 
 // invalidEnv: free-form flags (data, otel-endpoint) have no invalid
@@ -131,6 +136,8 @@ var invalidEnv = map[string]string{
 	"connections-max-reauth-ms": "-5",
 	"admin-listen":              "admin",
 	"tls-client-auth":           "optional",
+
+	"sasl-oauthbearer-unsecured": "maybe",
 }
 
 func noEnv(string) string { return "" }

@@ -147,8 +147,14 @@ func (c Config) validateSecurity() error {
 	if err := checkMechanisms(c.SASLMechanisms); err != nil {
 		return fmt.Errorf("--sasl-mechanisms: %w", err)
 	}
-	if saslEnabled(ls) && slices.Contains(parseMechanisms(c.SASLMechanisms), sasl.OAuthBearer) && c.SASLOAuthJWKS == "" {
-		return errors.New("--sasl-mechanisms has OAUTHBEARER: --sasl-oauthbearer-jwks is needed to check tokens")
+	oauth := saslEnabled(ls) && slices.Contains(parseMechanisms(c.SASLMechanisms), sasl.OAuthBearer)
+	switch {
+	case c.SASLOAuthUnsecured && c.SASLOAuthJWKS != "":
+		return errors.New("--sasl-oauthbearer-unsecured and --sasl-oauthbearer-jwks exclude each other: tokens are either verified against the JWKS or not verified")
+	case c.SASLOAuthUnsecured && !oauth:
+		return errors.New("--sasl-oauthbearer-unsecured needs OAUTHBEARER in --sasl-mechanisms and a SASL_* listener")
+	case oauth && !c.SASLOAuthUnsecured && c.SASLOAuthJWKS == "":
+		return errors.New("--sasl-mechanisms has OAUTHBEARER: --sasl-oauthbearer-jwks is needed to check tokens (or --sasl-oauthbearer-unsecured, for tests only)")
 	}
 	if c.ReauthAfter < 0 {
 		return errors.New("--connections-max-reauth-ms: want 0 or more")
@@ -187,11 +193,15 @@ func buildListeners(ctx context.Context, cfg Config, specs []listenerSpec, adver
 		var oauth *sasl.OAuthValidator
 		if slices.Contains(mechs, sasl.OAuthBearer) {
 			var err error
-			oauth, err = sasl.NewOAuthValidator(sasl.OAuthConfig{JWKSFile: cfg.SASLOAuthJWKS, Issuer: cfg.SASLOAuthIssuer, Audience: cfg.SASLOAuthAudience})
+			oauth, err = sasl.NewOAuthValidator(oauthConfig(cfg))
 			if err != nil {
-				return nil, fmt.Errorf("--sasl-oauthbearer-jwks: %w", err)
+				return nil, fmt.Errorf("OAUTHBEARER: %w", err)
 			}
-			reloadJWKSOnSIGHUP(ctx, logger, oauth)
+			if oauth.Unsecured() {
+				logger.Warn("INSECURE: --sasl-oauthbearer-unsecured: OAUTHBEARER tokens are NOT verified, any client can authenticate as any principal; for tests and development only")
+			} else {
+				reloadJWKSOnSIGHUP(ctx, logger, oauth)
+			}
 		}
 		auth, err := sasl.New(sasl.Config{Mechanisms: mechs, Credentials: store, OAuth: oauth})
 		if err != nil {
@@ -210,6 +220,25 @@ func buildListeners(ctx context.Context, cfg Config, specs []listenerSpec, adver
 		out = append(out, pl)
 	}
 	return out, nil
+}
+
+// oauthConfig is the OAUTHBEARER validator's configuration from the flags.
+func oauthConfig(cfg Config) sasl.OAuthConfig {
+	var scopes []string
+	for _, sc := range strings.Split(cfg.SASLOAuthRequiredScope, ",") {
+		if sc = strings.TrimSpace(sc); sc != "" {
+			scopes = append(scopes, sc)
+		}
+	}
+	return sasl.OAuthConfig{
+		JWKSFile:       cfg.SASLOAuthJWKS,
+		Unsecured:      cfg.SASLOAuthUnsecured,
+		Issuer:         cfg.SASLOAuthIssuer,
+		Audience:       cfg.SASLOAuthAudience,
+		PrincipalClaim: cfg.SASLOAuthSubClaim,
+		ScopeClaim:     cfg.SASLOAuthScopeClaim,
+		RequiredScope:  scopes,
+	}
 }
 
 // reloadJWKSOnSIGHUP reads the JWKS again at every SIGHUP (key rotation)

@@ -38,6 +38,13 @@ func TestListeners(t *testing.T) {
 		{args: []string{"--listeners", "PLAINTEXT://127.0.0.1:1", "--advertised-listeners", "SASL_PLAINTEXT://b:2"}, wantErr: "not a listener"},
 		{args: []string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:1", "--sasl-mechanisms", "OAUTHBEARER"}, wantErr: "--sasl-oauthbearer-jwks"},
 		{args: []string{"--sasl-mechanisms", "PLAIN,GSSAPI"}, wantErr: "GSSAPI"},
+		{
+			args: []string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:1", "--sasl-mechanisms", "OAUTHBEARER", "--sasl-oauthbearer-unsecured"},
+			want: []listenerSpec{{"SASL_PLAINTEXT", protocol.SASLPlaintext, "127.0.0.1:1"}},
+		},
+		{args: []string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:1", "--sasl-mechanisms", "OAUTHBEARER", "--sasl-oauthbearer-unsecured", "--sasl-oauthbearer-jwks", "j.json"}, wantErr: "exclude each other"},
+		{args: []string{"--listeners", "SASL_PLAINTEXT://127.0.0.1:1", "--sasl-oauthbearer-unsecured"}, wantErr: "needs OAUTHBEARER"},
+		{args: []string{"--sasl-mechanisms", "OAUTHBEARER", "--sasl-oauthbearer-unsecured"}, wantErr: "a SASL_* listener"},
 	} {
 		c, err := parseConfig(tc.args, func(string) string { return "" })
 		if tc.wantErr != "" {
