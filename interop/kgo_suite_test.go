@@ -21,12 +21,11 @@ import (
 )
 
 // kgoSkip names the kgo integration tests not run: share groups (KIP-932,
-// not served), OAuth (the suite's test logs in with unsecured "alg":"none"
-// tokens, which Kafka's default validator accepts and Regent, checking
-// signatures against a JWKS, refuses by design; interop/sasl_test.go covers
-// OAUTHBEARER with signed tokens). The SCRAM tests run against a
-// SASL_PLAINTEXT listener (kgoSCRAMEnv).
-const kgoSkip = `Share|OAuth`
+// not served). The SASL tests run against a SASL_PLAINTEXT listener:
+// SCRAM with a user made first (kgoSCRAMEnv), OAuth with the unsecured
+// "alg":"none" tokens Kafka's default validator accepts, which Regent
+// takes only with --sasl-oauthbearer-unsecured (kgoSASLArgs).
+const kgoSkip = `Share`
 
 // TestKgoConformanceSuite runs franz-go's own kgo integration tests against
 // a fresh Regent and reports pass and fail counts; every test outside the
@@ -36,23 +35,40 @@ func TestKgoConformanceSuite(t *testing.T) {
 		t.Skip("kgo suite: not in -short")
 	}
 	plainAddr, saslAddr := loopback(t), loopback(t)
-	brokertest.StartAt(t, plainAddr, "--listeners", "PLAINTEXT://"+plainAddr+",SASL_PLAINTEXT://"+saslAddr, "--broker-config", "group.initial.rebalance.delay.ms=0")
-	runKgoSuite(t, "Regent", plainAddr, 1, "", kgoSCRAMEnv(t, plainAddr, saslAddr)...)
+	brokertest.StartAt(t, plainAddr, append(kgoSASLArgs(plainAddr, saslAddr), "--broker-config", "group.initial.rebalance.delay.ms=0")...)
+	runKgoSuite(t, "Regent", plainAddr, 1, "", kgoSASLEnv(t, plainAddr, saslAddr)...)
 }
 
-// TestKgoSuiteSCRAM runs only the kgo suite's SCRAM tests (TestSCRAMAuth
-// logs in with SCRAM-SHA-512 and pings; TestSCRAMAuthBadCredentials must
-// be refused) against a SASL_PLAINTEXT listener: the quick form of the
-// full suite's SCRAM part.
-func TestKgoSuiteSCRAM(t *testing.T) {
+// TestKgoSuiteSASL runs only the kgo suite's SASL tests against a
+// SASL_PLAINTEXT listener: TestSCRAMAuth logs in with SCRAM-SHA-512 and
+// pings, TestSCRAMAuthBadCredentials must be refused, TestOAuthAuth logs
+// in with an unsecured token and must be refused (invalid_token) once the
+// token has expired. The quick form of the full suite's SASL part.
+func TestKgoSuiteSASL(t *testing.T) {
 	plainAddr, saslAddr := loopback(t), loopback(t)
-	brokertest.StartAt(t, plainAddr, "--listeners", "PLAINTEXT://"+plainAddr+",SASL_PLAINTEXT://"+saslAddr)
-	passed := runKgoSuite(t, "Regent's SASL_PLAINTEXT listener", plainAddr, 1, "SCRAM", kgoSCRAMEnv(t, plainAddr, saslAddr)...)
-	for _, name := range []string{"TestSCRAMAuth", "TestSCRAMAuthBadCredentials"} {
+	brokertest.StartAt(t, plainAddr, kgoSASLArgs(plainAddr, saslAddr)...)
+	passed := runKgoSuite(t, "Regent's SASL_PLAINTEXT listener", plainAddr, 1, "SCRAM|OAuth", kgoSASLEnv(t, plainAddr, saslAddr)...)
+	for _, name := range []string{"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"} {
 		if !passed[name] {
 			t.Errorf("kgo %s did not pass (skipped or not run)", name)
 		}
 	}
+}
+
+// kgoSASLArgs are the broker flags for the suite's SASL tests: a PLAINTEXT
+// and a SASL_PLAINTEXT listener, SCRAM and OAUTHBEARER on the latter, and
+// unverified OAUTHBEARER tokens (the suite's are unsecured JWS).
+func kgoSASLArgs(plainAddr, saslAddr string) []string {
+	return []string{
+		"--listeners", "PLAINTEXT://" + plainAddr + ",SASL_PLAINTEXT://" + saslAddr,
+		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+		"--sasl-oauthbearer-unsecured",
+	}
+}
+
+// kgoSASLEnv is the suite's variables for its SASL tests on saslAddr.
+func kgoSASLEnv(t *testing.T, plainAddr, saslAddr string) []string {
+	return append(kgoSCRAMEnv(t, plainAddr, saslAddr), "KGO_TEST_OAUTH_SEEDS="+saslAddr)
 }
 
 // kgoSCRAMEnv creates a SCRAM-SHA-512 user through the PLAINTEXT listener
