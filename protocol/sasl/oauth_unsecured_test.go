@@ -156,3 +156,21 @@ func TestOAuthUnsecuredOffByDefault(t *testing.T) {
 		t.Error("Reload in the unsecured mode reported success")
 	}
 }
+
+// FuzzOAuthUnsecured: the unsecured validator never panics on arbitrary
+// tokens.
+func FuzzOAuthUnsecured(f *testing.F) {
+	f.Add(unsecured(`{"alg":"none"}`, `{"sub":"admin","exp":1800003600}`))
+	f.Add(unsecured(`{"alg":"none"}`, `{"sub":"a","iat":1.5e9,"exp":"x","scope":["k",1]}`))
+	f.Add("a.b.")
+	v, err := NewOAuthValidator(OAuthConfig{Unsecured: true, RequiredScope: []string{"k"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	now := time.Unix(1_800_000_000, 0)
+	f.Fuzz(func(t *testing.T, tok string) {
+		if p, _, err := v.Validate(tok, now); err == nil && p == "" {
+			t.Fatalf("%q accepted with no principal", tok)
+		}
+	})
+}
