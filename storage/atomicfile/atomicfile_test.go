@@ -1,0 +1,44 @@
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// TestConcurrentWrites: many goroutines writing at once, more than the
+// write slots, all land their content and leave no temporary file. (The
+// descriptor bound itself is measured by interop's
+// TestManyPartitionsBoundedDescriptors.)
+func TestConcurrentWrites(t *testing.T) {
+	dir := t.TempDir()
+	const writers = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := filepath.Join(dir, fmt.Sprintf("f%d", i))
+			if err := Write(path, []byte(fmt.Sprint(i))); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for i := range writers {
+		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("f%d", i)))
+		if err != nil || string(got) != fmt.Sprint(i) {
+			t.Fatalf("file %d: %q, %v", i, got, err)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+}
