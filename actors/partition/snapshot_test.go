@@ -81,8 +81,8 @@ func TestProducerSnapshotFormats(t *testing.T) {
 		ts[p.ProducerID] = p.LastTimestamp
 	}
 	v1 := fmt.Sprintf(`{"version":1,"offset":5,"aborted":[{"ProducerID":7,"FirstOffset":3,"LastOffset":4}],"producers":{`+
-		`"5":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":1,"FirstOffset":0,"LastOffset":1,"Timestamp":-1}],"txn_first_offset":-1,"coordinator_epoch":0,"last_timestamp":%d},`+
-		`"6":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":0,"FirstOffset":2,"LastOffset":2,"Timestamp":-1}],"txn_first_offset":2,"coordinator_epoch":0,"last_timestamp":%d},`+
+		`"5":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":1,"FirstOffset":0,"LastOffset":1,"Timestamp":-1}],"txn_first_offset":-1,"coordinator_epoch":-1,"last_timestamp":%d},`+
+		`"6":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":0,"FirstOffset":2,"LastOffset":2,"Timestamp":-1}],"txn_first_offset":2,"coordinator_epoch":-1,"last_timestamp":%d},`+
 		`"7":{"epoch":0,"batches":[{"FirstSeq":0,"LastSeq":0,"FirstOffset":3,"LastOffset":3,"Timestamp":-1}],"txn_first_offset":-1,"coordinator_epoch":0,"last_timestamp":%d}}}`,
 		ts[5], ts[6], ts[7])
 	restored := NewState(defaultConfig(t), 0, 0, 5)

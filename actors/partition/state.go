@@ -302,7 +302,9 @@ func (s *State) entry(pid int64, epoch int16) *producerEntry {
 	e := s.producers.get(pid)
 	if e == nil {
 		e = s.producers.add(pid)
-		e.epoch, e.txnFirstOffset = epoch, -1
+		// No marker yet: coordinator epoch -1, as Kafka's (DescribeProducers
+		// reports it; any coordinator's first marker passes the check).
+		e.epoch, e.txnFirstOffset, e.coordinatorEpoch = epoch, -1, -1
 	} else if e.epoch != epoch {
 		e.epoch = epoch
 		e.nBatches = 0

@@ -333,7 +333,8 @@ func (s *stateScript) describe() string {
 		if e.txnFirstOffset >= 0 {
 			fmt.Fprintf(&b, " txn-from=%d", e.txnFirstOffset)
 		}
-		if e.coordinatorEpoch != 0 {
+		// Neither -1 (no marker yet) nor a first coordinator's 0 is shown.
+		if e.coordinatorEpoch > 0 {
 			fmt.Fprintf(&b, " coord=%d", e.coordinatorEpoch)
 		}
 		b.WriteString("]")
