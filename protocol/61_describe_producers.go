@@ -2,7 +2,8 @@ package protocol
 
 // DescribeProducers: version 0. Every producer (idempotent or
 // transactional) the partition knows, with its last sequence and
-// timestamp and the first offset of its open transaction (-1: none).
+// timestamp, the first offset of its open transaction (-1: none) and the
+// coordinator epoch of its last transaction marker (-1: none yet, as Kafka).
 // Partitions it does not have get UNKNOWN_TOPIC_OR_PARTITION. Served off
 // the event loop: the partitions' actors are asked.
 //
