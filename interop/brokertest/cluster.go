@@ -78,6 +78,9 @@ type Node struct {
 	Raft  string
 	Admin string
 	Join  bool // started with --join (added by AddNode)
+	// Listeners maps each extra listener's name (StartClusterListeners)
+	// to its address; the node's PLAINTEXT one is Addr. Set before start.
+	Listeners map[string]string
 
 	// paused: the process is SIGSTOPped (Cluster.Pause) and not yet
 	// SIGCONTinued. Set by the test's goroutine, read by any.
@@ -112,6 +115,9 @@ type Cluster struct {
 	t     testing.TB
 	extra []string
 	cli   []string // appended to every `regent cluster` command (TLS flags)
+	// listeners are the extra listeners' names every node gets (e.g.
+	// SASL_PLAINTEXT), each on its own port beside the PLAINTEXT Addr.
+	listeners []string
 
 	mu    sync.Mutex
 	nodes map[int32]*Node // the members: started and not removed
@@ -132,21 +138,38 @@ const (
 // majority agrees on a leader.
 func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	t.Helper()
+	return startCluster(t, n, nil, extra)
+}
+
+// StartClusterListeners is StartCluster with, on every node (and any
+// AddNode later), one more listener per name in listeners (Kafka's
+// security protocol names: SASL_PLAINTEXT, ...) on its own free port
+// after the PLAINTEXT one, which stays the node's address in the cluster.
+// Node.Listeners and ListenerSeeds give their addresses; extra carries
+// what those listeners need (--sasl-mechanisms, TLS files).
+func StartClusterListeners(t testing.TB, n int, listeners []string, extra ...string) *Cluster {
+	t.Helper()
+	return startCluster(t, n, listeners, extra)
+}
+
+func startCluster(t testing.TB, n int, listeners, extra []string) *Cluster {
+	t.Helper()
 	if n < 1 {
 		t.Fatalf("StartCluster(%d)", n)
 	}
 	Binary(t) // build before any clock starts
-	c := &Cluster{t: t, extra: extra, cli: cliTLSArgs(extra), nodes: map[int32]*Node{}}
+	c := &Cluster{t: t, extra: extra, cli: cliTLSArgs(extra), nodes: map[int32]*Node{}, listeners: listeners}
 	// The first TempDir registers the removal of the test's temporary
 	// directories; cleanups run last-registered first, so registering it
 	// before shutdown removes the nodes' directories after the nodes are
 	// dead, not while one still writes there ("directory not empty").
 	_ = t.TempDir()
 	t.Cleanup(c.shutdown)
-	ports := freePorts(t, 3*n)
+	per := 3 + len(listeners)
+	ports := freePorts(t, per*n)
 	var nodes []*Node
 	for i := range n {
-		nodes = append(nodes, c.newNode(int32(i+1), ports[3*i:3*i+3], false))
+		nodes = append(nodes, c.newNode(int32(i+1), ports[per*i:per*i+per], false))
 	}
 	var specs []string
 	for _, nd := range nodes {
@@ -166,13 +189,26 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	for _, nd := range nodes {
 		c.waitListening(nd, nd.Admin, deadline)
 		c.waitListening(nd, nd.Addr, deadline)
+		for _, name := range listeners {
+			c.waitListening(nd, nd.Listeners[name], deadline)
+		}
 	}
 	c.WaitLeader(t, leaderTimeout)
 	return c
 }
 
+// newNode takes ports for Kafka, raft, admin and then one per extra
+// listener.
 func (c *Cluster) newNode(id int32, ports []int, join bool) *Node {
+	var ls map[string]string
+	for i, name := range c.listeners {
+		if ls == nil {
+			ls = map[string]string{}
+		}
+		ls[name] = fmt.Sprintf("127.0.0.1:%d", ports[3+i])
+	}
 	return &Node{
+		Listeners: ls,
 		Broker: &Broker{
 			Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]),
 			Dir:  c.t.TempDir(),
@@ -195,6 +231,15 @@ func (c *Cluster) nodeArgs(n *Node, peers string) []string {
 	}
 	if n.Join {
 		args = append(args, "--join")
+	}
+	if len(c.listeners) > 0 {
+		// --listeners replaces --listen; PLAINTEXT first, so that it
+		// stays the node's address in the cluster.
+		ls := []string{"PLAINTEXT://" + n.Addr}
+		for _, name := range c.listeners {
+			ls = append(ls, name+"://"+n.Listeners[name])
+		}
+		args = append(args, "--listeners", strings.Join(ls, ","))
 	}
 	return append(args, c.extra...)
 }
@@ -373,6 +418,16 @@ func (c *Cluster) Seeds() []string {
 	var s []string
 	for _, n := range c.Nodes() {
 		s = append(s, n.Addr)
+	}
+	return s
+}
+
+// ListenerSeeds returns the members' addresses of the extra listener
+// name (StartClusterListeners).
+func (c *Cluster) ListenerSeeds(name string) []string {
+	var s []string
+	for _, n := range c.Nodes() {
+		s = append(s, n.Listeners[name])
 	}
 	return s
 }
@@ -651,7 +706,7 @@ func (c *Cluster) AddNode(t testing.TB) *Node {
 		id = max(id, n.ID)
 	}
 	id++
-	ports := freePorts(t, 3)
+	ports := freePorts(t, 3+len(c.listeners))
 	n := c.newNode(id, ports, true)
 	// --peers names the current members and the new node: the join does
 	// not bootstrap from it, but it tells the node where the cluster is.
