@@ -248,7 +248,8 @@ func (l *Log) Compact() error {
 	if !ok {
 		return nil
 	}
-	return l.CompactRange(p, nil)
+	_, err := l.CompactRange(p, nil)
+	return err
 }
 
 // CompactRange applies a compaction pass (owner). It cleans exactly the
@@ -270,18 +271,29 @@ func (l *Log) Compact() error {
 // It blocks the owner for the whole pass (reading and rewriting the
 // segments below End). On error some segments may be cleaned and others
 // not: the log stays readable and correct (it keeps more records, never
-// fewer), and firstDirty does not move.
-func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) error {
+// fewer), firstDirty does not move, and the result is empty (nothing to
+// forget: keeping an aborted transaction listed is always safe).
+func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) (CompactResult, error) {
 	if l.isClosed() {
-		return ErrClosed
+		return CompactResult{}, ErrClosed
 	}
+	c, err := l.compactRange(p, txns)
+	if err != nil || c == nil || c.txn == nil {
+		return CompactResult{}, err
+	}
+	return CompactResult{ForgetAborted: c.txn.forget}, nil
+}
+
+// compactRange is CompactRange's pass; it returns the pass's cleaner (nil
+// when there was nothing to clean).
+func (l *Log) compactRange(p CompactionPlan, txns *Transactions) (*cleaner, error) {
 	// Owner-only reads of fields only the owner writes need no lock.
 	if p.End < 0 || p.End > l.mu.next || p.DirtyStart > p.End {
-		return fmt.Errorf("compaction: range [%d, %d) outside the log (end %d)", p.DirtyStart, p.End, l.mu.next)
+		return nil, fmt.Errorf("compaction: range [%d, %d) outside the log (end %d)", p.DirtyStart, p.End, l.mu.next)
 	}
 	if a := l.active(); a.base < p.End && a.size > 0 {
 		if err := l.roll(); err != nil {
-			return fmt.Errorf("compaction: %w", err)
+			return nil, fmt.Errorf("compaction: %w", err)
 		}
 	}
 	segs := slices.Clone(l.mu.segs)
@@ -291,7 +303,7 @@ func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) error {
 		n++
 	}
 	if n == 0 {
-		return nil
+		return nil, nil
 	}
 	c := &cleaner{m: newOffsetMap(), producers: map[int64]producerBatch{}, txn: newTxnCleaner(txns),
 		start: l.StartOffset(), from: p.DirtyStart, end: p.End,
@@ -300,7 +312,7 @@ func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) error {
 		c.end = min(c.end, txns.LastStable)
 	}
 	if err := c.scanProducers(segs[:n], c.start); err != nil {
-		return fmt.Errorf("compaction: producers' last batches: %w", err)
+		return nil, fmt.Errorf("compaction: producers' last batches: %w", err)
 	}
 	for k := 0; k < n; k++ {
 		if segs[k+1].base <= c.from {
@@ -308,7 +320,7 @@ func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) error {
 		}
 		done, err := c.mapSegment(segs[k])
 		if err != nil {
-			return fmt.Errorf("compaction: mapping segment %d: %w", segs[k].base, err)
+			return nil, fmt.Errorf("compaction: mapping segment %d: %w", segs[k].base, err)
 		}
 		if done {
 			break
@@ -317,7 +329,7 @@ func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) error {
 	opts := l.opts()
 	for k := 0; k < n && segs[k].base < c.end; k++ {
 		if err := l.cleanSegment(segs[k], k == 0, c, opts); err != nil {
-			return fmt.Errorf("compaction: cleaning segment %d: %w", segs[k].base, err)
+			return nil, fmt.Errorf("compaction: cleaning segment %d: %w", segs[k].base, err)
 		}
 	}
 	l.mu.Lock()
@@ -327,7 +339,10 @@ func (l *Log) CompactRange(p CompactionPlan, txns *Transactions) error {
 	l.mu.Unlock()
 	l.persistMu.Lock()
 	defer l.persistMu.Unlock()
-	return writeOffsetCheckpoint(l.dir, cleanerFile, dirty)
+	if err := writeOffsetCheckpoint(l.dir, cleanerFile, dirty); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // mapSegment records the latest offset of every key in [c.from, c.end),

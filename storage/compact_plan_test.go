@@ -140,7 +140,7 @@ func TestCompactRangeSameOnDifferentLayouts(t *testing.T) {
 	before := logBatches(t, logs[0])
 	sizeBefore := logs[0].Size()
 	for _, l := range logs {
-		if err := l.CompactRange(p, nil); err != nil {
+		if _, err := l.CompactRange(p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -165,7 +165,7 @@ func TestCompactRangeSameOnDifferentLayouts(t *testing.T) {
 		t.Fatalf("second plan %+v %v after first %+v", p2, ok, p)
 	}
 	for _, l := range logs {
-		if err := l.CompactRange(p2, nil); err != nil {
+		if _, err := l.CompactRange(p2, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -218,7 +218,7 @@ func TestCompactRangeMapBoundSameOnEveryLayout(t *testing.T) {
 		t.Fatal("no plan")
 	}
 	for _, l := range []*Log{a, b} {
-		if err := l.CompactRange(p, nil); err != nil {
+		if _, err := l.CompactRange(p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -234,7 +234,7 @@ func TestCompactRangeMapBoundSameOnEveryLayout(t *testing.T) {
 		q := p
 		q.DirtyStart = a.mu.firstDirty
 		for _, l := range []*Log{a, b} {
-			if err := l.CompactRange(q, nil); err != nil {
+			if _, err := l.CompactRange(q, nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -249,7 +249,7 @@ func TestCompactRangeRefusesPlanPastLogEnd(t *testing.T) {
 	defer l.Close()
 	appendSame(t, planTestBatches(t, 0, 5), l)
 	for _, p := range []CompactionPlan{{End: l.NextOffset() + 1}, {DirtyStart: 3, End: 2}, {End: -1}} {
-		if err := l.CompactRange(p, nil); err == nil {
+		if _, err := l.CompactRange(p, nil); err == nil {
 			t.Fatalf("plan %+v applied", p)
 		}
 	}

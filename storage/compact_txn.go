@@ -23,17 +23,27 @@ import (
 //     pass past the horizon drops it. A consumer that read the
 //     transaction's records before they went still finds the marker for
 //     delete.retention.ms.
-//   - ABORT markers are kept, even once their transaction's records are
-//     gone: a read_committed consumer that is handed an aborted
-//     transaction stops skipping that producer's batches only at its ABORT
-//     marker, and the partition's aborted list (from which fetches hand
-//     them out) is kept apart from the segments, so it cannot forget a
-//     transaction in the same step as a segment swap. Kafka drops both
-//     together (its cleaner rewrites the segment's .txnindex); here each
-//     costs one small batch per aborted transaction.
+//   - An ABORT marker goes in three steps, so that the partition's
+//     aborted list (kept apart from the segments, in its state and
+//     snapshot) never names a transaction whose marker is gone while its
+//     records are not: a read_committed consumer handed such an entry
+//     would skip the producer's later transactional batches, waiting for
+//     an ABORT marker that never comes. Once none of the transaction's
+//     batches is left below it, a pass stamps the marker with a delete
+//     horizon (the records went in this pass or before); a pass past the
+//     horizon keeps the marker and reports the transaction
+//     (CompactResult.ForgetAborted) for the partition to drop from its
+//     list; a later pass, finding the transaction no longer in
+//     Transactions.Aborted, drops the marker. Between the steps each
+//     state is one a reader copes with: entry, marker and no records; then
+//     a marker no entry names (a consumer just passes it). Kafka drops
+//     the marker and its .txnindex entry together in one segment swap.
 //   - A producer's last data batch is kept (emptied if need be) for its
 //     sequence, and its last batch if that is a marker, for its epoch, so
-//     producer state rebuilt from the log still fences and deduplicates.
+//     producer state rebuilt from the log still fences and deduplicates;
+//     not once the producer has expired from the partition's producer
+//     state (Transactions.HasProducer), as Kafka's cleaner keeps the last
+//     batch only of producers its producer state still holds.
 
 // AbortedRange is one aborted transaction: its producer's transactional
 // records in [FirstOffset, LastOffset] are aborted, LastOffset being the
@@ -52,9 +62,26 @@ type Transactions struct {
 	// LastStable is the first offset of the oldest open transaction (the
 	// log end when none is): nothing at or above it is cleaned.
 	LastStable int64
-	// Aborted holds at least every aborted transaction with records in
-	// [log start, the pass's end); any order, extra entries are harmless.
+	// Aborted holds at least every aborted transaction with records or
+	// its marker in [log start, the pass's end), and no transaction the
+	// partition has forgotten (an ABORT marker past its horizon whose
+	// transaction is not here goes); any order.
 	Aborted []AbortedRange
+	// HasProducer reports whether the partition's producer state holds
+	// pid; nil: every producer counts as held. The last batch of a
+	// producer it does not hold (expired) is not kept for its sake.
+	HasProducer func(pid int64) bool
+}
+
+// CompactResult is what a pass tells the partition about its
+// transactions.
+type CompactResult struct {
+	// ForgetAborted are aborted transactions with no batch left and an
+	// ABORT marker past its delete horizon, kept for now: the partition
+	// drops them from its aborted list (and makes that durable) before a
+	// later pass drops their markers. The same on every node applying the
+	// same pass to the same records and transactions.
+	ForgetAborted []AbortedRange
 }
 
 // txnCleaner is one pass's view of transactions (nil: the log's
@@ -66,13 +93,17 @@ type txnCleaner struct {
 	// live notes producers whose current transaction still has a batch
 	// kept below the point the pass has reached; its marker then stays.
 	live map[int64]bool
+	// hasProducer is Transactions.HasProducer (nil: all held).
+	hasProducer func(pid int64) bool
+	// forget collects CompactResult.ForgetAborted, in offset order.
+	forget []AbortedRange
 }
 
 func newTxnCleaner(t *Transactions) *txnCleaner {
 	if t == nil {
 		return nil
 	}
-	tc := &txnCleaner{aborted: map[int64][]AbortedRange{}, live: map[int64]bool{}}
+	tc := &txnCleaner{aborted: map[int64][]AbortedRange{}, live: map[int64]bool{}, hasProducer: t.HasProducer}
 	for _, a := range t.Aborted {
 		tc.aborted[a.ProducerID] = append(tc.aborted[a.ProducerID], a)
 	}
@@ -98,6 +129,17 @@ func (t *txnCleaner) isAborted(pid, base int64) bool {
 	rs := t.aborted[pid]
 	i := sort.Search(len(rs), func(i int) bool { return rs[i].LastOffset >= base })
 	return i < len(rs) && rs[i].FirstOffset <= base
+}
+
+// indexed returns the aborted transaction of pid whose ABORT marker is
+// at off, if the partition still lists it.
+func (t *txnCleaner) indexed(pid, off int64) (AbortedRange, bool) {
+	rs := t.aborted[pid]
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].LastOffset >= off })
+	if i < len(rs) && rs[i].LastOffset == off {
+		return rs[i], true
+	}
+	return AbortedRange{}, false
 }
 
 // producerBatch is where one producer's last batches below the pass's end
@@ -143,11 +185,15 @@ func (c *cleaner) scanProducers(segs []*segment, start int64) error {
 }
 
 // mayBeLast reports whether the batch may be what its producer's state
-// needs: its last data batch, or its last batch if a marker. Batches the
-// scan did not see (below the log start) are kept, as keeping is safe.
+// needs: its last data batch, or its last batch if a marker, of a
+// producer the partition's state still holds. Batches the scan did not
+// see (below the log start) are kept, as keeping is safe.
 func (c *cleaner) mayBeLast(h recordbatch.Header) bool {
 	if h.ProducerID < 0 {
 		return false
+	}
+	if c.txn != nil && c.txn.hasProducer != nil && !c.txn.hasProducer(h.ProducerID) {
+		return false // expired: nothing to rebuild
 	}
 	p, ok := c.producers[h.ProducerID]
 	if !ok {
@@ -178,19 +224,32 @@ func controlType(b []byte) int16 {
 	return typ
 }
 
-// filterMarker decides a control batch's fate (filter's results). Only a
-// COMMIT marker whose transaction left no batch below it goes, in two
-// passes; everything else is kept verbatim.
+// filterMarker decides a control batch's fate (filter's results). A
+// COMMIT or ABORT marker whose transaction left no batch below it is
+// stamped with a delete horizon; past it a COMMIT marker goes, and an
+// ABORT marker goes once the partition no longer lists its transaction
+// (the pass before reports it for forgetting). Anything else is kept
+// verbatim, and so is a marker that may be its producer's last batch.
 func (c *cleaner) filterMarker(b []byte, h recordbatch.Header) ([]byte, bool, error) {
 	live := c.txn.live[h.ProducerID]
 	delete(c.txn.live, h.ProducerID)
-	if live || controlType(b) != controlCommit {
+	typ := controlType(b)
+	if live || (typ != controlCommit && typ != controlAbort) {
 		return nil, true, nil
 	}
 	if h.HasDeleteHorizon() {
 		if c.nowMs < h.FirstTimestamp {
 			c.minHorizon = min(c.minHorizon, h.FirstTimestamp)
 			return nil, true, nil
+		}
+		if typ == controlAbort {
+			if r, ok := c.txn.indexed(h.ProducerID, h.BaseOffset); ok {
+				// Listed still: forgotten first, the marker goes in a
+				// later pass, due at once.
+				c.txn.forget = append(c.txn.forget, r)
+				c.minHorizon = min(c.minHorizon, h.FirstTimestamp)
+				return nil, true, nil
+			}
 		}
 		if c.mayBeLast(h) {
 			// Kept for its epoch; not a reason for another pass (a later

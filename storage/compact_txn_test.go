@@ -20,6 +20,7 @@ type txnLog struct {
 	aborted []AbortedRange
 	open    map[int64]int64 // producer -> first offset of its open transaction
 	seq     map[int64]int32
+	expired map[int64]bool // producers the partition's state no longer holds
 }
 
 func (x *txnLog) append(b []byte) (base int64) {
@@ -99,7 +100,20 @@ func (x *txnLog) lastStable() int64 {
 }
 
 func (x *txnLog) txns() *Transactions {
-	return &Transactions{LastStable: x.lastStable(), Aborted: slices.Clone(x.aborted)}
+	return &Transactions{LastStable: x.lastStable(), Aborted: slices.Clone(x.aborted),
+		HasProducer: func(pid int64) bool { return !x.expired[pid] }}
+}
+
+// forget drops what a pass reported from the aborted list, as the
+// partition does, and reports whether every log's pass reported the same.
+func (x *txnLog) forget(results []CompactResult) {
+	x.t.Helper()
+	for i, r := range results[1:] {
+		if !slices.Equal(r.ForgetAborted, results[0].ForgetAborted) {
+			x.t.Fatalf("log %d's pass reports %v to forget, log 0's %v", i+1, r.ForgetAborted, results[0].ForgetAborted)
+		}
+	}
+	x.aborted = slices.DeleteFunc(x.aborted, func(a AbortedRange) bool { return slices.Contains(results[0].ForgetAborted, a) })
 }
 
 type kv struct{ key, value string }
@@ -166,10 +180,12 @@ func rawRecords(t *testing.T, l *Log) map[int64]kv {
 // TestCompactTransactionalData: on two logs with different segment
 // layouts, a pass given the partition's transactions removes the records
 // of the aborted transaction, compacts committed transactional records by
-// key like others, stamps the COMMIT marker of a transaction left with no
-// batch and drops it only once delete.retention.ms has passed, keeps ABORT
-// markers, each producer's last data batch (emptied) and everything from
-// the open transaction on; offsets never change, batches keep their
+// key like others, stamps the COMMIT and ABORT markers of transactions
+// left with no batch, drops the COMMIT marker only once
+// delete.retention.ms has passed, reports the aborted transaction for
+// forgetting then and drops its marker in the pass after the partition
+// forgot it, keeps each producer's last data batch (emptied) until the
+// producer expires, and everything from the open transaction on; offsets never change, batches keep their
 // producer fields, read_committed reads the same latest values before and
 // after, and both logs end with the same bytes.
 func TestCompactTransactionalData(t *testing.T) {
@@ -179,7 +195,7 @@ func TestCompactTransactionalData(t *testing.T) {
 		logs = append(logs, openLog(t, t.TempDir(), Options{Compact: true, SegmentBytes: segBytes, IndexIntervalBytes: 64,
 			RetentionMs: -1, DeleteRetentionMs: deleteRetention, Now: newClock(1_000_000).Now}))
 	}
-	x := &txnLog{t: t, logs: logs, ts: 1000, open: map[int64]int64{}, seq: map[int64]int32{}}
+	x := &txnLog{t: t, logs: logs, ts: 1000, open: map[int64]int64{}, seq: map[int64]int32{}, expired: map[int64]bool{}}
 	const p, idem, q = 100, 50, 300
 	t1 := x.data(p, true, "a", "t1", "b", "t1")
 	m1 := x.marker(p, true)
@@ -214,19 +230,30 @@ func TestCompactTransactionalData(t *testing.T) {
 	if !ok || plan.End > lso || plan.End <= m3 {
 		t.Fatalf("plan %+v %v: want one ending at or below the last stable offset %d, above %d", plan, ok, lso, m3)
 	}
+	var check func(stage string)
+	var forgot []AbortedRange
 	apply := func(stage string, p CompactionPlan) map[int64][]byte {
 		t.Helper()
+		var results []CompactResult
 		for _, l := range logs {
-			if err := l.CompactRange(p, x.txns()); err != nil {
+			r, err := l.CompactRange(p, x.txns())
+			if err != nil {
 				t.Fatalf("%s: %v", stage, err)
 			}
 			if l.NextOffset() != next {
 				t.Fatalf("%s: next offset %d, was %d", stage, l.NextOffset(), next)
 			}
+			results = append(results, r)
 		}
-		return sameBatches(t, stage, logs...)
+		bs := sameBatches(t, stage, logs...)
+		// The fetch's view of a reader right after the pass: the list
+		// before forgetting, with the log after the pass.
+		check(stage)
+		x.forget(results)
+		forgot = results[0].ForgetAborted
+		return bs
 	}
-	check := func(stage string) {
+	check = func(stage string) {
 		t.Helper()
 		for off, r := range rawRecords(t, logs[0]) {
 			if rawBefore[off] != r {
@@ -264,8 +291,11 @@ func TestCompactTransactionalData(t *testing.T) {
 	if h, ok := header(bs, m1); !ok || !h.HasDeleteHorizon() || h.FirstTimestamp != now+deleteRetention {
 		t.Errorf("first pass: COMMIT marker of an emptied transaction: %+v %v, want it stamped with horizon %d", h, ok, now+deleteRetention)
 	}
-	if h, ok := header(bs, m2); !ok || h.HasDeleteHorizon() {
-		t.Errorf("first pass: ABORT marker %+v %v, want it kept as it was", h, ok)
+	if h, ok := header(bs, m2); !ok || !h.HasDeleteHorizon() || h.FirstTimestamp != now+deleteRetention {
+		t.Errorf("first pass: ABORT marker of an emptied transaction: %+v %v, want it stamped with horizon %d", h, ok, now+deleteRetention)
+	}
+	if len(forgot) != 0 {
+		t.Errorf("first pass: %v to forget before the horizon", forgot)
 	}
 	if h, ok := header(bs, m3); !ok || h.HasDeleteHorizon() {
 		t.Errorf("first pass: COMMIT marker of a transaction with records left: %+v %v, want it kept as it was", h, ok)
@@ -294,6 +324,9 @@ func TestCompactTransactionalData(t *testing.T) {
 	if _, ok := header(bs, m1); !ok {
 		t.Errorf("COMMIT marker dropped before its delete horizon")
 	}
+	if len(forgot) != 0 {
+		t.Errorf("before the horizon: %v to forget", forgot)
+	}
 
 	late, ok := logs[0].PlanCompaction(now+deleteRetention, lso)
 	if !ok {
@@ -309,8 +342,107 @@ func TestCompactTransactionalData(t *testing.T) {
 			t.Errorf("at the horizon: batch at %d went", off)
 		}
 	}
+	// The ABORT marker stays while the partition still lists its
+	// transaction; the pass reports it, and the next pass is due at once.
+	if want := []AbortedRange{{ProducerID: p, FirstOffset: t2, LastOffset: m2}}; !slices.Equal(forgot, want) {
+		t.Errorf("at the horizon: %v to forget, want %v", forgot, want)
+	}
+	after, ok := logs[0].PlanCompaction(now+deleteRetention, lso)
+	if !ok {
+		t.Fatal("no pass due once an aborted transaction was reported for forgetting")
+	}
+	bs = apply("after forgetting", after)
+	check("after forgetting")
+	if _, ok := header(bs, m2); ok {
+		t.Errorf("ABORT marker of a forgotten transaction kept past its delete horizon")
+	}
+	if len(forgot) != 0 || len(x.aborted) != 0 {
+		t.Errorf("after forgetting: %v to forget, %v listed", forgot, x.aborted)
+	}
+	for _, off := range []int64{m3, t3, i1} {
+		if _, ok := header(bs, off); !ok {
+			t.Errorf("after forgetting: batch at %d went", off)
+		}
+	}
 	if p3, ok := logs[0].PlanCompaction(now+10*deleteRetention, lso); ok {
 		t.Errorf("a pass is still due with nothing left to drop: %+v", p3)
+	}
+
+	// The idempotent producer expires: its emptied last batch goes.
+	x.expired[idem] = true
+	expired := after
+	expired.NowMs = now + 10*deleteRetention
+	bs = apply("producer expired", expired)
+	check("producer expired")
+	if _, ok := header(bs, i1); ok {
+		t.Errorf("an expired producer's emptied last batch kept")
+	}
+	for _, off := range []int64{m3, t3} {
+		if _, ok := header(bs, off); !ok {
+			t.Errorf("producer expired: batch at %d went", off)
+		}
+	}
+}
+
+// TestCompactAbortMarkerOfExpiredProducer: while its producer is held, a
+// transaction whose last batch is the producer's last data batch keeps
+// that batch (emptied) and so its ABORT marker; once the producer expires
+// the batch goes, and the marker goes through its three steps.
+func TestCompactAbortMarkerOfExpiredProducer(t *testing.T) {
+	const deleteRetention = 1000
+	l := openLog(t, t.TempDir(), Options{Compact: true, SegmentBytes: 300, RetentionMs: -1,
+		DeleteRetentionMs: deleteRetention, Now: newClock(1_000_000).Now})
+	x := &txnLog{t: t, logs: []*Log{l}, ts: 1000, open: map[int64]int64{}, seq: map[int64]int32{}, expired: map[int64]bool{}}
+	const p = 7
+	t1 := x.data(p, true, "a", "aborted")
+	x.data(p, true, "b", "aborted")
+	m1 := x.marker(p, false)
+	for i := range 20 {
+		x.data(-1, false, fmt.Sprint("f", i), "filler")
+	}
+	now := int64(1_000_000)
+	pass := func(stage string, at int64) (map[int64][]byte, []AbortedRange) {
+		t.Helper()
+		plan, ok := l.PlanCompaction(at, x.lastStable())
+		if !ok {
+			plan = CompactionPlan{End: l.mu.segs[len(l.mu.segs)-1].base, NowMs: at, DeleteRetentionMs: deleteRetention}
+		}
+		plan.NowMs = at
+		r, err := l.CompactRange(plan, x.txns())
+		if err != nil {
+			t.Fatalf("%s: %v", stage, err)
+		}
+		x.forget([]CompactResult{r})
+		for off, rec := range rawRecords(t, l) {
+			if rec.value == "aborted" {
+				t.Fatalf("%s: aborted record at %d left", stage, off)
+			}
+		}
+		return logBatches(t, l), r.ForgetAborted
+	}
+	bs, forgot := pass("first", now)
+	// The last data batch is kept emptied (its producer's sequence), so its
+	// transaction still has a batch: the marker is not stamped yet.
+	if h := mustHeader(t, bs[m1]); h.HasDeleteHorizon() || len(forgot) != 0 {
+		t.Fatalf("first pass: marker %+v, forgot %v: want it as it was", h, forgot)
+	}
+	if h, ok := bs[t1]; ok {
+		t.Fatalf("first pass: aborted batch kept %v", mustHeader(t, h))
+	}
+	// The producer expires: its emptied batch goes, then the marker is
+	// stamped, reported past its horizon, and dropped after.
+	x.expired[p] = true
+	bs, _ = pass("expired", now+1)
+	if h := mustHeader(t, bs[m1]); !h.HasDeleteHorizon() {
+		t.Fatalf("expired: marker %+v not stamped", h)
+	}
+	_, forgot = pass("past the horizon", now+1+deleteRetention)
+	if len(forgot) != 1 || forgot[0].LastOffset != m1 {
+		t.Fatalf("past the horizon: forgot %v, want the transaction ending at %d", forgot, m1)
+	}
+	bs, _ = pass("forgotten", now+2+deleteRetention)
+	if _, ok := bs[m1]; ok {
+		t.Fatal("ABORT marker of a forgotten transaction of an expired producer kept")
 	}
 }
 

@@ -85,6 +85,32 @@ func (x *abortedIndex) pruneBefore(start int64) bool {
 	return true
 }
 
+// forget drops the transactions in drop (matched by producer and marker
+// offset), building new arrays, and returns how many it dropped. bound
+// stays sound: a bound on every later entry bounds any subset of them.
+func (x *abortedIndex) forget(drop []AbortedTxn) int {
+	if len(drop) == 0 {
+		return 0
+	}
+	gone := make(map[AbortedTxn]bool, len(drop))
+	for _, t := range drop {
+		gone[t] = true
+	}
+	txns := make([]AbortedTxn, 0, len(x.txns))
+	bound := make([]int64, 0, len(x.bound))
+	for i, t := range x.txns {
+		if !gone[t] {
+			txns = append(txns, t)
+			bound = append(bound, x.bound[i])
+		}
+	}
+	n := len(x.txns) - len(txns)
+	if n > 0 {
+		*x = rebuilt(txns, bound)
+	}
+	return n
+}
+
 // clip returns a copy of x that appends to x can never write into.
 func (x abortedIndex) clip() abortedIndex {
 	c := abortedIndex{txns: x.txns[:len(x.txns):len(x.txns)], bound: x.bound[:len(x.bound):len(x.bound)]}

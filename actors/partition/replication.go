@@ -189,9 +189,10 @@ func (a *partitionActor) apply(cmd replication.Command) any {
 }
 
 // compact applies a compaction pass to the log, given the State's last
-// stable offset and aborted transactions (compactTxns). The State does not
-// change: cleaning keeps offsets, the log start, ABORT markers, each
-// producer's last batches and the COMMIT marker of any transaction with a
+// stable offset, aborted transactions and producers (compactTxns). The
+// State changes only by forgetting the aborted transactions the pass
+// reports (forgetAborted); cleaning keeps offsets, the log start, each
+// held producer's last batches, and the marker of any transaction with a
 // batch left.
 //
 // It blocks the actor (produces, fetch answers' wake-ups, commands behind
@@ -200,13 +201,23 @@ func (a *partitionActor) apply(cmd replication.Command) any {
 // background that the apply only swaps in would be the way out.
 //
 // An error leaves this node holding more records than the others below
-// the pass's end (never fewer: a segment is swapped whole or not at all);
-// it is logged, and the leader's next pass does not repair it.
+// the pass's end (never fewer: a segment is swapped whole or not at all)
+// and listing aborted transactions the others forgot (safe: their markers
+// stay here too, and a later pass reports them again); it is logged, and
+// the leader's next pass does not restore the records.
 func (a *partitionActor) compact(c *compactCmd) compactResult {
-	if err := a.p.log.CompactRange(c.plan(), a.compactTxns(c.end)); err != nil {
+	// This pass may drop the ABORT markers of transactions forgotten by
+	// an earlier one: the snapshot on disk must have stopped listing them.
+	if err := a.sl.snapshotForgotten(); err != nil {
+		a.logger.Error("compaction skipped: producer-state snapshot failed", "end", c.end, "err", err)
+		return compactResult{err: fmt.Errorf("%w: compaction [%d, %d): producer-state snapshot: %v", kerr.KafkaStorageError, c.dirtyStart, c.end, err)}
+	}
+	res, err := a.p.log.CompactRange(c.plan(), a.compactTxns(c.end))
+	if err != nil {
 		a.logger.Error("compaction failed", "dirty_start", c.dirtyStart, "end", c.end, "err", err)
 		return compactResult{err: fmt.Errorf("%w: compaction [%d, %d): %v", kerr.KafkaStorageError, c.dirtyStart, c.end, err)}
 	}
+	a.forgetAborted(res.ForgetAborted)
 	return compactResult{}
 }
 

@@ -187,6 +187,18 @@ func (sl *stateLog) deleteRecords(off int64) deleteRecordsResult {
 	return deleteRecordsResult{lowWatermark: sl.st.StartOffset()}
 }
 
+// snapshotForgotten writes the snapshot if the state forgot aborted
+// transactions (ForgetAborted) since the one on disk was written: a
+// compaction pass may then drop their ABORT markers, and a restart from
+// a snapshot still listing them would hand read_committed consumers
+// transactions with no marker.
+func (sl *stateLog) snapshotForgotten() error {
+	if sl.snapshotPath == "" || sl.st.forgottenAt == 0 || (sl.snapshotted && sl.snapshotAt >= sl.st.forgottenAt) {
+		return nil
+	}
+	return sl.snapshot()
+}
+
 // snapshot writes the producer state as of the log end (a tick, and
 // close); a failure costs only a longer replay at the next start.
 func (sl *stateLog) snapshot() error {

@@ -67,6 +67,9 @@ type State struct {
 	// shared with readers through ReadView. abortedGen counts its changes.
 	aborted    abortedIndex
 	abortedGen uint64
+	// forgottenAt is changes as of the last ForgetAborted that dropped a
+	// transaction (0: none since the state was built).
+	forgottenAt uint64
 	// start and next are the log's start and end offsets as the machine
 	// knows them: next is the offset the next appended batch gets.
 	start, next int64
@@ -354,6 +357,24 @@ func (s *State) DeleteRecords(off int64) (res deleteRecordsResult, moveTo int64)
 		return deleteRecordsResult{lowWatermark: s.start}, -1
 	}
 	return deleteRecordsResult{lowWatermark: off}, off
+}
+
+// ForgetAborted drops aborted transactions a compaction pass reported
+// (storage.CompactResult.ForgetAborted): their records are gone and their
+// ABORT markers past the delete horizon, and a later pass drops the
+// markers once the list no longer names them. Dropping the entry first
+// keeps every reader right: an entry without its marker would make a
+// read_committed consumer skip the producer's later transactions, a marker
+// without an entry is passed over. Returns how many it dropped; the same
+// on every node applying the same pass.
+func (s *State) ForgetAborted(drop []AbortedTxn) int {
+	n := s.aborted.forget(drop)
+	if n > 0 {
+		s.abortedGen++
+		s.changes++
+		s.forgottenAt = s.changes
+	}
+	return n
 }
 
 // StartMoved records the log start the log reports after a move (which
