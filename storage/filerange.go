@@ -1,0 +1,246 @@
+package storage
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+
+	"github.com/regent-broker/regent/storage/recordbatch"
+)
+
+// File ranges let a fetch send stored batches from the segment file
+// (sendfile) instead of reading them into memory first. A FileRange holds
+// a reference to its segment and keeps the segment file's descriptor out
+// of FileCache eviction until Release, so the bytes stay readable even if
+// retention or compaction unlinks or replaces the file meanwhile (the
+// segment pins its descriptors before it removes them). The bound on open
+// descriptors is soft by what pending ranges use: one descriptor per
+// segment, shared by every range of it.
+//
+// Segment files are append-only below their committed size, except for
+// Truncate; a range whose file was truncated under it reads short, which
+// ReadAt reports as io.ErrUnexpectedEOF (the sender must then drop the
+// connection: the response's length prefix already promised the bytes).
+
+// BatchSpan is one batch of a FileRange: its offsets and where it ends,
+// in bytes from the range's start.
+type BatchSpan struct {
+	BaseOffset, LastOffset int64
+	End                    int64
+}
+
+// FileRange is a run of whole stored batches of one segment file, read
+// from a single goroutine at a time; Release may be called from any
+// goroutine, more than once.
+type FileRange struct {
+	seg  *segment
+	f    *os.File
+	fd   int   // f's descriptor, stable while the range is held
+	pos  int64 // first byte of the range in the file
+	size int64
+	// spans are the range's batches in order; spans[len-1].End == size.
+	spans    []BatchSpan
+	released atomic.Bool
+}
+
+// Fd is the segment file's descriptor, valid until Release.
+func (r *FileRange) Fd() int { return r.fd }
+
+// Offset is the range's first byte in the file.
+func (r *FileRange) Offset() int64 { return r.pos }
+
+// Len is the range's size in bytes.
+func (r *FileRange) Len() int { return int(r.size) }
+
+// Batches are the range's batches, in order.
+func (r *FileRange) Batches() []BatchSpan { return r.spans }
+
+// CutBefore drops the batches that start at or past limit and returns the
+// offset after the last batch kept (-1 when none is left; the range is
+// then empty and should be released).
+func (r *FileRange) CutBefore(limit int64) int64 {
+	n := 0
+	for n < len(r.spans) && r.spans[n].BaseOffset < limit {
+		n++
+	}
+	r.spans = r.spans[:n]
+	if n == 0 {
+		r.size = 0
+		return -1
+	}
+	r.size = r.spans[n-1].End
+	return r.spans[n-1].LastOffset + 1
+}
+
+// ReadAt reads len(p) bytes at off within the range (a pread of the
+// file). A short file (truncated under the range) is io.ErrUnexpectedEOF.
+func (r *FileRange) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || off+int64(len(p)) > r.size {
+		return 0, fmt.Errorf("read [%d, %d) outside a file range of %d bytes", off, off+int64(len(p)), r.size)
+	}
+	n, err := r.f.ReadAt(p, r.pos+off)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return n, err
+}
+
+// AppendTo appends the range's bytes to dst (the copying path: TLS
+// connections, tests).
+func (r *FileRange) AppendTo(dst []byte) ([]byte, error) {
+	n := len(dst)
+	dst = append(dst, make([]byte, r.size)...)
+	if _, err := r.ReadAt(dst[n:], 0); err != nil {
+		return dst[:n], err
+	}
+	return dst, nil
+}
+
+// Release gives back the descriptor and the segment reference. Safe to
+// call more than once and from any goroutine; the range must not be used
+// after.
+func (r *FileRange) Release() {
+	if r == nil || !r.released.CompareAndSwap(false, true) {
+		return
+	}
+	r.seg.log.put()
+	r.seg.release()
+}
+
+// ReadRange is Read without the copy: the same batches Read would return,
+// as a range of the segment file (nil when Read would return nothing). The
+// caller must Release it. Batch headers are read to find whole batches;
+// bodies are not.
+func (l *Log) ReadRange(offset int64, maxBytes int, strictMax bool) (*FileRange, error) {
+	for {
+		l.mu.RLock()
+		if l.mu.closed {
+			l.mu.RUnlock()
+			return nil, ErrClosed
+		}
+		if offset < l.mu.start || offset > l.mu.next {
+			start, next := l.mu.start, l.mu.next
+			l.mu.RUnlock()
+			return nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, next)
+		}
+		if offset == l.mu.next {
+			l.mu.RUnlock()
+			return nil, nil
+		}
+		i := max(l.segmentFor(offset), 0)
+		s := l.mu.segs[i]
+		v := s.view()
+		nextBase := int64(-1)
+		if i+1 < len(l.mu.segs) {
+			nextBase = l.mu.segs[i+1].base
+		}
+		gen := l.mu.gen
+		ok := s.acquire()
+		l.mu.RUnlock()
+		if !ok {
+			continue // removed meanwhile; the fresh snapshot will tell
+		}
+		r, found, err := v.readRange(offset, maxBytes, strictMax)
+		if r == nil {
+			s.release()
+		}
+		if l.genChanged(gen) {
+			r.Release()
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading offset %d: %w", offset, err)
+		}
+		if found {
+			return r, nil
+		}
+		if nextBase < 0 {
+			return nil, nil // a hole at the log end (Truncate to mid-batch)
+		}
+		offset = nextBase
+	}
+}
+
+// readRange builds the range for read's batches; the caller holds a
+// segment reference, which a returned range takes over.
+func (v segView) readRange(offset int64, maxBytes int, strictMax bool) (*FileRange, bool, error) {
+	h, pos, found, err := v.locate(offset)
+	if err != nil || !found {
+		return nil, found, err
+	}
+	first := int64(h.TotalSize())
+	if first > int64(maxBytes) && strictMax {
+		return nil, true, nil
+	}
+	f, err := v.s.log.get()
+	if err != nil {
+		return nil, true, err
+	}
+	r := &FileRange{seg: v.s, f: f, pos: pos, size: first}
+	r.spans = append(r.spans, BatchSpan{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), End: first})
+	if err := r.setFd(); err != nil {
+		v.s.log.put()
+		return nil, true, err
+	}
+	if first < int64(maxBytes) {
+		if err := r.extend(min(pos+int64(maxBytes), v.size)); err != nil {
+			r.Release()
+			return nil, true, err
+		}
+	}
+	return r, true, nil
+}
+
+// setFd records f's descriptor. The descriptor stays open while the range
+// holds its use of the file (see FileRange).
+func (r *FileRange) setFd() error {
+	rc, err := r.f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("descriptor of %s: %w", r.f.Name(), err)
+	}
+	return rc.Control(func(fd uintptr) { r.fd = int(fd) })
+}
+
+// headerChunk is how much extend reads at once when batches are small;
+// for batches larger than it, only each header is read, so the bodies of
+// large batches are never copied.
+const headerChunk = 4 << 10
+
+// extend adds the whole batches that follow the range and end by limit
+// (a file position). Bytes that do not parse as a batch end the range.
+func (r *FileRange) extend(limit int64) error {
+	var buf [headerChunk]byte
+	var chunk []byte
+	chunkAt := int64(-1)
+	want := headerChunk
+	for at := r.pos + r.size; at+recordbatch.HeaderSize <= limit; {
+		if chunkAt < 0 || at+recordbatch.HeaderSize > chunkAt+int64(len(chunk)) {
+			n := min(int64(want), limit-at)
+			m, err := r.f.ReadAt(buf[:n], at)
+			if err != nil && !(err == io.EOF && m >= recordbatch.HeaderSize) {
+				return fmt.Errorf("reading %s at %d: %w", r.f.Name(), at, err)
+			}
+			chunk, chunkAt = buf[:m], at
+		}
+		h, err := recordbatch.ParseHeader(chunk[at-chunkAt:])
+		if err != nil {
+			return nil // not a batch: the range ends before it
+		}
+		size := int64(h.TotalSize())
+		if at+size > limit {
+			return nil
+		}
+		// Small batches: many headers per read; large ones: read
+		// just the next header.
+		if size >= headerChunk/2 {
+			want = recordbatch.HeaderSize
+		} else {
+			want = headerChunk
+		}
+		at += size
+		r.size += size
+		r.spans = append(r.spans, BatchSpan{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), End: r.size})
+	}
+	return nil
+}
