@@ -1,0 +1,133 @@
+package quotas
+
+import (
+	"sync"
+	"time"
+)
+
+// EnforcerConfig is Kafka's quota sampling (quota.window.num,
+// quota.window.size.seconds). Zero values mean the defaults.
+type EnforcerConfig struct {
+	// Samples is the number of windows kept (default 11).
+	Samples int
+	// Window is one window's length (default 1 s).
+	Window time.Duration
+	// Idle drops a sensor not recorded for this long (default 1 hour, as
+	// Kafka expires inactive quota sensors).
+	Idle time.Duration
+}
+
+func (c *EnforcerConfig) setDefaults() {
+	if c.Samples <= 0 {
+		c.Samples = 11
+	}
+	if c.Window <= 0 {
+		c.Window = time.Second
+	}
+	if c.Idle <= 0 {
+		c.Idle = time.Hour
+	}
+}
+
+// Enforcer measures clients' use against their quotas. Safe for concurrent
+// use: one mutex owns the sensors (held for a map lookup and a few
+// additions per request, and only when a quota applies).
+type Enforcer struct {
+	cfg  EnforcerConfig
+	snap func() *Snapshot
+
+	mu struct {
+		sync.Mutex
+		sensors   map[Sensor]*sensor
+		lastSweep int64 // unix ms
+	}
+}
+
+type sensor struct {
+	rate *Rate
+	last int64 // unix ms of the last record
+	// throttled sums the throttle time given (ms), for metrics.
+	throttled int64
+}
+
+// NewEnforcer measures against the quotas snap returns (read at every
+// record, so a change applies at once).
+func NewEnforcer(cfg EnforcerConfig, snap func() *Snapshot) *Enforcer {
+	cfg.setDefaults()
+	e := &Enforcer{cfg: cfg, snap: snap}
+	e.mu.sensors = map[Sensor]*sensor{}
+	return e
+}
+
+// Outcome is one record's result.
+type Outcome struct {
+	// Throttle is how long the client must wait (0: within its quota).
+	Throttle time.Duration
+	// Limited says a quota applies to the client for the key.
+	Limited bool
+	Sensor  Sensor
+	Bound   float64
+}
+
+// Record adds value (bytes, or the key's unit) to the use of the client
+// (user is the principal's name, client its client id) for key at now and
+// returns the throttle time Kafka's ClientQuotaManager would: 0 within the
+// quota, else (observed - quota) / quota * window. maxThrottle bounds it
+// (0: unbounded; Kafka bounds the request-time quota to one window).
+func (e *Enforcer) Record(key, user, client string, value float64, now time.Time, maxThrottle time.Duration) Outcome {
+	bound, s, ok := Resolve(e.snap(), key, user, client)
+	if !ok {
+		return Outcome{}
+	}
+	ms := now.UnixMilli()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sweepLocked(ms)
+	sn := e.mu.sensors[s]
+	if sn == nil {
+		sn = &sensor{rate: NewRate(e.cfg.Samples, e.cfg.Window.Milliseconds())}
+		e.mu.sensors[s] = sn
+	}
+	sn.last = ms
+	sn.rate.Record(value, ms)
+	th := time.Duration(sn.rate.ThrottleMs(bound, ms)) * time.Millisecond
+	if maxThrottle > 0 {
+		th = min(th, maxThrottle)
+	}
+	sn.throttled += th.Milliseconds()
+	return Outcome{Throttle: th, Limited: true, Sensor: s, Bound: bound}
+}
+
+// sweepLocked drops idle sensors, at most once a minute. Called with mu
+// held.
+func (e *Enforcer) sweepLocked(now int64) {
+	if now-e.mu.lastSweep < time.Minute.Milliseconds() {
+		return
+	}
+	e.mu.lastSweep = now
+	idle := e.cfg.Idle.Milliseconds()
+	for k, s := range e.mu.sensors {
+		if now-s.last > idle {
+			delete(e.mu.sensors, k)
+		}
+	}
+}
+
+// SensorStat is one sensor's state for metrics.
+type SensorStat struct {
+	Sensor     Sensor
+	Rate       float64 // per second, at the time of the call
+	ThrottleMs int64   // total throttle time given
+}
+
+// Stats reads every live sensor (for a metrics scrape).
+func (e *Enforcer) Stats(now time.Time) []SensorStat {
+	ms := now.UnixMilli()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]SensorStat, 0, len(e.mu.sensors))
+	for k, s := range e.mu.sensors {
+		out = append(out, SensorStat{Sensor: k, Rate: s.rate.Measure(ms), ThrottleMs: s.throttled})
+	}
+	return out
+}

@@ -1,0 +1,275 @@
+package quotas
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+)
+
+func str(s string) *string { return &s }
+
+func snapOf(m map[Entity]Values) *Snapshot { return &Snapshot{m: m} }
+
+// TestPrecedence: each of Kafka's eight levels wins over the ones below
+// it, and the sensor's tags follow the level.
+func TestPrecedence(t *testing.T) {
+	u, c := "alice", "app"
+	levels := []struct {
+		e          Entity
+		user, clnt string
+	}{
+		{Entity{HasUser: true, User: u, HasClient: true, Client: c}, u, c},
+		{Entity{HasUser: true, User: u, HasClient: true, ClientDefault: true}, u, c},
+		{Entity{HasUser: true, User: u}, u, ""},
+		{Entity{HasUser: true, UserDefault: true, HasClient: true, Client: c}, u, c},
+		{Entity{HasUser: true, UserDefault: true, HasClient: true, ClientDefault: true}, u, c},
+		{Entity{HasUser: true, UserDefault: true}, u, ""},
+		{Entity{HasClient: true, Client: c}, "", c},
+		{Entity{HasClient: true, ClientDefault: true}, "", c},
+	}
+	for top := range levels {
+		m := map[Entity]Values{}
+		for i := top; i < len(levels); i++ {
+			m[levels[i].e] = Values{ProducerByteRate: float64(100 + i)}
+		}
+		// Other users' and clients' entities never apply.
+		m[Entity{HasUser: true, User: "bob"}] = Values{ProducerByteRate: 1}
+		m[Entity{HasClient: true, Client: "other"}] = Values{ProducerByteRate: 2}
+		bound, s, ok := Resolve(snapOf(m), ProducerByteRate, u, c)
+		if !ok || bound != float64(100+top) {
+			t.Fatalf("level %d: bound %v ok %v", top+1, bound, ok)
+		}
+		if s != (Sensor{Key: ProducerByteRate, User: levels[top].user, Client: levels[top].clnt}) {
+			t.Fatalf("level %d: sensor %+v", top+1, s)
+		}
+	}
+	// Each key resolves on its own.
+	m := map[Entity]Values{
+		{HasUser: true, User: u}:     {ConsumerByteRate: 5},
+		{HasClient: true, Client: c}: {ProducerByteRate: 7},
+	}
+	if b, _, _ := Resolve(snapOf(m), ProducerByteRate, u, c); b != 7 {
+		t.Fatalf("producer %v", b)
+	}
+	if b, _, _ := Resolve(snapOf(m), ConsumerByteRate, u, c); b != 5 {
+		t.Fatalf("consumer %v", b)
+	}
+	if _, _, ok := Resolve(snapOf(m), RequestPercentage, u, c); ok {
+		t.Fatal("unset key resolved")
+	}
+}
+
+// TestRateMath follows Kafka's Rate: at least samples-1 windows are
+// measured, old windows drop out, throttle = (observed-bound)/bound*window.
+func TestRateMath(t *testing.T) {
+	r := NewRate(11, 1000)
+	r.Record(5000, 0)
+	if w := r.WindowMs(0); w != 10000 {
+		t.Fatalf("fresh window %d", w)
+	}
+	// 0.5 s elapsed counts as 10.5 s.
+	if v := r.Measure(500); v != 5000/10.5 {
+		t.Fatalf("rate %v", v)
+	}
+	// 20000 over 10.5 s against 1000/s: (20000/10.5-1000)/1000*10.5 s.
+	r.Record(15000, 500)
+	if th := r.ThrottleMs(1000, 500); th != 9500 {
+		t.Fatalf("throttle %d", th)
+	}
+	if th := r.ThrottleMs(20000/10.5, 500); th != 0 {
+		t.Fatalf("throttle at the bound %d", th)
+	}
+	// Past 10 windows the elapsed time counts: 12.5 s since the first.
+	r.Record(0, 10500)
+	if w := r.WindowMs(10500); w != 10500 {
+		t.Fatalf("window %d", w)
+	}
+	// At 11 s the first window (0..1 s) is obsolete: reset.
+	r2 := NewRate(11, 1000)
+	r2.Record(1000, 0)
+	r2.Record(1000, 5000)
+	if v := r2.Measure(11000); v != 100 {
+		t.Fatalf("after expiry %v", v)
+	}
+	// Rounded like Kafka's Math.round.
+	r3 := NewRate(2, 1000)
+	r3.Record(1501, 0)
+	if th := r3.ThrottleMs(1000, 0); th != 501 {
+		t.Fatalf("rounded throttle %d", th)
+	}
+}
+
+// TestEnforcerGreedyClient: a client that always sends, honouring its
+// throttles, averages its quota over whole measuring periods.
+func TestEnforcerGreedyClient(t *testing.T) {
+	quota := float64(1 << 20)
+	snap := snapOf(map[Entity]Values{{HasClient: true, Client: "p"}: {ProducerByteRate: quota}})
+	e := NewEnforcer(EnforcerConfig{}, func() *Snapshot { return snap })
+	start := time.Unix(1000, 0)
+	var sent float64
+	now, end := start, start.Add(33*time.Second)
+	throttled := 0
+	for now.Before(end) {
+		o := e.Record(ProducerByteRate, "ANONYMOUS", "p", 16384, now, 0)
+		sent += 16384
+		if o.Throttle > 0 {
+			throttled++
+			now = now.Add(o.Throttle)
+		} else {
+			now = now.Add(time.Millisecond)
+		}
+	}
+	rate := sent / now.Sub(start).Seconds()
+	if math.Abs(rate-quota)/quota > 0.1 || throttled == 0 {
+		t.Fatalf("rate %.0f B/s against %.0f, %d throttles", rate, quota, throttled)
+	}
+	// Another client has no quota: never throttled.
+	if o := e.Record(ProducerByteRate, "ANONYMOUS", "q", 1e9, now, 0); o.Limited || o.Throttle != 0 {
+		t.Fatalf("unlimited client %+v", o)
+	}
+	// maxThrottle bounds it.
+	if o := e.Record(ProducerByteRate, "ANONYMOUS", "p", 1e9, now, time.Second); o.Throttle != time.Second {
+		t.Fatalf("bounded %v", o.Throttle)
+	}
+}
+
+func TestValidateOps(t *testing.T) {
+	for _, tc := range []struct {
+		ops []Op
+		ok  bool
+	}{
+		{[]Op{{Key: ProducerByteRate, Value: 1024}}, true},
+		{[]Op{{Key: RequestPercentage, Value: 12.5}}, true},
+		{[]Op{{Key: ProducerByteRate, Remove: true}}, true},
+		{[]Op{{Key: ProducerByteRate, Value: 10.5}}, false},
+		{[]Op{{Key: ProducerByteRate, Value: 0}}, false},
+		{[]Op{{Key: ConsumerByteRate, Value: -1}}, false},
+		{[]Op{{Key: "connection_creation_rate", Value: 1}}, false},
+		{[]Op{{Key: "bogus", Value: 1}}, false},
+		{[]Op{{Key: ProducerByteRate, Value: 1}, {Key: ProducerByteRate, Remove: true}}, false},
+		{[]Op{{Key: RequestPercentage, Value: math.NaN()}}, false},
+	} {
+		err := ValidateOps(tc.ops)
+		if (err == nil) != tc.ok {
+			t.Errorf("%+v: %v", tc.ops, err)
+		}
+		var qe *Error
+		if err != nil && (!errors.As(err, &qe) || qe.Code != codeInvalidRequest) {
+			t.Errorf("%+v: not INVALID_REQUEST: %v", tc.ops, err)
+		}
+	}
+}
+
+func TestEntityFromParts(t *testing.T) {
+	e, err := EntityFromParts([]Part{{Type: TypeClientID, Name: str("c")}, {Type: TypeUser}})
+	if err != nil || e != (Entity{HasUser: true, UserDefault: true, HasClient: true, Client: "c"}) {
+		t.Fatalf("%+v %v", e, err)
+	}
+	if ps := e.Parts(); len(ps) != 2 || ps[0].Type != TypeUser || ps[0].Name != nil || *ps[1].Name != "c" {
+		t.Fatalf("parts %+v", ps)
+	}
+	for _, bad := range [][]Part{
+		nil,
+		{{Type: TypeUser}, {Type: TypeUser, Name: str("x")}},
+		{{Type: TypeIP, Name: str("1.2.3.4")}},
+		{{Type: "group"}},
+		{{Type: ""}},
+	} {
+		if _, err := EntityFromParts(bad); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	uc := Entity{HasUser: true, User: "u", HasClient: true, Client: "c"}
+	u := Entity{HasUser: true, User: "u"}
+	ud := Entity{HasUser: true, UserDefault: true}
+	c := Entity{HasClient: true, Client: "c"}
+	cd := Entity{HasClient: true, ClientDefault: true}
+	snap := snapOf(map[Entity]Values{uc: {ProducerByteRate: 1}, u: {ProducerByteRate: 2}, ud: {ProducerByteRate: 3}, c: {ProducerByteRate: 4}, cd: {ProducerByteRate: 5}})
+	for _, tc := range []struct {
+		comps  []Component
+		strict bool
+		want   []Entity
+	}{
+		{nil, false, []Entity{uc, u, ud, c, cd}},
+		{nil, true, nil},
+		{[]Component{{Type: TypeUser, Match: MatchExact, Name: str("u")}}, false, []Entity{uc, u}},
+		{[]Component{{Type: TypeUser, Match: MatchExact, Name: str("u")}}, true, []Entity{u}},
+		{[]Component{{Type: TypeUser, Match: MatchDefault}}, false, []Entity{ud}},
+		{[]Component{{Type: TypeUser, Match: MatchAny}}, true, []Entity{u, ud}},
+		{[]Component{{Type: TypeClientID, Match: MatchAny}}, false, []Entity{uc, c, cd}},
+		{[]Component{{Type: TypeClientID, Match: MatchDefault}}, true, []Entity{cd}},
+		{[]Component{{Type: TypeUser, Match: MatchAny}, {Type: TypeClientID, Match: MatchExact, Name: str("c")}}, true, []Entity{uc}},
+		{[]Component{{Type: TypeIP, Match: MatchAny}}, false, nil},
+	} {
+		got, err := snap.Describe(tc.comps, tc.strict)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.comps, err)
+		}
+		if len(got) != len(tc.want) {
+			t.Fatalf("%+v strict %v: got %v", tc.comps, tc.strict, got)
+		}
+		for _, w := range tc.want {
+			if got[w] == nil {
+				t.Fatalf("%+v strict %v: %v missing from %v", tc.comps, tc.strict, w, got)
+			}
+		}
+	}
+	for _, bad := range [][]Component{
+		{{Type: TypeUser, Match: MatchExact}},
+		{{Type: TypeUser, Match: MatchDefault, Name: str("x")}},
+		{{Type: TypeUser, Match: MatchAny}, {Type: TypeUser, Match: MatchAny}},
+		{{Type: TypeIP, Match: MatchAny}, {Type: TypeUser, Match: MatchAny}},
+		{{Type: "group", Match: MatchAny}},
+		{{Type: TypeUser, Match: 7}},
+	} {
+		if _, err := snap.Describe(bad, false); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+// TestStoreAlterReopen: alterations apply, persist and reload; a removal
+// of the last key drops the entity; an invalid alteration fails alone.
+func TestStoreAlterReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Entity{HasClient: true, Client: "c"}
+	d := Entity{HasUser: true, UserDefault: true}
+	errs, err := s.Alter([]Alteration{
+		{Entity: c, Ops: []Op{{Key: ProducerByteRate, Value: 1024}, {Key: ConsumerByteRate, Value: 2048}}},
+		{Entity: d, Ops: []Op{{Key: ProducerByteRate, Value: 1.5}}},
+	})
+	if err != nil || errs[0] != nil || errs[1] == nil {
+		t.Fatalf("alter: %v %v", errs, err)
+	}
+	if v := s.Snapshot().Get(c); v[ProducerByteRate] != 1024 || v[ConsumerByteRate] != 2048 || s.Snapshot().Len() != 1 {
+		t.Fatalf("snapshot %v", s.Snapshot().m)
+	}
+	if _, err := s.Alter([]Alteration{{Entity: c, Ops: []Op{{Key: ConsumerByteRate, Remove: true}}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := s.Reopen(); err != nil {
+		t.Fatal(err)
+	}
+	if v := s.Snapshot().Get(c); len(v) != 1 || v[ProducerByteRate] != 1024 {
+		t.Fatalf("reopened %v", v)
+	}
+	s2, err := Open(Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s2.Alter([]Alteration{{Entity: c, Ops: []Op{{Key: ProducerByteRate, Remove: true}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if s2.Snapshot().Len() != 0 {
+		t.Fatalf("entity kept with no values: %v", s2.Snapshot().m)
+	}
+}
