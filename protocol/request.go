@@ -21,6 +21,9 @@ type Request struct {
 	// response, as acks=0 produce). Set by netio; called exactly once.
 	reply   func(frame []byte)
 	replied atomic.Bool
+	// replyParts, when set, takes responses made of parts (RespondParts);
+	// set by netio for connections that send files (frame.go).
+	replyParts func(parts []Part)
 
 	// trace follows the request for telemetry (nil: not observed);
 	// recording says the request is sampled for tracing. Both are set
@@ -55,6 +58,14 @@ type ConnInfo struct {
 	Listener *Listener
 	// Auth is the connection's SASL state (nil: not a SASL listener).
 	Auth *ConnAuth
+	// SoftwareName and SoftwareVersion are what the client sent in
+	// ApiVersions v3+ (KIP-511), written when ApiVersions is served and
+	// read by the connection's later requests (client telemetry's match).
+	SoftwareName, SoftwareVersion string
+	// SendsFiles says the connection writes responses' file ranges
+	// from the file (plaintext sockets: sendfile); handlers then answer
+	// with RespondParts rather than reading stored batches into memory.
+	SendsFiles bool
 }
 
 // AnonymousPrincipal is Kafka's principal for unauthenticated connections.
