@@ -22,7 +22,13 @@ func (s *Server) apiVersions(r *Request) {
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 		r.Version = 0
 	}
+	if req, ok := r.Msg.(*kmsg.ApiVersionsRequest); ok && r.Version >= 3 && r.Conn != nil {
+		r.Conn.SoftwareName, r.Conn.SoftwareVersion = req.ClientSoftwareName, req.ClientSoftwareVersion
+	}
 	for _, k := range ServedKeys() {
+		if (k == 71 || k == 72) && !s.clientTelemetryOn() {
+			continue // as Kafka with no client telemetry exporter
+		}
 		a := apis[k]
 		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
 	}

@@ -52,6 +52,10 @@ func (s *Server) describeConfigs(r *Request) {
 				continue
 			}
 			entries = logconfig.DescribeBroker(s.topics.Broker())
+		case kmsg.ConfigResourceTypeClientMetrics:
+			s.describeClientMetrics(r, req, rr, &or)
+			resp.Resources = append(resp.Resources, or)
+			continue
 		default:
 			or.ErrorCode = kerr.InvalidRequest.Code
 			msg := fmt.Sprintf("resource type %d is not supported by Regent", rr.ResourceType)

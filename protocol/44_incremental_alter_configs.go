@@ -61,6 +61,8 @@ func (s *Server) incrementalAlterConfigs(r *Request) {
 				if err == nil {
 					err = s.alterBrokerConfigs(rr.ResourceName, configs, req.ValidateOnly)
 				}
+			case rr.ResourceType == kmsg.ConfigResourceTypeClientMetrics:
+				err = s.alterClientMetrics(r, rr.ResourceName, rr.Configs, req.ValidateOnly)
 			default:
 				err = &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("resource type %d is not supported by Regent", rr.ResourceType)}
 			}

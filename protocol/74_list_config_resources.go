@@ -10,10 +10,10 @@ package protocol
 //
 // The answer lists the config resources Regent has: every topic (the
 // internal ones included, as DescribeConfigs describes them) and every
-// broker. It has no broker-logger resources (DescribeConfigs refuses them:
-// the log level is set at start), no client-metrics subscriptions and no
-// group configs (AlterConfigs refuses both types), so those types list
-// nothing.
+// broker, and the client-metrics subscriptions (configs_client_metrics.go).
+// It has no broker-logger resources (DescribeConfigs refuses them: the log
+// level is set at start) and no group configs (AlterConfigs refuses them),
+// so those types list nothing.
 
 import (
 	"slices"
@@ -86,6 +86,10 @@ func (s *Server) listConfigResources(r *Request) {
 		case kmsg.ConfigResourceTypeBroker:
 			for _, b := range s.cluster.Brokers() {
 				add(t, strconv.Itoa(int(b.ID)))
+			}
+		case kmsg.ConfigResourceTypeClientMetrics:
+			for _, n := range s.clientMetricsNames() {
+				add(t, n)
 			}
 		}
 	}

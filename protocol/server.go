@@ -63,6 +63,10 @@ type Server struct {
 	// forwarder carries a follower's metadata changes to the leader (nil:
 	// none, single node); set before serving.
 	forwarder Forwarder
+	// clientMetrics holds the CLIENT_METRICS subscriptions and, when client
+	// telemetry is exported, the client instances (nil: none, KIP-714's
+	// APIs not advertised); set before serving (configs_client_metrics.go).
+	clientMetrics *clientMetrics
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional
