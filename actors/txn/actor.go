@@ -111,16 +111,20 @@ type txnActor struct {
 	t  *Txn // nil: the id has no state
 	// stop is the activation's (Coordinator.mu.stop): closed, persists
 	// give up, as the actor is being stopped.
-	stop   <-chan struct{}
+	stop <-chan struct{}
+	// epoch is the activation's coordinator epoch, in every marker.
+	epoch  int32
 	self   *actor.PID
 	logger *slog.Logger
 
 	// marking is the markers in flight for the preparing state.
 	marking struct {
-		gen     uint64
-		pending int
-		failed  []markerTarget
-		attempt int
+		gen uint64
+		set markerSet
+		// completing: every marker is written, and persisting the
+		// completed state failed; the retry completes again.
+		completing bool
+		attempt    int
 		// answered: the waiters were told the outcome (a marker
 		// failed; the durable decision stands and retries go on).
 		answered bool

@@ -28,6 +28,9 @@ type putCmd struct {
 // newPutCmd encodes t; it fails for a state that cannot be persisted, so
 // that nothing unwritable is proposed.
 func newPutCmd(t *Txn) (*putCmd, error) {
+	if t.ID == epochKey {
+		return nil, errors.New("empty transactional id")
+	}
 	if len(t.ID) > 1<<15 {
 		return nil, fmt.Errorf("transactional id of %d bytes", len(t.ID))
 	}
@@ -53,6 +56,9 @@ func decodePutCmd(payload []byte) (replication.Command, error) {
 	id, value, next, ok := readStoreFrame(frame, 0)
 	if !ok {
 		return nil, errors.New("torn or corrupt frame")
+	}
+	if id == epochKey {
+		return nil, errors.New("empty transactional id")
 	}
 	if next != int64(len(frame)) {
 		return nil, fmt.Errorf("%d bytes after the frame", int64(len(frame))-next)

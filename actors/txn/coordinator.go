@@ -91,9 +91,6 @@ type Options struct {
 	Fsync bool
 	// Repl orders the coordinator's writes; nil: a local replicator.
 	Repl replication.Replicator
-	// CoordinatorEpoch is written into markers (raft term in cluster
-	// mode); 0 in single-node mode.
-	CoordinatorEpoch int32
 	// Now is the clock (tests); nil: time.Now.
 	Now func() time.Time
 	// Standby opens the store and registers it with Repl, so that
@@ -186,6 +183,9 @@ type Coordinator struct {
 		stop   chan struct{}
 		active bool
 		closed bool
+		// epoch is the current activation's coordinator epoch, which
+		// its actors write into their markers.
+		epoch int32
 	}
 }
 
@@ -227,7 +227,10 @@ func NewCoordinator(o Options) (*Coordinator, error) {
 	}
 	c.life.Lock()
 	defer c.life.Unlock()
-	c.activateLocked(loaded, start)
+	if err := c.activateLocked(func() map[string]*Txn { return loaded }, start); err != nil {
+		opts.Repl.Unregister(replKey)
+		return nil, errors.Join(err, store.Close())
+	}
 	return c, nil
 }
 
@@ -236,8 +239,10 @@ func NewCoordinator(o Options) (*Coordinator, error) {
 // starts their actors, which rearm timeouts and expiries and complete
 // transactions found preparing (markers re-sent). Call it once the store
 // has applied every record committed before this node became the leader
-// (e.g. after a raft barrier). Activating an active coordinator does
-// nothing; a closed one is an error.
+// (e.g. after a raft barrier). It first raises the coordinator epoch
+// through the replicator (epoch.go) and fails, staying on standby, if that
+// write fails. Activating an active coordinator does nothing; a closed one
+// is an error.
 func (c *Coordinator) Activate() error {
 	c.life.Lock()
 	defer c.life.Unlock()
@@ -251,24 +256,52 @@ func (c *Coordinator) Activate() error {
 		return nil
 	}
 	start := time.Now()
-	c.activateLocked(c.store.Txns(), start)
-	return nil
+	return c.activateLocked(func() map[string]*Txn { return c.store.Txns() }, start)
 }
 
-// activateLocked spawns an actor for every id of loaded. Called with life
-// held on an inactive coordinator.
-func (c *Coordinator) activateLocked(loaded map[string]*Txn, start time.Time) {
+// activateLocked raises the coordinator epoch, then spawns an actor for
+// every id that load returns (read after the raise, which a new raft
+// leader applies after everything before it). Called with life held on an
+// inactive coordinator.
+func (c *Coordinator) activateLocked(load func() map[string]*Txn, start time.Time) error {
+	epoch, err := c.raiseEpoch()
+	if err != nil {
+		return err
+	}
+	loaded := load()
 	counts := map[State]int{}
 	c.mu.Lock()
 	c.mu.active = true
+	c.mu.epoch = epoch
 	c.mu.stop = make(chan struct{})
 	for id, t := range loaded {
 		counts[t.State]++
 		c.spawnLocked(id, t)
 	}
 	c.mu.Unlock()
-	c.logger.Info("recovered transactions", "ids", len(loaded), "ongoing", counts[StateOngoing],
+	c.logger.Info("recovered transactions", "coordinator_epoch", epoch, "ids", len(loaded), "ongoing", counts[StateOngoing],
 		"preparing", counts[StatePrepareCommit]+counts[StatePrepareAbort], "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// raiseEpoch proposes the epoch raise and waits for its outcome.
+func (c *Coordinator) raiseEpoch() (int32, error) {
+	epoch, err := replication.Await[int32](c.o.Repl, replKey, epochCmd{}, nil)
+	if err != nil {
+		return noEpoch, fmt.Errorf("raise the transaction coordinator epoch: %w", err)
+	}
+	return epoch, nil
+}
+
+// CoordinatorEpoch is the epoch the current activation writes into its
+// markers (-1: not active).
+func (c *Coordinator) CoordinatorEpoch() int32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.mu.active {
+		return noEpoch
+	}
+	return c.mu.epoch
 }
 
 // Deactivate stops serving and returns to standby: every actor and its
@@ -322,7 +355,7 @@ func (c *Coordinator) spawnLocked(id string, t *Txn) *actor.PID {
 	if t != nil {
 		c.mu.summaries[id] = summarize(t)
 	}
-	a := &txnActor{c: c, id: id, t: t, stop: c.mu.stop, logger: c.logger.With("transactional_id", id)}
+	a := &txnActor{c: c, id: id, t: t, stop: c.mu.stop, epoch: c.mu.epoch, logger: c.logger.With("transactional_id", id)}
 	pid := c.o.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	c.mu.actors[id] = pid
 	return pid
@@ -333,6 +366,12 @@ func (c *Coordinator) spawnLocked(id string, t *Txn) *actor.PID {
 // The send happens under the lock, so that retire's last message is
 // ordered after every request sent to the actor.
 func (c *Coordinator) dispatch(id string, m request) {
+	if id == epochKey {
+		// The protocol layer refuses it first, as Kafka does; the key
+		// is the coordinator epoch's in the log.
+		m.failWith(kerr.InvalidRequest)
+		return
+	}
 	c.mu.Lock()
 	if c.mu.closed || !c.mu.active {
 		c.mu.Unlock()

@@ -24,11 +24,22 @@ type fakePartition struct {
 	fail    int
 	hold    bool
 	held    []func(error)
+	// refuse answers the next writes with these errors, in order.
+	refuse []error
+	// coordEpochs is every marker write's coordinator epoch.
+	coordEpochs []int32
 }
 
-func (p *fakePartition) WriteTxnMarker(pid int64, epoch int16, commit bool, _ int32, reply func(error)) {
+func (p *fakePartition) WriteTxnMarker(pid int64, epoch int16, commit bool, coordEpoch int32, reply func(error)) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.coordEpochs = append(p.coordEpochs, coordEpoch)
+	if len(p.refuse) > 0 {
+		err := p.refuse[0]
+		p.refuse = p.refuse[1:]
+		go reply(err)
+		return
+	}
 	if p.hold {
 		p.held = append(p.held, reply)
 		return
@@ -83,10 +94,13 @@ type harness struct {
 	dir   string
 	sys   *actor.ActorSystem
 	parts map[TopicPartition]*fakePartition
-	sink  *fakeSink
-	c     *Coordinator
-	pids  int64
-	opts  func(*Options)
+	// partsMu guards parts against deletePart (the lookup runs on the
+	// actors' goroutines).
+	partsMu sync.Mutex
+	sink    *fakeSink
+	c       *Coordinator
+	pids    int64
+	opts    func(*Options)
 }
 
 func newHarness(t *testing.T, opts func(*Options)) *harness {
@@ -119,6 +133,8 @@ func (h *harness) open() {
 			return h.pids, nil
 		},
 		Partitions: func(topic string, p int32) TxnPartition {
+			h.partsMu.Lock()
+			defer h.partsMu.Unlock()
 			if fp := h.parts[TopicPartition{topic, p}]; fp != nil {
 				return fp
 			}

@@ -2,15 +2,13 @@ package txn
 
 // Writing the markers that end a transaction: a COMMIT or ABORT control
 // batch on every partition it touched and a commit or abort of its
-// groups' pending offsets. Writes go out in parallel; failures are retried
-// with backoff until they succeed (the decision is already durable), and
-// once all are done the transaction completes.
+// groups' pending offsets. Writes go out in parallel; what each answer
+// means is markerset.go's to say: retriable failures are sent again with
+// backoff (the decision is already durable), and the transaction completes
+// only once every partition has its marker.
 
 import (
-	"errors"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 const (
@@ -24,6 +22,8 @@ func (a *txnActor) startMarkers() {
 	a.marking.gen++
 	a.marking.attempt = 0
 	a.marking.answered = false
+	a.marking.set = markerSet{}
+	a.marking.completing = false
 	targets := make([]markerTarget, 0, len(m.Partitions)+len(m.Groups))
 	for _, tp := range m.Partitions {
 		targets = append(targets, markerTarget{tp: tp})
@@ -36,8 +36,7 @@ func (a *txnActor) startMarkers() {
 
 // send writes the markers to targets; each answers with a markerMsg.
 func (a *txnActor) send(m *Markers, targets []markerTarget) {
-	a.marking.pending = len(targets)
-	a.marking.failed = nil
+	a.marking.set.begin(len(targets))
 	if len(targets) == 0 {
 		a.markersDone()
 		return
@@ -57,39 +56,53 @@ func (a *txnActor) send(m *Markers, targets []markerTarget) {
 		}
 		p := a.c.o.Partitions(t.tp.Topic, t.tp.Partition)
 		if p == nil {
-			// The partition was deleted: there is nothing to end.
+			// The partition was deleted: there is nothing to end (Kafka
+			// drops a partition whose leader it cannot find).
+			a.logger.Info("partition gone; its marker is not needed", "target", t)
 			done(nil)
 			continue
 		}
-		p.WriteTxnMarker(m.ProducerID, m.ProducerEpoch, m.Commit, a.c.o.CoordinatorEpoch, done)
+		p.WriteTxnMarker(m.ProducerID, m.ProducerEpoch, m.Commit, a.epoch, done)
 	}
 }
 
-// markerDone counts one answer; the last one completes the transaction or
-// schedules the retry of those that failed.
+// markerDone takes one answer; the round's last one completes the
+// transaction, schedules the resend of the retriable ones, or halts.
 func (a *txnActor) markerDone(m *markerMsg) {
-	if m.err != nil {
-		if permanentMarkerError(m.err) {
-			a.logger.Warn("marker refused; giving up on it", "target", m.target, "err", m.err)
-		} else {
-			a.marking.failed = append(a.marking.failed, m.target)
-			a.logger.Warn("marker write failed; will retry", "target", m.target, "attempt", a.marking.attempt, "err", m.err)
-		}
+	verdict, step := a.marking.set.answer(m.target, m.err)
+	switch verdict {
+	case markerRetry:
+		a.logger.Warn("marker write failed; will retry", "target", m.target, "attempt", a.marking.attempt, "err", m.err)
+	case markerDropped:
+		a.logger.Info("partition takes no transactional data; its marker is not needed", "target", m.target, "err", m.err)
+	case markerFenced:
+		a.logger.Warn("marker refused: a newer coordinator or producer epoch wrote there; this coordinator stops sending and leaves the transaction pending",
+			"target", m.target, "coordinator_epoch", a.epoch, "producer_id", a.t.ProducerID, "epoch", a.t.ProducerEpoch, "err", m.err)
+	case markerBroken:
+		a.logger.Error("marker refused with an unexpected error; the transaction stays pending until the coordinator reloads",
+			"target", m.target, "coordinator_epoch", a.epoch, "producer_id", a.t.ProducerID, "epoch", a.t.ProducerEpoch, "err", m.err)
 	}
-	a.marking.pending--
-	if a.marking.pending > 0 {
+	switch step {
+	case stepWait:
 		return
-	}
-	if len(a.marking.failed) == 0 {
+	case stepComplete:
 		a.markersDone()
 		return
 	}
 	if !a.marking.answered {
 		// The outcome is decided and durable; the client need not wait
-		// for a partition that is slow to take its marker.
+		// for a partition that is slow to take its marker (Kafka answers
+		// EndTxn once the decision is written).
 		a.marking.answered = true
 		a.answerWaiters(Result{ProducerID: -1, ProducerEpoch: -1})
 	}
+	if step == stepHalt {
+		return
+	}
+	a.scheduleRetry()
+}
+
+func (a *txnActor) scheduleRetry() {
 	backoff := markerBackoffMin << min(a.marking.attempt, 6)
 	backoff = min(backoff, markerBackoffMax)
 	a.marking.attempt++
@@ -102,16 +115,17 @@ func (a *txnActor) resendFailed() {
 	if a.t == nil || !a.t.State.preparing() {
 		return
 	}
-	if len(a.marking.failed) == 0 {
+	if a.marking.completing {
 		// The markers were written but completing failed.
 		a.markersDone()
 		return
 	}
-	a.send(a.t.PendingMarkers(), a.marking.failed)
+	a.send(a.t.PendingMarkers(), a.marking.set.retry)
 }
 
 // markersDone persists the completed state and answers the EndTxn.
 func (a *txnActor) markersDone() {
+	a.marking.completing = false
 	st := MarkersWritten(a.t, a.nowMs())
 	if st.Next == nil {
 		return
@@ -120,19 +134,11 @@ func (a *txnActor) markersDone() {
 		// The markers are written; completing is retried (writing the
 		// markers again is harmless: a partition without the open
 		// transaction takes a marker as a no-op).
-		a.marking.failed = nil
+		a.marking.completing = true
 		gen, self, root := a.marking.gen, a.self, a.c.o.Root
-		a.marking.pending = 0
 		a.retry = time.AfterFunc(markerBackoffMax, func() { root.Send(self, &retryMarkersMsg{gen: gen}) })
 		a.answerWaiters(errResult(err))
 		return
 	}
 	a.answerWaiters(Result{ProducerID: st.ProducerID, ProducerEpoch: st.ProducerEpoch})
-}
-
-// permanentMarkerError: the partition will never take this marker (a
-// newer epoch or coordinator wrote there, or it is gone).
-func permanentMarkerError(err error) bool {
-	return errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.TransactionCoordinatorFenced) ||
-		errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.ProducerFenced)
 }

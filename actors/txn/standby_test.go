@@ -64,8 +64,10 @@ func (h *harness) heldMarkers(tp TopicPartition) int {
 func TestCoordinatorFailover(t *testing.T) {
 	r := clustertest.New(t, 2)
 	r.SetDelay(5 * time.Millisecond)
-	ha := newHarness(t, func(o *Options) { o.Repl = r.Node(0) })
+	// The standby opens first, as every node's stores are open before raft
+	// applies anything: it applies the leader's epoch raise too.
 	hb := newHarness(t, func(o *Options) { o.Repl, o.Standby = r.Node(1), true })
+	ha := newHarness(t, func(o *Options) { o.Repl = r.Node(0) })
 	checkNotCoordinator(t, hb.c)
 
 	// a: partitions and a group's offsets, then EndTxn commit with t0's
@@ -102,11 +104,19 @@ func TestCoordinatorFailover(t *testing.T) {
 	must(t, hb.c.Activate())
 	must(t, hb.c.Activate())
 	checkNotCoordinator(t, ha.c)
+	// The new coordinator's epoch is above the old one's (replicated:
+	// ha raised it to 0, hb's activation to 1), and its markers carry it.
+	if e := hb.c.CoordinatorEpoch(); e != 1 {
+		t.Fatalf("new coordinator's epoch %d, want 1", e)
+	}
 
 	testwait.For(t, "a completed on b", testwait.Default, func() bool { return hb.state("a") == StateCompleteCommit })
 	for _, tp := range []TopicPartition{t0, t1} {
 		if got := hb.parts[tp].got(); !slices.Contains(got, "commit 101/0") {
 			t.Fatalf("%v markers from the new coordinator: %v", tp, got)
+		}
+		if got := hb.parts[tp].epochs(); !slices.Contains(got, 1) || slices.Contains(got, 0) {
+			t.Fatalf("%v markers' coordinator epochs from the new coordinator: %v, want 1", tp, got)
 		}
 	}
 	if got := hb.sink.got(); !slices.Contains(got, "complete g 101 commit=true") {

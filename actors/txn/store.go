@@ -7,7 +7,8 @@ package txn
 //	length u32 (of what follows) | crc32c u32 (of the body) |
 //	body: idLen u16 | transactional id | record value (record.go)
 //
-// An empty value (Dead) forgets the id. Every state change is written
+// An empty value (Dead) forgets the id; the empty id holds the
+// coordinator epoch (epoch.go). Every state change is written
 // with one write(2) before it is answered (fsynced too when the store is
 // opened with fsync), so a kill -9 loses nothing answered. Opening keeps
 // the last frame of every id and truncates a cut tail; recordlog compacts
@@ -17,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/recordlog"
@@ -37,6 +39,11 @@ const (
 type Store struct {
 	log    *recordlog.Log
 	logger *slog.Logger
+
+	// epochMu orders epoch bumps (Apply) with readers; epoch is the
+	// coordinator epoch in the log (noEpoch: none yet).
+	epochMu sync.Mutex
+	epoch   int32
 }
 
 // OpenStore opens (creating) the log under dir and replays it, returning
@@ -59,7 +66,21 @@ func openStore(dir string, fsync bool, logger *slog.Logger, floor int64) (*Store
 	if err != nil {
 		return nil, nil, fmt.Errorf("open txn log: %w", err)
 	}
-	s := &Store{log: l, logger: logger}
+	s := &Store{log: l, logger: logger, epoch: noEpoch}
+	var bad error
+	s.log.Range(func(r recordlog.Record) bool {
+		if string(r.Key) != epochKey {
+			return true
+		}
+		s.epoch, bad = decodeEpoch(r.Value)
+		return false
+	})
+	if bad != nil {
+		// Serving below the epoch that markers already carried would
+		// have partitions refuse every marker as a stale coordinator's.
+		_ = l.Close()
+		return nil, nil, fmt.Errorf("open txn log: %w", bad)
+	}
 	return s, s.Txns(), nil
 }
 
@@ -70,6 +91,9 @@ func (s *Store) Txns() map[string]*Txn {
 	out := map[string]*Txn{}
 	s.log.Range(func(r recordlog.Record) bool {
 		id := string(r.Key)
+		if id == epochKey {
+			return true
+		}
 		t, err := decodeTxn(id, r.Value)
 		if err != nil {
 			// A frame with a good CRC that we cannot read: written by
@@ -129,15 +153,47 @@ func (s *Store) write(c *putCmd) error {
 // frame is written as it came, so every node's log holds the same bytes.
 // (Which raft index the store holds is the cluster's snapshot manifest's
 // to say: the whole state directory is restored to a snapshot's index.)
+//
+// An epochCmd raises the coordinator epoch by one and returns the new
+// epoch (an int32).
 func (s *Store) Apply(cmd replication.Command) any {
-	c, ok := cmd.(*putCmd)
-	if !ok {
+	switch c := cmd.(type) {
+	case *putCmd:
+		if err := s.write(c); err != nil {
+			return err
+		}
+		return nil
+	case epochCmd:
+		return s.raiseEpoch()
+	default:
 		return fmt.Errorf("txn store: unknown command %T", cmd)
 	}
-	if err := s.write(c); err != nil {
-		return err
+}
+
+// raiseEpoch writes the next coordinator epoch and returns it (int32), or
+// the write's error (the epoch is then unchanged in memory; the store
+// refuses further writes anyway).
+func (s *Store) raiseEpoch() any {
+	s.epochMu.Lock()
+	defer s.epochMu.Unlock()
+	next := s.epoch + 1
+	if next < 0 {
+		return fmt.Errorf("txn store: coordinator epoch %d cannot rise", s.epoch)
 	}
-	return nil
+	b := s.log.NewBatch()
+	b.Put([]byte(epochKey), encodeEpoch(next))
+	if err := s.log.Write(b); err != nil {
+		return fmt.Errorf("txn log: coordinator epoch: %w", err)
+	}
+	s.epoch = next
+	return next
+}
+
+// CoordinatorEpoch is the stored coordinator epoch (-1: never raised).
+func (s *Store) CoordinatorEpoch() int32 {
+	s.epochMu.Lock()
+	defer s.epochMu.Unlock()
+	return s.epoch
 }
 
 // Sync fsyncs the log (the broker's flush interval).
