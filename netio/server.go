@@ -458,7 +458,7 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			// read keep progressing while others hold the budget (the
 			// overshoot: one response per such connection).
 			owed := cs.inFlight.Load()
-			if owed >= int64(s.cfg.MaxInFlight) || cs.output.Available() <= 0 ||
+			if owed >= int64(s.cfg.MaxInFlight) || cs.output.Available() <= 0 || cs.muted(now) ||
 				(s.budgets.Response.Available() <= 0 && (owed > 0 || cs.output.Used() > 0)) {
 				// The drain poller or the write callback wakes us.
 				cs.paused.Store(true)

@@ -38,6 +38,7 @@ func (s *Server) produce(r *Request) {
 	req := r.Msg.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	resp.Topics = make([]kmsg.ProduceResponseTopic, len(req.Topics))
+	s.throttleProduce(r, req, resp)
 
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for i, rt := range req.Topics {

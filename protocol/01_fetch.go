@@ -57,6 +57,7 @@ func (s *Server) fetch(r *Request) {
 		// The connection counts the response's bytes from here on (the
 		// reply charges them before it returns), so the fetch's share is
 		// handed over, not freed early.
+		s.throttleFetch(r, resp, nil)
 		r.RespondSized(resp, fetchResponseSize(resp))
 		s.releaseFetch(out, held)
 	}()

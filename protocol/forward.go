@@ -100,6 +100,7 @@ var forwardedKeys = map[int16]bool{
 	33: true, // AlterConfigs
 	37: true, // CreatePartitions
 	44: true, // IncrementalAlterConfigs
+	49: true, // AlterClientQuotas
 	51: true, // AlterUserScramCredentials
 	57: true, // UpdateFeatures
 }

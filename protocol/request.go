@@ -58,6 +58,9 @@ type ConnInfo struct {
 	Listener *Listener
 	// Auth is the connection's SASL state (nil: not a SASL listener).
 	Auth *ConnAuth
+	// Mute is the connection's client-quota mute (quotas.go): set by
+	// handlers, read by netio before it reads the next request.
+	Mute Mute
 	// SoftwareName and SoftwareVersion are what the client sent in
 	// ApiVersions v3+ (KIP-511), written when ApiVersions is served and
 	// read by the connection's later requests (client telemetry's match).

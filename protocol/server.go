@@ -63,6 +63,9 @@ type Server struct {
 	// forwarder carries a follower's metadata changes to the leader (nil:
 	// none, single node); set before serving.
 	forwarder Forwarder
+	// quotas is the client quota store and enforcer (nil: none); set
+	// before serving (quotas.go).
+	quotas *quotaState
 	// clientMetrics holds the CLIENT_METRICS subscriptions and, when client
 	// telemetry is exported, the client instances (nil: none, KIP-714's
 	// APIs not advertised); set before serving (configs_client_metrics.go).
