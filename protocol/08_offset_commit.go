@@ -4,7 +4,8 @@ package protocol
 // without membership (generation -1, empty member id: admin clients,
 // Flink's source), which Kafka takes only while the group is empty or does
 // not exist, creating a "simple" group. Partitions of unknown topics get
-// UNKNOWN_TOPIC_OR_PARTITION here; the rest goes to the group's actor and
+// UNKNOWN_TOPIC_OR_PARTITION here (the internal topics are known: see
+// offset_topics.go); the rest goes to the group's actor and
 // is on disk when answered. v1's per-partition timestamp and v2-v4's
 // retention time are kept as Kafka keeps them (commit time, expiry).
 //
@@ -22,21 +23,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
-	"github.com/regent-broker/regent/actors/topics"
 )
 
 func init() { register(8, 0, 10, (*Server).offsetCommit) }
-
-// commitTopic resolves a commit's topic: by id from byIDFrom on (OffsetCommit
-// v10, TxnOffsetCommit v6), by name before. unknownID is true when an id
-// names no topic; t is nil then and for an unknown name.
-func (s *Server) commitTopic(version, byIDFrom int16, name string, id [16]byte) (t *topics.Topic, unknownID bool) {
-	if version < byIDFrom {
-		return s.topics.Get(name), false
-	}
-	t = s.topics.GetByID(id)
-	return t, t == nil
-}
 
 func (s *Server) offsetCommit(r *Request) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
@@ -55,9 +44,9 @@ func (s *Server) offsetCommit(r *Request) {
 		out := &resp.Topics[i]
 		*out = kmsg.NewOffsetCommitResponseTopic()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
-		t, unknownID := s.commitTopic(req.Version, 10, rt.Topic, rt.TopicID)
+		t, found, unknownID := s.commitTopic(req.Version, 10, rt.Topic, rt.TopicID)
 		name := rt.Topic
-		if t != nil {
+		if found {
 			name = t.Name
 		}
 		out.Partitions = make([]kmsg.OffsetCommitResponseTopicPartition, len(rt.Partitions))
@@ -77,7 +66,7 @@ func (s *Server) offsetCommit(r *Request) {
 			case !topicOK:
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
-			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+			case !found || !t.hasPartition(rp.Partition):
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}

@@ -44,8 +44,8 @@ func (s *Server) offsetFetch(r *Request) {
 			for _, rt := range rg.Topics {
 				name := rt.Topic
 				if req.Version >= 10 {
-					t := s.topics.GetByID(rt.TopicID)
-					if t == nil {
+					t, ok := s.offsetTopicByID(rt.TopicID)
+					if !ok {
 						resolved = append(resolved, false)
 						continue
 					}
@@ -76,7 +76,7 @@ func (s *Server) fetchTopicIDs(requested []kmsg.OffsetFetchRequestGroupTopic, re
 	var out []kmsg.OffsetFetchResponseGroupTopic
 	if requested == nil {
 		for _, gt := range g.Topics {
-			if t := s.topics.Get(gt.Topic); t != nil {
+			if t, ok := s.offsetTopicByName(gt.Topic); ok {
 				gt.TopicID = t.ID
 				out = append(out, gt)
 			}

@@ -49,9 +49,9 @@ func (s *Server) txnOffsetCommit(r *Request) {
 		out := &resp.Topics[i]
 		*out = kmsg.NewTxnOffsetCommitResponseTopic()
 		out.Topic, out.TopicID = rt.Topic, rt.TopicID
-		t, unknownID := s.commitTopic(req.Version, 6, rt.Topic, rt.TopicID)
+		t, found, unknownID := s.commitTopic(req.Version, 6, rt.Topic, rt.TopicID)
 		name := rt.Topic
-		if t != nil {
+		if found {
 			name = t.Name
 		}
 		out.Partitions = make([]kmsg.TxnOffsetCommitResponseTopicPartition, len(rt.Partitions))
@@ -71,7 +71,7 @@ func (s *Server) txnOffsetCommit(r *Request) {
 			case !topicOK:
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 				continue
-			case t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+			case !found || !t.hasPartition(rp.Partition):
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}

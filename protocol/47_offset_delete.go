@@ -30,7 +30,7 @@ func (s *Server) offsetDelete(r *Request) {
 	// group.
 	refused := make([][]int16, len(req.Topics))
 	for i, rt := range req.Topics {
-		t := s.topics.Get(rt.Topic)
+		t, found := s.offsetTopicByName(rt.Topic)
 		readable := s.authorized(r, acls.Read, acls.Topic, rt.Topic)
 		refused[i] = make([]int16, len(rt.Partitions))
 		ft := kmsg.OffsetDeleteRequestTopic{Topic: rt.Topic}
@@ -39,7 +39,7 @@ func (s *Server) offsetDelete(r *Request) {
 				refused[i][j] = kerr.TopicAuthorizationFailed.Code
 				continue
 			}
-			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+			if !found || !t.hasPartition(rp.Partition) {
 				refused[i][j] = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
