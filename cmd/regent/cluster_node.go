@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/clientmetrics"
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/quotas"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/actors/users"
@@ -75,7 +77,25 @@ type liveState struct {
 		acls   *acls.Store
 		// features is set apart (setFeatures), before set.
 		features *features.Store
+		// quotas is set apart (setQuotas), before set.
+		quotas *quotas.Store
+		// clientMetrics is set apart (setClientMetrics), before set.
+		clientMetrics *clientmetrics.Store
 	}
+}
+
+// setClientMetrics hands install the CLIENT_METRICS store.
+func (s *liveState) setClientMetrics(c *clientmetrics.Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.clientMetrics = c
+}
+
+// setQuotas hands install the client quota store.
+func (s *liveState) setQuotas(q *quotas.Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.quotas = q
 }
 
 // setFeatures hands install the finalized feature store.
@@ -111,7 +131,8 @@ func (s *liveState) install(restore func() error) error {
 	}
 	start := time.Now()
 	s.mu.acls.Close()
-	errs := []error{s.mu.features.Close(), s.mu.txns.Close(), s.mu.groups.Close(), s.mu.users.Close(), s.mu.reg.Close()}
+	s.mu.quotas.Close()
+	errs := []error{s.mu.clientMetrics.Close(), s.mu.features.Close(), s.mu.txns.Close(), s.mu.groups.Close(), s.mu.users.Close(), s.mu.reg.Close()}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close the state for the installed snapshot: %w", err)
 	}
@@ -132,6 +153,8 @@ func (s *liveState) install(restore func() error) error {
 		{"transactions", s.mu.txns.Reopen},
 		{"acls", s.mu.acls.Reopen},
 		{"finalized features", s.mu.features.Reopen},
+		{"client quotas", s.mu.quotas.Reopen},
+		{"client metrics subscriptions", s.mu.clientMetrics.Reopen},
 	} {
 		if err := step.reopen(); err != nil {
 			return fmt.Errorf("reopen %s on the installed snapshot: %w", step.what, err)

@@ -76,6 +76,10 @@ type Config struct {
 	OtelEndpoint    string  // collector host:port or URL
 	OtelSampleRatio float64 // 0..1, parent-based
 	MetricsListen   string  // host:port serving Prometheus /metrics; empty: off
+	// Client telemetry (KIP-714): where clients' pushed metrics go.
+	ClientTelemetryExporter string // "" (--otel-exporter's when OTLP), none, otlp-grpc, otlp-http
+	ClientTelemetryEndpoint string // "" : --otel-endpoint
+	TelemetryMaxBytes       int32  // Kafka's telemetry.max.bytes
 
 	// Cluster mode (raft), on when RaftListen is set.
 	NodeID      int32
@@ -133,23 +137,24 @@ func parsePeers(s string) ([]cluster.Peer, error) {
 // DefaultConfig returns the defaults.
 func DefaultConfig() Config {
 	return Config{
-		Listen:          "127.0.0.1:9092",
-		SASLMechanisms:  "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
-		TLSClientAuth:   "none",
-		DataDir:         "./data",
-		Fsync:           "interval",
-		FlushInterval:   time.Second,
-		RetentionCheck:  30 * time.Second,
-		LogLevel:        "info",
-		LogFormat:       "text",
-		MaxConnections:  10000,
-		IdleTimeout:     10 * time.Minute,
-		MaxMemory:       netio.DefaultMaxMemory,
-		TxnMaxTimeout:   defaultTxnMaxTimeout,
-		Authorizer:      "none",
-		OtelExporter:    "none",
-		OtelSampleRatio: 1,
-		NodeID:          1,
+		Listen:            "127.0.0.1:9092",
+		SASLMechanisms:    "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+		TLSClientAuth:     "none",
+		DataDir:           "./data",
+		Fsync:             "interval",
+		FlushInterval:     time.Second,
+		RetentionCheck:    30 * time.Second,
+		LogLevel:          "info",
+		LogFormat:         "text",
+		MaxConnections:    10000,
+		TelemetryMaxBytes: 1 << 20,
+		IdleTimeout:       10 * time.Minute,
+		MaxMemory:         netio.DefaultMaxMemory,
+		TxnMaxTimeout:     defaultTxnMaxTimeout,
+		Authorizer:        "none",
+		OtelExporter:      "none",
+		OtelSampleRatio:   1,
+		NodeID:            1,
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/clientmetrics"
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/partition"
@@ -217,8 +218,16 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open finalized features: %w", err)
 	}
 	defer featureStore.Close()
+	// CLIENT_METRICS subscriptions are replicated and kept whatever the
+	// client telemetry flags say, as ACLs are.
+	cmStore, err := clientmetrics.Open(clientmetrics.Options{DataDir: stateDir, Repl: repl, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open client metrics subscriptions: %w", err)
+	}
+	defer cmStore.Close()
 	if raftRepl != nil {
 		live.setFeatures(featureStore)
+		live.setClientMetrics(cmStore)
 		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
 	}
 	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
@@ -266,6 +275,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	srv.SetUsers(userStore)
 	srv.SetFeatures(featureStore)
+	stopClientTelemetry, err := serveClientMetrics(cfg, cmStore, srv, tel, logger)
+	if err != nil {
+		return err
+	}
+	defer stopClientTelemetry()
 	listeners, err := buildListeners(ctx, cfg, lspecs, advertised, userStore, tel, logger)
 	if err != nil {
 		return err
