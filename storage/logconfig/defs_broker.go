@@ -138,7 +138,7 @@ var brokerDefs = func() []Def {
 			"Default message.timestamp.type for topics."),
 		brokerDef("log.message.timestamp.before.max.ms", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, enf,
 			"Default message.timestamp.before.max.ms for topics."),
-		brokerDef("log.message.timestamp.after.max.ms", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, enf,
+		brokerDef("log.message.timestamp.after.max.ms", TypeLong, strconv.Itoa(MessageTimestampAfterMaxMsDefault), true, integralV(TypeLong, bnd(0), nil), dyn, enf,
 			"Default message.timestamp.after.max.ms for topics."),
 		brokerDef("log.local.retention.ms", TypeLong, "-2", true, integralV(TypeLong, bnd(-2), nil), dyn, off,
 			notEnforced+": tiered storage is not supported. Default local.retention.ms."),

@@ -10,6 +10,12 @@ const notEnforced = "Stored and reported; Regent does not enforce it yet"
 
 const maxLong = "9223372036854775807"
 
+// MessageTimestampAfterMaxMsDefault is message.timestamp.after.max.ms (and
+// log.message.timestamp.after.max.ms) when not set: one hour, Kafka 4's
+// default (KIP-1030; Long.MAX_VALUE before 4.0). A CreateTime batch
+// stamped more than an hour ahead of the broker clock is refused.
+const MessageTimestampAfterMaxMsDefault = 3600000
+
 // Kafka 4.x topic defaults that other code may want to refer to.
 const (
 	DefaultSegmentBytes    = 1 << 30
@@ -92,7 +98,7 @@ var topicDefs = func() []Def {
 		topicDef("max.message.bytes", TypeInt, strconv.Itoa(DefaultMaxMessageBytes), integralV(TypeInt, bnd(0), nil), true,
 			"Largest record batch the topic accepts, measured after compression.",
 			syn("message.max.bytes")),
-		topicDef("message.timestamp.after.max.ms", TypeLong, maxLong, integralV(TypeLong, bnd(0), nil), true,
+		topicDef("message.timestamp.after.max.ms", TypeLong, strconv.Itoa(MessageTimestampAfterMaxMsDefault), integralV(TypeLong, bnd(0), nil), true,
 			"With CreateTime, how far ahead of the broker clock a batch timestamp may be before the batch is refused.",
 			syn("log.message.timestamp.after.max.ms")),
 		topicDef("message.timestamp.before.max.ms", TypeLong, maxLong, integralV(TypeLong, bnd(0), nil), true,

@@ -24,7 +24,7 @@ func TestResolveDefaults(t *testing.T) {
 		MaxMessageBytes:             1048588,
 		MinInsyncReplicas:           1,
 		MessageTimestampBeforeMaxMs: math.MaxInt64,
-		MessageTimestampAfterMaxMs:  math.MaxInt64,
+		MessageTimestampAfterMaxMs:  3600000,
 		CompressionType:             "producer",
 		IndexIntervalBytes:          4096,
 		ProducerIDExpirationMs:      86400000,
