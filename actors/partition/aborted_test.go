@@ -8,8 +8,9 @@ import (
 
 // TestAbortedIndexMatchesScan: over random interleavings of transactions
 // (long ones spanning many short ones, commits and aborts, plain batches)
-// and log-start moves, the index answers every fetch range exactly as a
-// scan of the whole list would, and a snapshot-restored index (bounds
+// log-start moves and forgetting (compaction's ForgetAborted), the index
+// answers every fetch range exactly as a scan of the whole list would, a
+// view taken before a forget keeps its list, and a snapshot-restored index (bounds
 // recomputed) answers the same.
 func TestAbortedIndexMatchesScan(t *testing.T) {
 	seed := rand.Uint64()
@@ -47,7 +48,28 @@ func TestAbortedIndexMatchesScan(t *testing.T) {
 				sl.produce(batch(t, -1, -1, -1, 1, false), 1000)
 			default:
 				st := sl.st
-				if off := st.StartOffset() + int64(r.IntN(3)); off <= st.LastStable() && r.IntN(4) == 0 {
+				if ab := st.Aborted(); len(ab) > 0 && r.IntN(3) == 0 {
+					var drop []AbortedTxn
+					for _, a := range ab {
+						// Long rounds must keep hundreds listed.
+						if (!long && r.IntN(4) == 0) || r.IntN(2000) == 0 {
+							drop = append(drop, a)
+						}
+					}
+					v := st.View()
+					held := slices.Clone(v.aborted.txns)
+					if n := st.ForgetAborted(drop); n != len(drop) {
+						t.Fatalf("round %d: forgot %d of %d", round, n, len(drop))
+					}
+					if !slices.Equal(v.aborted.txns, held) {
+						t.Fatalf("round %d: forgetting changed a view's list", round)
+					}
+					for _, a := range drop {
+						if slices.Contains(st.Aborted(), a) {
+							t.Fatalf("round %d: %+v still listed", round, a)
+						}
+					}
+				} else if off := st.StartOffset() + int64(r.IntN(3)); off <= st.LastStable() && r.IntN(4) == 0 {
 					sl.deleteRecords(off)
 				}
 			}
