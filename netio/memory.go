@@ -60,13 +60,14 @@ const (
 	closeIdle                              // idle for IdleTimeout
 	closeAuth                              // SASL refused, or a request not allowed before authentication
 	closeTLSHandshake                      // TLS handshake failed or not done within FrameTimeout
+	closeSendFailed                        // a response cut short mid-file (sendfile or read failed)
 	numCloseReasons
 )
 
 var closeReasonNames = [numCloseReasons]string{
 	"max_connections", "request_size", "bad_request", "request_budget",
 	"inbound_flood", "frame_timeout", "write_stall", "idle", "auth",
-	"tls_handshake",
+	"tls_handshake", "send_failed",
 }
 
 // closeCounts counts connections closed by the server, by reason.

@@ -141,6 +141,7 @@ type Server struct {
 	obs     protocol.Observer // nil: requests are not observed
 	budgets *Budgets
 	closed  closeCounts
+	files   fileStats // file ranges' bytes, sent or copied (sendfile.go)
 	// evicting tracks connections closed for the request budget whose
 	// close has not run yet.
 	evicting evictions
@@ -236,6 +237,8 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	cs := s.newConn(c, c.RemoteAddr().String(), c.LocalAddr().String(), "")
+	// A plaintext socket: responses' file ranges go out with sendfile.
+	cs.info.SendsFiles = true
 	c.SetContext(cs)
 	return nil, gnet.None
 }
@@ -292,7 +295,8 @@ func (s *Server) closeConn(cs *connState) {
 	for seq, f := range cs.out.pending {
 		delete(cs.out.pending, seq)
 		dropped++
-		bytes += int64(len(f.frame))
+		bytes += f.size()
+		protocol.ReleaseParts(f.parts)
 		if f.trace != nil {
 			f.trace.Written(net.ErrClosed)
 		}
@@ -702,11 +706,23 @@ func (cs *connState) refreshOutbound(now time.Time) {
 	}
 }
 
-// outFrame is a finished response: its frame (nil: none, acks=0) and the
+// outFrame is a finished response: its frame (nil: none, acks=0), or its
+// parts (bytes and file ranges, held until written or dropped), and the
 // request's trace handle (nil: not observed).
 type outFrame struct {
 	frame []byte
+	parts []protocol.Part
 	trace protocol.RequestTrace
+}
+
+// size is the frame's size in bytes. File ranges count like bytes: they
+// are pending output until the socket takes them, and become heap bytes
+// in gnet's buffer when the socket does not take them at once.
+func (f outFrame) size() int64 {
+	if f.parts != nil {
+		return int64(protocol.PartsLen(f.parts))
+	}
+	return int64(len(f.frame))
 }
 
 // dispatch decodes a frame and hands it to the handler; false closes the
@@ -732,8 +748,25 @@ func (cs *connState) dispatch(frame []byte, held int64, read, framed time.Time) 
 	req.SetReply(func(resp []byte) {
 		// The decoded request aliases its frame until answered.
 		s.budgets.Request.Release(held)
-		cs.complete(seq, resp, tr)
+		cs.complete(seq, outFrame{frame: resp, trace: tr})
 	})
+	if cs.info.SendsFiles {
+		req.SetReplyParts(func(parts []protocol.Part) {
+			s.budgets.Request.Release(held)
+			if len(parts) == 0 || parts[0].File != nil {
+				// A frame opens with its length prefix; anything else
+				// is written as one buffer.
+				frame, err := protocol.FlattenParts(parts)
+				if err != nil {
+					s.log.Error("response parts unreadable", "err", err)
+					cs.close(closeSendFailed)
+				}
+				cs.complete(seq, outFrame{frame: frame, trace: tr})
+				return
+			}
+			cs.complete(seq, outFrame{parts: parts, trace: tr})
+		})
+	}
 	s.handler.Serve(req)
 	return true
 }
@@ -766,13 +799,15 @@ func (cs *connState) decode(frame []byte) (*protocol.Request, bool) {
 }
 
 // complete queues a finished response and writes every response that is
-// now next in sequence. Called from any goroutine. tr (nil: not observed)
-// is told when the response is written.
-func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace) {
-	size := int64(len(frame))
+// now next in sequence. Called from any goroutine. Its trace (nil: not
+// observed) is told when the response is written.
+func (cs *connState) complete(seq uint64, out outFrame) {
+	tr := out.trace
+	size := out.size()
 	cs.out.Lock()
 	defer cs.out.Unlock()
 	if cs.closed.Load() {
+		protocol.ReleaseParts(out.parts)
 		cs.done(1)
 		if tr != nil {
 			tr.Written(net.ErrClosed)
@@ -782,10 +817,13 @@ func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace
 	// Counted from now until the socket takes it (see refreshOutbound).
 	cs.output.Force(size)
 	cs.srv.budgets.Response.Force(size)
-	cs.out.pending[seq] = outFrame{frame: frame, trace: tr}
+	cs.out.pending[seq] = out
 	var batch [][]byte
+	// rest holds the parts from the first file range on (nil: none):
+	// batch is written first, then rest on the loop (sendfile.go).
+	var rest []protocol.Part
 	var traces []protocol.RequestTrace // only when some response is observed
-	var n int64
+	var n, count int64
 	for {
 		f, ok := cs.out.pending[cs.out.nextWrite]
 		if !ok {
@@ -793,9 +831,26 @@ func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace
 		}
 		delete(cs.out.pending, cs.out.nextWrite)
 		cs.out.nextWrite++
-		if f.frame != nil {
-			batch = append(batch, f.frame)
-			n += int64(len(f.frame))
+		if f.frame != nil || f.parts != nil {
+			n += f.size()
+			count++
+			switch {
+			case rest != nil && f.parts != nil:
+				rest = append(rest, f.parts...)
+			case rest != nil:
+				rest = append(rest, protocol.Part{Bytes: f.frame})
+			case f.parts != nil:
+				// Bytes up to the first range join the batch.
+				i := 0
+				for ; i < len(f.parts) && f.parts[i].File == nil; i++ {
+					batch = append(batch, f.parts[i].Bytes)
+				}
+				if i < len(f.parts) {
+					rest = append([]protocol.Part(nil), f.parts[i:]...)
+				}
+			default:
+				batch = append(batch, f.frame)
+			}
 			if f.trace != nil {
 				traces = append(traces, f.trace)
 			}
@@ -806,14 +861,17 @@ func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace
 			}
 		}
 	}
-	if len(batch) == 0 {
+	if n == 0 {
 		return
 	}
-	count := int64(len(batch))
 	// Writes are queued under out's lock, so gnet runs them in sequence.
-	err := cs.conn.AsyncWritev(batch, func(_ gnet.Conn, err error) error {
+	err := cs.conn.AsyncWritev(batch, func(c gnet.Conn, err error) error {
 		// On the event loop, after gnet wrote what the socket took and
 		// buffered the rest.
+		if err == nil && rest != nil {
+			err = cs.writeParts(c, rest)
+		}
+		protocol.ReleaseParts(rest)
 		if err != nil {
 			cs.releaseOutput(n)
 		} else {
@@ -836,6 +894,7 @@ func (cs *connState) complete(seq uint64, frame []byte, tr protocol.RequestTrace
 		return nil
 	})
 	if err != nil {
+		protocol.ReleaseParts(rest)
 		cs.releaseOutput(n)
 		cs.done(count)
 		written(traces, err)

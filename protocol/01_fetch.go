@@ -53,12 +53,18 @@ func (s *Server) fetch(r *Request) {
 		if r.Conn != nil {
 			out = r.Conn.Output
 		}
-		resp, held := s.doFetch(r, r.Msg.(*kmsg.FetchRequest), out, r.Tracer())
+		sendsFiles := r.Conn != nil && r.Conn.SendsFiles
+		resp, held, files := s.doFetch(r, r.Msg.(*kmsg.FetchRequest), out, r.Tracer(), sendsFiles)
 		// The connection counts the response's bytes from here on (the
 		// reply charges them before it returns), so the fetch's share is
 		// handed over, not freed early.
-		s.throttleFetch(r, resp, nil)
-		r.RespondSized(resp, fetchResponseSize(resp))
+		resp.SetVersion(r.Version)
+		s.throttleFetch(r, resp, files)
+		if parts, ok := s.fetchParts(r, resp, files); ok {
+			r.RespondParts(parts)
+		} else {
+			r.RespondSized(resp, fetchResponseSize(resp))
+		}
 		s.releaseFetch(out, held)
 	}()
 }
@@ -153,6 +159,34 @@ func cutAtOffset(b []byte, limit int64) []byte {
 	return b
 }
 
+// fetchParts encodes a response whose records are file ranges as parts;
+// false when it has none, or fields the parts encoder does not write (the
+// ranges are then read into the response, for kmsg to encode).
+func (s *Server) fetchParts(r *Request, resp *kmsg.FetchResponse, files [][]*storage.FileRange) ([]Part, bool) {
+	if files == nil {
+		return nil, false
+	}
+	if parts, ok := appendFetchFrame(r.CorrelationID, resp, files); ok {
+		return parts, true
+	}
+	for ti, ps := range files {
+		for pi, f := range ps {
+			if f == nil {
+				continue
+			}
+			p := &resp.Topics[ti].Partitions[pi]
+			b, err := f.AppendTo(nil)
+			f.Release()
+			if err != nil {
+				s.log.ErrorContext(r.Context(), "fetch read failed", "topic", resp.Topics[ti].Topic, "partition", p.Partition, "err", err)
+				p.ErrorCode, p.AbortedTransactions, b = kerr.KafkaStorageError.Code, nil, []byte{}
+			}
+			p.RecordBatches = b
+		}
+	}
+	return nil, false
+}
+
 // fetchResponseSize over-estimates the encoded size of a fetch response.
 func fetchResponseSize(resp *kmsg.FetchResponse) int {
 	n := 64
@@ -168,13 +202,19 @@ func fetchResponseSize(resp *kmsg.FetchResponse) int {
 // doFetch serves one fetch; tr (nil: untraced) is told of every read and
 // of the long-poll wait. It returns the response and the bytes it holds of
 // the fetch and out budgets (see reserveFetch), for the caller to release
-// once the response is handed over.
-func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr RequestTrace) (resp *kmsg.FetchResponse, held int) {
+// once the response is handed over. With useFiles, records are read as
+// file ranges: files[t][p] (nil: none) are the records of
+// resp.Topics[t].Partitions[p], for the caller to send or release; files
+// is nil when no partition has any.
+func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr RequestTrace, useFiles bool) (resp *kmsg.FetchResponse, held int, files [][]*storage.FileRange) {
 	resp = req.ResponseKind().(*kmsg.FetchResponse)
+	var passFiles []*storage.FileRange // the last pass's ranges, by item
 	defer func() {
-		// A panic (answered by fetch's recover) must not keep budget.
+		// A panic (answered by fetch's recover) must not keep budget
+		// or descriptors.
 		if p := recover(); p != nil {
 			s.releaseFetch(out, held)
+			releaseRanges(passFiles)
 			panic(p)
 		}
 	}()
@@ -198,7 +238,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			sess, kerrv = s.sessions.get(req.SessionID, req.SessionEpoch)
 			if kerrv != nil {
 				resp.ErrorCode = kerrv.Code
-				return resp, 0
+				return resp, 0, nil
 			}
 			incremental = true
 		}
@@ -221,7 +261,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 		defer sess.mu.Unlock()
 		if incremental && req.SessionEpoch != sess.epoch {
 			resp.ErrorCode = kerr.InvalidFetchSessionEpoch.Code
-			return resp, 0
+			return resp, 0, nil
 		}
 		sess.lastUsed = time.Now()
 		for _, rt := range req.Topics {
@@ -301,7 +341,8 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 		if starved {
 			grant = -1 // read nothing: offsets and errors only
 		}
-		results, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, tr)
+		releaseRanges(passFiles) // an earlier pass's, not answered
+		results, passFiles, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, useFiles, tr)
 		held = s.settleFetch(out, held, total)
 		if (total >= int(req.MinBytes) && !starved) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
 			break
@@ -341,10 +382,15 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 
 	// Assemble, dropping unchanged partitions from incremental answers.
 	var lastTopic *kmsg.FetchResponseTopic
+	anyFile := false
 	for i, it := range items {
 		res := results[i]
+		var f *storage.FileRange
+		if passFiles != nil {
+			f = passFiles[i]
+		}
 		if sp := it.cached; sp != nil {
-			changed := len(res.RecordBatches) > 0 || res.ErrorCode != 0 || res.HighWatermark != sp.lastHW || res.LastStableOffset != sp.lastLSO || res.LogStartOffset != sp.lastLogStart
+			changed := len(res.RecordBatches) > 0 || f != nil || res.ErrorCode != 0 || res.HighWatermark != sp.lastHW || res.LastStableOffset != sp.lastLSO || res.LogStartOffset != sp.lastLogStart
 			sp.lastHW, sp.lastLSO, sp.lastLogStart = res.HighWatermark, res.LastStableOffset, res.LogStartOffset
 			if incremental && !changed {
 				continue
@@ -355,8 +401,15 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			rt.Topic, rt.TopicID = it.key.topic, it.topicID
 			resp.Topics = append(resp.Topics, rt)
 			lastTopic = &resp.Topics[len(resp.Topics)-1]
+			files = append(files, nil)
 		}
 		lastTopic.Partitions = append(lastTopic.Partitions, res)
+		files[len(files)-1] = append(files[len(files)-1], f)
+		anyFile = anyFile || f != nil
+	}
+	passFiles = nil // handed over in files
+	if !anyFile {
+		files = nil
 	}
 	if incremental {
 		// A new session expects epoch 1 next; each incremental fetch
@@ -366,16 +419,22 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			sess.epoch = 1
 		}
 	}
-	return resp, held
+	return resp, held, files
+}
+
+// releaseRanges releases a pass's file ranges (nil entries: none).
+func releaseRanges(rs []*storage.FileRange) {
+	for _, r := range rs {
+		r.Release()
+	}
 }
 
 // fetchPass reads every item once within the byte budget (0: one batch,
 // negative: no reads, offsets only); tr (nil: untraced) is told of each
-// read.
-func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bool, tr RequestTrace) ([]kmsg.FetchResponseTopicPartition, int, bool) {
-	out := make([]kmsg.FetchResponseTopicPartition, len(items))
-	total := 0
-	anyErr := false
+// read. With useFiles the records are file ranges (files, by item; nil
+// when none was read), else bytes in RecordBatches.
+func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, useFiles bool, tr RequestTrace) (out []kmsg.FetchResponseTopicPartition, files []*storage.FileRange, total int, anyErr bool) {
+	out = make([]kmsg.FetchResponseTopicPartition, len(items))
 	for i, it := range items {
 		rp := kmsg.NewFetchResponseTopicPartition()
 		rp.Partition = it.key.partition
@@ -445,9 +504,20 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 			if tr != nil {
 				readStart = time.Now()
 			}
-			b, err := p.Read(it.offset, limit, total > 0)
+			var b []byte
+			var fr *storage.FileRange
+			var err error
+			if useFiles {
+				fr, err = p.Log().ReadRange(it.offset, limit, total > 0)
+			} else {
+				b, err = p.Read(it.offset, limit, total > 0)
+			}
 			if tr != nil {
-				tr.Read(it.key.topic, it.key.partition, it.offset, len(b), readStart, err)
+				n := len(b)
+				if fr != nil {
+					n = fr.Len()
+				}
+				tr.Read(it.key.topic, it.key.partition, it.offset, n, readStart, err)
 			}
 			switch {
 			case errors.Is(err, storage.ErrOffsetOutOfRange):
@@ -457,6 +527,22 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 				rp.ErrorCode = kerr.KafkaStorageError.Code
 				anyErr = true
 				s.log.ErrorContext(ctxOf(tr), "fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
+			case fr != nil:
+				// As for bytes below: nothing past the high watermark,
+				// nor past the last stable offset when read_committed.
+				end := fr.CutBefore(limitOffset)
+				if end < 0 {
+					fr.Release()
+					break
+				}
+				if readCommitted {
+					rp.AbortedTransactions = abortedIn(view, it.offset, end)
+				}
+				if files == nil {
+					files = make([]*storage.FileRange, len(items))
+				}
+				files[i] = fr
+				total += fr.Len()
 			case len(b) > 0:
 				// The log may already hold appends the published view
 				// does not cover yet (single node: the log is written
@@ -469,11 +555,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 					var end int64
 					b, end = trimToOffset(b, limitOffset)
 					if len(b) > 0 {
-						for _, a := range view.AbortedIn(it.offset, end) {
-							at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
-							at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
-							rp.AbortedTransactions = append(rp.AbortedTransactions, at)
-						}
+						rp.AbortedTransactions = abortedIn(view, it.offset, end)
 					}
 				}
 				rp.RecordBatches = b
@@ -482,5 +564,17 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted bo
 		}
 		out[i] = rp
 	}
-	return out, total, anyErr
+	return out, files, total, anyErr
+}
+
+// abortedIn lists the aborted transactions of [from, end) in view, as the
+// response carries them (nil: none).
+func abortedIn(view *partition.ReadView, from, end int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	var out []kmsg.FetchResponseTopicPartitionAbortedTransaction
+	for _, a := range view.AbortedIn(from, end) {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+		out = append(out, at)
+	}
+	return out
 }
