@@ -39,6 +39,10 @@ type Listener struct {
 	// FindCoordinator give for this node to clients of this listener
 	// (zero: the node's default).
 	Advertised BrokerAddr
+	// Peer gives another node's address on the listener of this name, as
+	// that node advertises it (nil, or ok false: the node's default
+	// address). Safe from any goroutine.
+	Peer func(id int32) (addr BrokerAddr, ok bool)
 	// SASL is how connections authenticate; set when Security.SASL().
 	SASL *SASLConfig
 }
@@ -301,37 +305,57 @@ func (c *ConnInfo) listenerName() string {
 // DescribeCluster, FindCoordinator), so that a client sees the address of
 // the listener it connected to, as Kafka answers per listener. It runs as
 // the response is encoded, so the handlers stay listener-blind. Other
-// nodes keep the address they registered (their first listener's): a
-// cluster with several listeners per node advertises only its first
-// listener's addresses for the other nodes.
+// nodes get their address on the listener of the same name when
+// Listener.Peer knows it (a cluster node learns its peers' listeners from
+// their admin endpoints), else the address they registered (their first
+// listener's).
 func (r *Request) advertiseListener(resp kmsg.Response) {
 	if r.Conn == nil || r.Conn.Listener == nil {
 		return
 	}
-	a := r.Conn.Listener.Advertised
+	l := r.Conn.Listener
+	a := l.Advertised
 	if a.Host == "" || a.Port <= 0 {
 		return
+	}
+	addr := func(id int32) (BrokerAddr, bool) {
+		if id == a.ID {
+			return a, true
+		}
+		if l.Peer == nil {
+			return BrokerAddr{}, false
+		}
+		p, ok := l.Peer(id)
+		return p, ok && p.Host != "" && p.Port > 0
 	}
 	switch resp := resp.(type) {
 	case *kmsg.MetadataResponse:
 		for i := range resp.Brokers {
-			if b := &resp.Brokers[i]; b.NodeID == a.ID {
-				b.Host, b.Port = a.Host, a.Port
+			b := &resp.Brokers[i]
+			if to, ok := addr(b.NodeID); ok {
+				b.Host, b.Port = to.Host, to.Port
 			}
 		}
 	case *kmsg.DescribeClusterResponse:
 		for i := range resp.Brokers {
-			if b := &resp.Brokers[i]; b.NodeID == a.ID {
-				b.Host, b.Port = a.Host, a.Port
+			b := &resp.Brokers[i]
+			if to, ok := addr(b.NodeID); ok {
+				b.Host, b.Port = to.Host, to.Port
 			}
 		}
 	case *kmsg.FindCoordinatorResponse:
-		if resp.NodeID == a.ID && resp.ErrorCode == 0 {
-			resp.Host, resp.Port = a.Host, a.Port
+		if resp.ErrorCode == 0 {
+			if to, ok := addr(resp.NodeID); ok {
+				resp.Host, resp.Port = to.Host, to.Port
+			}
 		}
 		for i := range resp.Coordinators {
-			if c := &resp.Coordinators[i]; c.NodeID == a.ID && c.ErrorCode == 0 {
-				c.Host, c.Port = a.Host, a.Port
+			c := &resp.Coordinators[i]
+			if c.ErrorCode != 0 {
+				continue
+			}
+			if to, ok := addr(c.NodeID); ok {
+				c.Host, c.Port = to.Host, to.Port
 			}
 		}
 	}

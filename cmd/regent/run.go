@@ -237,6 +237,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	pcfg.FetchBudget, pcfg.ResponseBudget = budgets.Fetch, budgets.Response
 	setMemoryLimit(cfg.MaxMemory, logger)
 	var admin *adminServer
+	var peerLs *peerListeners // the other nodes' listeners (cluster mode)
 	if raftRepl != nil {
 		peers, _ := parsePeers(cfg.Peers)
 		self := cluster.Peer{ID: cfg.NodeID, Kafka: adv, Raft: cfg.RaftListen, Admin: cfg.AdminListen}
@@ -244,6 +245,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		stopProbe := make(chan struct{})
 		defer close(stopProbe)
 		go view.probe(stopProbe)
+		peerLs = newPeerListeners(view, clusterCerts)
+		go peerLs.run(stopProbe)
 		pcfg.Cluster = view
 		raftRepl.OnLeadership(func(leader bool) {
 			if !leader {
@@ -260,6 +263,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			}
 			defer admin.close()
 			admin.serveACLs(aclStore)
+			admin.serveListeners(advertised)
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
@@ -283,6 +287,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	listeners, err := buildListeners(ctx, cfg, lspecs, advertised, userStore, tel, logger)
 	if err != nil {
 		return err
+	}
+	if peerLs != nil {
+		for _, l := range listeners {
+			l.Peer = peerLs.lookup(l.Name)
+		}
 	}
 	if raftRepl != nil {
 		nodePIDs, err := protocol.OpenNodeProducerIDs(cfg.DataDir, cfg.NodeID)
