@@ -16,8 +16,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/regent-broker/regent/interop/brokertest"
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // kgoSkip names the kgo integration tests not run: share groups (KIP-932,
@@ -93,14 +95,62 @@ func kgoSCRAMEnv(t *testing.T, plainAddr, saslAddr string) []string {
 }
 
 // TestKgoConformanceSuiteCluster runs the same suite against a 3-node
-// raft cluster, with every topic replicated to the three voters.
+// raft cluster, with every topic replicated to the three voters. Every
+// node has a SASL_PLAINTEXT listener too, so the SCRAM tests log in as a
+// user created through one node and replicated to all, and the OAuth test
+// runs there as well.
 func TestKgoConformanceSuiteCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("kgo suite: not in -short")
 	}
-	c := brokertest.StartCluster(t, 3, "--broker-config", "group.initial.rebalance.delay.ms=0")
+	c := brokertest.StartClusterListeners(t, 3, []string{"SASL_PLAINTEXT"}, "--broker-config", "group.initial.rebalance.delay.ms=0",
+		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-unsecured")
 	c.WaitLeader(t, time.Minute)
-	runKgoSuite(t, "a 3-node Regent cluster", strings.Join(c.Seeds(), ","), 3, "")
+	runKgoSuite(t, "a 3-node Regent cluster", strings.Join(c.Seeds(), ","), 3, "",
+		kgoClusterSASLEnv(t, c)...)
+}
+
+// TestKgoSuiteSASLCluster is TestKgoSuiteSASL against a 3-node cluster:
+// the SCRAM user is created through the first node and the suite logs in
+// on every node's SASL_PLAINTEXT listener.
+func TestKgoSuiteSASLCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("cluster: not in -short")
+	}
+	c := brokertest.StartClusterListeners(t, 3, []string{"SASL_PLAINTEXT"},
+		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-unsecured")
+	c.WaitLeader(t, time.Minute)
+	passed := runKgoSuite(t, "a 3-node cluster's SASL_PLAINTEXT listeners", strings.Join(c.Seeds(), ","), 3, "SCRAM|OAuth",
+		kgoClusterSASLEnv(t, c)...)
+	for _, name := range []string{"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"} {
+		if !passed[name] {
+			t.Errorf("kgo %s did not pass (skipped or not run)", name)
+		}
+	}
+}
+
+// kgoClusterSASLEnv creates the SCRAM user through the first node and
+// waits until every node's SASL_PLAINTEXT listener takes its login (the
+// user reaches the followers through the raft log), then returns the
+// suite's SASL variables naming every node's SASL_PLAINTEXT listener.
+func kgoClusterSASLEnv(t *testing.T, c *brokertest.Cluster) []string {
+	t.Helper()
+	seeds := c.ListenerSeeds("SASL_PLAINTEXT")
+	env := kgoSCRAMEnv(t, c.Seeds()[0], strings.Join(seeds, ","))
+	for _, addr := range seeds {
+		testwait.For(t, "the kgo SCRAM user logs in at "+addr, 30*time.Second, func() bool {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(addr),
+				kgo.SASL(scram.Auth{User: "kgo", Pass: "kgo-pass"}.AsSha512Mechanism()))
+			if err != nil {
+				return false
+			}
+			defer cl.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return cl.Ping(ctx) == nil
+		})
+	}
+	return append(env, "KGO_TEST_OAUTH_SEEDS="+strings.Join(seeds, ","))
 }
 
 // runKgoSuite runs franz-go's kgo integration tests against seeds (only
