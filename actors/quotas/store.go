@@ -219,14 +219,13 @@ func (s *Store) Apply(cmd replication.Command) any {
 }
 
 // Close stops applying changes.
-func (s *Store) Close() error {
+func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.mu.closed {
 		s.mu.closed = true
 		s.repl.Unregister(replKey)
 	}
-	return nil
 }
 
 // Reopen reloads a closed store from its file and registers it again: a

@@ -26,6 +26,7 @@ import (
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/partition"
+	"github.com/regent-broker/regent/actors/quotas"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/actors/users"
@@ -218,6 +219,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open finalized features: %w", err)
 	}
 	defer featureStore.Close()
+	// Client quotas: replicated and kept on every node, as ACLs are.
+	quotaStore, err := quotas.Open(quotas.Options{DataDir: stateDir, Repl: repl, Logger: logger})
+	if err != nil {
+		return fmt.Errorf("open client quotas: %w", err)
+	}
+	defer quotaStore.Close()
 	// CLIENT_METRICS subscriptions are replicated and kept whatever the
 	// client telemetry flags say, as ACLs are.
 	cmStore, err := clientmetrics.Open(clientmetrics.Options{DataDir: stateDir, Repl: repl, Logger: logger})
@@ -227,6 +234,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer cmStore.Close()
 	if raftRepl != nil {
 		live.setFeatures(featureStore)
+		live.setQuotas(quotaStore)
 		live.setClientMetrics(cmStore)
 		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
 	}
@@ -279,6 +287,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	srv.SetUsers(userStore)
 	srv.SetFeatures(featureStore)
+	srv.SetQuotas(quotaStore, quotas.NewEnforcer(quotas.EnforcerConfig{}, quotaStore.Snapshot))
 	stopClientTelemetry, err := serveClientMetrics(cfg, cmStore, srv, tel, logger)
 	if err != nil {
 		return err
