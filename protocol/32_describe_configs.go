@@ -2,7 +2,8 @@ package protocol
 
 // DescribeConfigs: versions 0-4 (v1+ sources and synonyms, v3+ types and
 // documentation). Resources: topics (2; the internal ones too, with the
-// overrides Kafka creates them with) and brokers (4). Broker loggers (8)
+// overrides Kafka creates them with), brokers (4) and groups (32,
+// configs_group.go). Broker loggers (8)
 // are refused: Regent's log level is set at start, not per logger.
 
 import (
@@ -54,6 +55,10 @@ func (s *Server) describeConfigs(r *Request) {
 			entries = logconfig.DescribeBroker(s.topics.Broker())
 		case kmsg.ConfigResourceTypeClientMetrics:
 			s.describeClientMetrics(r, req, rr, &or)
+			resp.Resources = append(resp.Resources, or)
+			continue
+		case kmsg.ConfigResourceTypeGroupConfig:
+			s.describeGroupConfigs(r, req, rr, &or)
 			resp.Resources = append(resp.Resources, or)
 			continue
 		default:

@@ -1,7 +1,8 @@
 package protocol
 
 // IncrementalAlterConfigs: versions 0-1. SET, DELETE, APPEND and SUBTRACT
-// (the last two on list-typed keys), on topics and brokers. A cluster
+// (the last two on list-typed keys), on topics, brokers and groups
+// (configs_group.go). A cluster
 // follower forwards the request to the leader (forward.go).
 
 import (
@@ -63,6 +64,8 @@ func (s *Server) incrementalAlterConfigs(r *Request) {
 				}
 			case rr.ResourceType == kmsg.ConfigResourceTypeClientMetrics:
 				err = s.alterClientMetrics(r, rr.ResourceName, rr.Configs, req.ValidateOnly)
+			case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+				err = s.alterGroupConfigs(r, rr.ResourceName, rr.Configs, req.ValidateOnly)
 			default:
 				err = &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("resource type %d is not supported by Regent", rr.ResourceType)}
 			}

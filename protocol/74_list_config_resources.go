@@ -10,10 +10,10 @@ package protocol
 //
 // The answer lists the config resources Regent has: every topic (the
 // internal ones included, as DescribeConfigs describes them) and every
-// broker, and the client-metrics subscriptions (configs_client_metrics.go).
-// It has no broker-logger resources (DescribeConfigs refuses them: the log
-// level is set at start) and no group configs (AlterConfigs refuses them),
-// so those types list nothing.
+// broker, the client-metrics subscriptions (configs_client_metrics.go) and
+// the groups with config overrides (configs_group.go). It has no
+// broker-logger resources (DescribeConfigs refuses them: the log level is
+// set at start), so that type lists nothing.
 
 import (
 	"slices"
@@ -89,6 +89,10 @@ func (s *Server) listConfigResources(r *Request) {
 			}
 		case kmsg.ConfigResourceTypeClientMetrics:
 			for _, n := range s.clientMetricsNames() {
+				add(t, n)
+			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			for _, n := range s.groupConfigNames() {
 				add(t, n)
 			}
 		}

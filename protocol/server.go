@@ -16,6 +16,7 @@ import (
 	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/groupconfig"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/actors/users"
@@ -70,6 +71,9 @@ type Server struct {
 	// telemetry is exported, the client instances (nil: none, KIP-714's
 	// APIs not advertised); set before serving (configs_client_metrics.go).
 	clientMetrics *clientMetrics
+	// groupConfigs holds the GROUP config resources (nil: refused); set
+	// before serving (configs_group.go).
+	groupConfigs *groupconfig.Store
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional

@@ -160,9 +160,19 @@ func Lookup(name string) (Def, bool) {
 	return Def{}, false
 }
 
+// Error is a refusal: Kafka's error code and message. Error() is the
+// message alone, so that it can be sent as the response's message.
+type Error struct {
+	Code *kerr.Error
+	Msg  string
+}
+
+func (e *Error) Error() string { return e.Msg }
+func (e *Error) Unwrap() error { return e.Code }
+
 // invalid is an INVALID_CONFIG refusal with Kafka's message.
 func invalid(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{kerr.InvalidConfig}, args...)...)
+	return &Error{Code: kerr.InvalidConfig, Msg: fmt.Sprintf(format, args...)}
 }
 
 // parse checks raw against d's type, own bound and choices (not the

@@ -239,7 +239,7 @@ func (s *Store) Groups() []string {
 // broker's config) and returns them normalized.
 func (s *Store) Check(group string, next map[string]string) (map[string]string, error) {
 	if group == "" {
-		return nil, fmt.Errorf("%w: Group name must not be empty", kerr.InvalidRequest)
+		return nil, &Error{Code: kerr.InvalidRequest, Msg: "Group name must not be empty"}
 	}
 	return Check(next, s.broker())
 }
@@ -354,7 +354,7 @@ func Incremental(cur map[string]string, ops []Op) (map[string]string, error) {
 	seen := map[string]bool{}
 	for _, op := range ops {
 		if seen[op.Key] {
-			return nil, fmt.Errorf("%w: Error due to duplicate config keys", kerr.InvalidRequest)
+			return nil, &Error{Code: kerr.InvalidRequest, Msg: "Error due to duplicate config keys"}
 		}
 		seen[op.Key] = true
 		if _, ok := Lookup(op.Key); !ok {
@@ -371,7 +371,7 @@ func Incremental(cur map[string]string, ops []Op) (map[string]string, error) {
 		case 2, 3:
 			return nil, invalid("Config value append is not allowed for config key: %s", op.Key)
 		default:
-			return nil, fmt.Errorf("%w: unknown config operation %d for %s", kerr.InvalidRequest, op.Op, op.Key)
+			return nil, &Error{Code: kerr.InvalidRequest, Msg: fmt.Sprintf("unknown config operation %d for %s", op.Op, op.Key)}
 		}
 	}
 	return next, nil
