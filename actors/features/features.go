@@ -34,6 +34,9 @@ type Feature struct {
 	Name     string
 	Min, Max int16
 	Default  int16
+	// Legacy is the level of a data directory that ran before Regent
+	// finalized features (see Legacy).
+	Legacy int16
 }
 
 // Supported is the table, sorted by name. Kafka 4.3's defaults for a new
@@ -50,10 +53,10 @@ type Feature struct {
 //   - group.version: only 1; the consumer group protocol (KIP-848) is
 //     always served.
 var Supported = []Feature{
-	{Name: GroupVersion, Min: 1, Max: 1, Default: 1},
-	{Name: KRaftVersion, Min: 1, Max: 1, Default: 1},
-	{Name: MetadataVersion, Min: 30, Max: 30, Default: 30},
-	{Name: TransactionVersion, Min: 0, Max: 2, Default: 2},
+	{Name: GroupVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
+	{Name: KRaftVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
+	{Name: MetadataVersion, Min: 30, Max: 30, Default: 30, Legacy: 30},
+	{Name: TransactionVersion, Min: 0, Max: 2, Default: 2, Legacy: 0},
 }
 
 // Lookup finds a supported feature by name.
@@ -81,6 +84,24 @@ func Defaults() Finalized {
 	for _, s := range Supported {
 		if s.Default > 0 {
 			f.Levels[s.Name] = s.Default
+		}
+	}
+	return f
+}
+
+// Legacy is what a data directory that ran before meta/features.json
+// existed starts with (epoch 0): the levels that match what it served.
+// It advertised no finalized features, so clients saw transaction.version
+// 0 and ran transactions as before KIP-890 part 2; Kafka keeps an upgraded
+// cluster's finalized levels until an operator raises them
+// (kafka-features.sh upgrade), and so does Regent: transaction.version
+// stays 0 until then. The other features have one supported level, the
+// one that directory already ran at (what they gate was served).
+func Legacy() Finalized {
+	f := Finalized{Levels: map[string]int16{}}
+	for _, s := range Supported {
+		if s.Legacy > 0 {
+			f.Levels[s.Name] = s.Legacy
 		}
 	}
 	return f

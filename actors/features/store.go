@@ -84,8 +84,10 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Open loads the finalized levels (a new cluster's defaults when the file
-// does not exist) and registers the store with the replicator.
+// Open loads the finalized levels and registers the store with the
+// replicator. Without the file it decides the first levels (initialLevels)
+// and writes them at once, so a directory's start levels are decided once
+// and travel in the state directory's snapshots like every later change.
 func Open(o Options) (*Store, error) {
 	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), repl: o.Repl, log: o.Logger, nodeID: o.NodeID}
 	if s.repl == nil {
@@ -94,7 +96,7 @@ func Open(o Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	f, err := load(s.path)
+	f, err := s.loadOrInit()
 	if err != nil {
 		return nil, err
 	}
@@ -103,22 +105,63 @@ func Open(o Options) (*Store, error) {
 	return s, nil
 }
 
-func load(path string) (Finalized, error) {
+// legacyMarkers are state files that only a directory that served before
+// holds (the topic registry, written once a topic is created; the producer
+// id reservation, once an id was handed out); none is written by opening a
+// store. A directory with one and no features.json ran a Regent that
+// predates finalized features.
+var legacyMarkers = []string{"topics.json", "producer-ids"}
+
+// initialLevels is what a state directory without features.json starts
+// at: a new directory at Kafka 4.3's levels for a new cluster (Defaults),
+// one that ran before features.json existed at the levels matching what
+// it served (Legacy). Every node of a cluster holds the same replicated
+// topic registry, so they decide alike; a node that joins gets the
+// leader's file in its first snapshot.
+func initialLevels(dataDir string) (f Finalized, legacy bool) {
+	for _, name := range legacyMarkers {
+		if _, err := os.Stat(filepath.Join(dataDir, "meta", name)); err == nil {
+			return Legacy(), true
+		}
+	}
+	return Defaults(), false
+}
+
+// loadOrInit loads the file, or decides and writes the first levels.
+func (s *Store) loadOrInit() (Finalized, error) {
+	f, ok, err := load(s.path)
+	if err != nil || ok {
+		return f, err
+	}
+	f, legacy := initialLevels(filepath.Dir(filepath.Dir(s.path)))
+	if err := save(s.path, f); err != nil {
+		return Finalized{}, fmt.Errorf("write first finalized features: %w", err)
+	}
+	if legacy {
+		s.log.Info("state directory predates finalized features: keeping the levels it served; raise transaction.version with kafka-features.sh upgrade",
+			"levels", f.Levels)
+	} else {
+		s.log.Info("new state directory: finalized features at their latest levels", "levels", f.Levels)
+	}
+	return f, nil
+}
+
+// load reads the file; ok is false when it does not exist.
+func load(path string) (f Finalized, ok bool, err error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return Defaults(), nil
+		return Finalized{}, false, nil
 	}
 	if err != nil {
-		return Finalized{}, fmt.Errorf("read finalized features: %w", err)
+		return Finalized{}, false, fmt.Errorf("read finalized features: %w", err)
 	}
-	var f Finalized
 	if err := json.Unmarshal(raw, &f); err != nil {
-		return Finalized{}, fmt.Errorf("parse %s: %w", path, err)
+		return Finalized{}, false, fmt.Errorf("parse %s: %w", path, err)
 	}
 	if f.Levels == nil {
 		f.Levels = map[string]int16{}
 	}
-	return f, nil
+	return f, true, nil
 }
 
 func save(path string, f Finalized) error {
@@ -206,7 +249,7 @@ func (s *Store) Reopen() error {
 	if !s.mu.closed {
 		return errors.New("features: reopen of an open store")
 	}
-	f, err := load(s.path)
+	f, err := s.loadOrInit()
 	if err != nil {
 		return fmt.Errorf("reopen finalized features: %w", err)
 	}
