@@ -41,6 +41,11 @@ type Config struct {
 	ConsumerSessionTimeout time.Duration
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms.
 	ConsumerHeartbeatInterval time.Duration
+	// GroupConsumerTimeouts, if set, gives a group's own
+	// consumer.session.timeout.ms and consumer.heartbeat.interval.ms (its
+	// GROUP configs; zero: not set, the two above apply). Called from the
+	// group's actor; must be cheap and safe from any goroutine.
+	GroupConsumerTimeouts func(group string) (session, heartbeat time.Duration)
 
 	// NewMemberID makes a member id from a prefix (the client id or the
 	// instance id); tests inject a deterministic one.

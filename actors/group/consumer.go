@@ -237,7 +237,7 @@ func compileSubscription(expr string) (*regexp.Regexp, error) {
 func (g *Group) ConsumerGroupHeartbeat(now time.Time, ref Ref, req *kmsg.ConsumerGroupHeartbeatRequest, client Client, topics TopicSource) Effects {
 	resp := g.cgHeartbeat(now, req, client, topics)
 	if resp.ErrorCode == 0 {
-		resp.HeartbeatIntervalMillis = int32(g.cfg.ConsumerHeartbeatInterval / time.Millisecond)
+		resp.HeartbeatIntervalMillis = int32(g.consumerHeartbeatInterval() / time.Millisecond)
 	}
 	g.reply(ref, resp)
 	g.advance(now)
@@ -345,7 +345,7 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	}
 	before := m.assigned.clone()
 	c.reconcile(m, owned, req.Topics != nil, now)
-	m.sessionDeadline = now.Add(g.cfg.ConsumerSessionTimeout)
+	m.sessionDeadline = now.Add(g.consumerSessionTimeout())
 
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 	id := m.id
@@ -689,7 +689,7 @@ func (g *Group) restoreConsumerGroup(s *cgSnapshot, now time.Time) {
 		panic(fmt.Sprintf("consumer group %s: %v", g.id, err))
 	}
 	for _, m := range c.members {
-		m.sessionDeadline = now.Add(g.cfg.ConsumerSessionTimeout)
+		m.sessionDeadline = now.Add(g.consumerSessionTimeout())
 		if m.state == msUnrevoked {
 			m.rebalanceDeadline = now.Add(m.rebalanceTimeout)
 		}

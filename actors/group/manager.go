@@ -53,6 +53,10 @@ type Options struct {
 	// replicated records are applied, but serves nothing (every request
 	// answers NOT_COORDINATOR) until Activate: a raft follower.
 	Standby bool
+	// GroupConsumerTimeouts gives each group's own consumer session
+	// timeout and heartbeat interval (Config.GroupConsumerTimeouts); nil:
+	// the broker's for every group.
+	GroupConsumerTimeouts func(group string) (session, heartbeat time.Duration)
 }
 
 // Manager owns every group's coordinator actor. Its methods are safe from
@@ -126,6 +130,9 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if o.GroupConsumerTimeouts != nil {
+		cfg.GroupConsumerTimeouts = o.GroupConsumerTimeouts
 	}
 	start := time.Now()
 	storeDir := filepath.Join(o.DataDir, "groups")
