@@ -1,0 +1,342 @@
+package interop_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/interop/brokertest"
+)
+
+// Client quotas (issue 15): DescribeClientQuotas and AlterClientQuotas
+// as Kafka serves them, and produce throttling with Kafka's rate math.
+
+func qstr(s string) *string { return &s }
+
+// quotaEntity builds an AlterClientQuotas entity: pairs of type and name
+// ("" name: the default).
+func quotaEntity(kv ...string) []kmsg.AlterClientQuotasRequestEntryEntity {
+	var out []kmsg.AlterClientQuotasRequestEntryEntity
+	for i := 0; i+1 < len(kv); i += 2 {
+		e := kmsg.NewAlterClientQuotasRequestEntryEntity()
+		e.Type = kv[i]
+		if kv[i+1] != "" {
+			e.Name = qstr(kv[i+1])
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+type quotaOp struct {
+	key    string
+	value  float64
+	remove bool
+}
+
+func alterQuotas(t *testing.T, ctx context.Context, cl *kgo.Client, validateOnly bool, entries ...kmsg.AlterClientQuotasRequestEntry) *kmsg.AlterClientQuotasResponse {
+	t.Helper()
+	req := kmsg.NewPtrAlterClientQuotasRequest()
+	req.Entries, req.ValidateOnly = entries, validateOnly
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Entries) != len(entries) {
+		t.Fatalf("%d entries answered for %d", len(resp.Entries), len(entries))
+	}
+	return resp
+}
+
+func quotaEntry(ent []kmsg.AlterClientQuotasRequestEntryEntity, ops ...quotaOp) kmsg.AlterClientQuotasRequestEntry {
+	e := kmsg.NewAlterClientQuotasRequestEntry()
+	e.Entity = ent
+	for _, o := range ops {
+		op := kmsg.NewAlterClientQuotasRequestEntryOp()
+		op.Key, op.Value, op.Remove = o.key, o.value, o.remove
+		e.Ops = append(e.Ops, op)
+	}
+	return e
+}
+
+// describeQuotas returns the matched entities as "type=name,..." (name
+// <default> for defaults) mapped to "key=value,..." sorted, or the error.
+func describeQuotas(t *testing.T, ctx context.Context, cl *kgo.Client, strict bool, comps ...kmsg.DescribeClientQuotasRequestComponent) (map[string]string, error) {
+	t.Helper()
+	req := kmsg.NewPtrDescribeClientQuotasRequest()
+	req.Components, req.Strict = comps, strict
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		msg := ""
+		if resp.ErrorMessage != nil {
+			msg = *resp.ErrorMessage
+		}
+		return nil, fmt.Errorf("%w: %s", err, msg)
+	}
+	out := map[string]string{}
+	for _, e := range resp.Entries {
+		var ent, vals []string
+		for _, p := range e.Entity {
+			n := "<default>"
+			if p.Name != nil {
+				n = *p.Name
+			}
+			ent = append(ent, p.Type+"="+n)
+		}
+		for _, v := range e.Values {
+			vals = append(vals, fmt.Sprintf("%s=%g", v.Key, v.Value))
+		}
+		sort.Strings(vals)
+		out[strings.Join(ent, ",")] = strings.Join(vals, ",")
+	}
+	return out, nil
+}
+
+func quotaComp(typ string, match kmsg.QuotasMatchType, name *string) kmsg.DescribeClientQuotasRequestComponent {
+	c := kmsg.NewDescribeClientQuotasRequestComponent()
+	c.EntityType, c.MatchType, c.Match = typ, match, name
+	return c
+}
+
+// TestClientQuotasAPI: AlterClientQuotas validates as Kafka's controller,
+// honours validate_only and removals; DescribeClientQuotas filters by
+// exact name, default and any, strictly or not; the quotas survive a
+// restart.
+func TestClientQuotasAPI(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	// Refusals, each alone: the valid entry beside them is applied.
+	resp := alterQuotas(t, ctx, cl, false,
+		quotaEntry(quotaEntity("client-id", "app"), quotaOp{key: "producer_byte_rate", value: 1048576}, quotaOp{key: "consumer_byte_rate", value: 2097152}),
+		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "producer_byte_rate", value: 10.5}),
+		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "producer_byte_rate", value: 0}),
+		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "bogus", value: 1}),
+		quotaEntry(quotaEntity("user", "u", "user", "v"), quotaOp{key: "producer_byte_rate", value: 1}),
+		quotaEntry(quotaEntity("ip", "127.0.0.1"), quotaOp{key: "connection_creation_rate", value: 1}),
+		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "request_percentage", value: 50}),
+		quotaEntry(quotaEntity("group", "g"), quotaOp{key: "producer_byte_rate", value: 1}),
+	)
+	wantCodes := []int16{0, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.UnsupportedVersion.Code}
+	for i, e := range resp.Entries {
+		msg := ""
+		if e.ErrorMessage != nil {
+			msg = *e.ErrorMessage
+		}
+		if e.ErrorCode != wantCodes[i] {
+			t.Errorf("entry %d: code %d (%s), want %d", i, e.ErrorCode, msg, wantCodes[i])
+		}
+		if e.ErrorCode != 0 && msg == "" {
+			t.Errorf("entry %d: no message", i)
+		}
+		t.Logf("entry %d: %d %s", i, e.ErrorCode, msg)
+	}
+	// validate_only changes nothing.
+	resp = alterQuotas(t, ctx, cl, true, quotaEntry(quotaEntity("user", "alice"), quotaOp{key: "consumer_byte_rate", value: 4096}))
+	if resp.Entries[0].ErrorCode != 0 {
+		t.Fatalf("validate_only: %d", resp.Entries[0].ErrorCode)
+	}
+	alterQuotas(t, ctx, cl, false,
+		quotaEntry(quotaEntity("user", "alice", "client-id", "app"), quotaOp{key: "producer_byte_rate", value: 1024}),
+		quotaEntry(quotaEntity("user", ""), quotaOp{key: "producer_byte_rate", value: 2048}),
+		quotaEntry(quotaEntity("user", "", "client-id", ""), quotaOp{key: "consumer_byte_rate", value: 3072}),
+		quotaEntry(quotaEntity("client-id", ""), quotaOp{key: "producer_byte_rate", value: 5000}),
+	)
+
+	all := map[string]string{
+		"client-id=app":                      "consumer_byte_rate=2.097152e+06,producer_byte_rate=1.048576e+06",
+		"user=alice,client-id=app":           "producer_byte_rate=1024",
+		"user=<default>":                     "producer_byte_rate=2048",
+		"user=<default>,client-id=<default>": "consumer_byte_rate=3072",
+		"client-id=<default>":                "producer_byte_rate=5000",
+	}
+	check := func(what string, strict bool, want []string, comps ...kmsg.DescribeClientQuotasRequestComponent) {
+		t.Helper()
+		got, err := describeQuotas(t, ctx, cl, strict, comps...)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: got %v, want %v", what, got, want)
+		}
+		for _, w := range want {
+			if got[w] != all[w] {
+				t.Fatalf("%s: %s = %q, want %q (all %v)", what, w, got[w], all[w], got)
+			}
+		}
+	}
+	check("everything", false, []string{"client-id=app", "user=alice,client-id=app", "user=<default>", "user=<default>,client-id=<default>", "client-id=<default>"})
+	check("client app", false, []string{"client-id=app", "user=alice,client-id=app"}, quotaComp("client-id", kmsg.QuotasMatchTypeExact, qstr("app")))
+	check("client app strict", true, []string{"client-id=app"}, quotaComp("client-id", kmsg.QuotasMatchTypeExact, qstr("app")))
+	check("default users", false, []string{"user=<default>", "user=<default>,client-id=<default>"}, quotaComp("user", kmsg.QuotasMatchTypeDefault, nil))
+	check("any user strict", true, []string{"user=<default>"}, quotaComp("user", kmsg.QuotasMatchTypeAny, nil))
+	check("any user, default client", true, []string{"user=<default>,client-id=<default>"}, quotaComp("user", kmsg.QuotasMatchTypeAny, nil), quotaComp("client-id", kmsg.QuotasMatchTypeDefault, nil))
+	check("validate_only left no alice quota", true, nil, quotaComp("user", kmsg.QuotasMatchTypeExact, qstr("alice")))
+	for what, comps := range map[string][]kmsg.DescribeClientQuotasRequestComponent{
+		"exact without a name": {quotaComp("user", kmsg.QuotasMatchTypeExact, nil)},
+		"default with a name":  {quotaComp("user", kmsg.QuotasMatchTypeDefault, qstr("x"))},
+		"user twice":           {quotaComp("user", kmsg.QuotasMatchTypeAny, nil), quotaComp("user", kmsg.QuotasMatchTypeAny, nil)},
+		"ip beside user":       {quotaComp("ip", kmsg.QuotasMatchTypeAny, nil), quotaComp("user", kmsg.QuotasMatchTypeAny, nil)},
+	} {
+		if _, err := describeQuotas(t, ctx, cl, false, comps...); err == nil || !strings.Contains(err.Error(), "INVALID_REQUEST") {
+			t.Errorf("%s: %v, want INVALID_REQUEST", what, err)
+		}
+	}
+
+	// Removing keys: an entity with none left is gone.
+	alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "app"), quotaOp{key: "consumer_byte_rate", remove: true}),
+		quotaEntry(quotaEntity("client-id", ""), quotaOp{key: "producer_byte_rate", remove: true}))
+	all["client-id=app"] = "producer_byte_rate=1.048576e+06"
+	check("after removals", false, []string{"client-id=app", "user=alice,client-id=app", "user=<default>", "user=<default>,client-id=<default>"})
+
+	// Kept over a restart.
+	b.Restart()
+	cl2, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	cl = cl2
+	check("after a restart", false, []string{"client-id=app", "user=alice,client-id=app", "user=<default>", "user=<default>,client-id=<default>"})
+}
+
+// rawConn speaks Kafka's framing on one connection, so the test sees the
+// broker's own throttling (kgo would hold its next request itself).
+type rawConn struct {
+	c        net.Conn
+	clientID string
+	corr     int32
+}
+
+func dialRaw(t *testing.T, addr, clientID string) *rawConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{c: c, clientID: clientID}
+}
+
+// send writes req (a non-flexible version: header v1) and returns the
+// response and when it arrived.
+func (r *rawConn) send(req kmsg.Request, deadline time.Time) (kmsg.Response, time.Time, error) {
+	r.corr++
+	var b []byte
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(req.Key()))
+	b = binary.BigEndian.AppendUint16(b, uint16(req.GetVersion()))
+	b = binary.BigEndian.AppendUint32(b, uint32(r.corr))
+	b = binary.BigEndian.AppendUint16(b, uint16(len(r.clientID)))
+	b = append(b, r.clientID...)
+	b = req.AppendTo(b)
+	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
+	_ = r.c.SetDeadline(deadline)
+	if _, err := r.c.Write(b); err != nil {
+		return nil, time.Time{}, err
+	}
+	var lb [8]byte
+	if _, err := io.ReadFull(r.c, lb[:]); err != nil {
+		return nil, time.Time{}, err
+	}
+	at := time.Now()
+	body := make([]byte, binary.BigEndian.Uint32(lb[:4])-4)
+	if _, err := io.ReadFull(r.c, body); err != nil {
+		return nil, at, err
+	}
+	if got := int32(binary.BigEndian.Uint32(lb[4:])); got != r.corr {
+		return nil, at, fmt.Errorf("correlation id %d, want %d", got, r.corr)
+	}
+	resp := req.ResponseKind()
+	return resp, at, resp.ReadFrom(body)
+}
+
+// rawProduce is a Produce v7 of n bytes of records for a topic that does
+// not exist: Kafka counts a request's bytes whatever its partitions
+// answer, and so does Regent.
+func rawProduce(n int) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 7, 1, 5000
+	tp := kmsg.NewProduceRequestTopic()
+	tp.Topic = "no-such-topic-for-quotas"
+	p := kmsg.NewProduceRequestTopicPartition()
+	p.Records = bytes.Repeat([]byte{1}, n)
+	tp.Partitions = append(tp.Partitions, p)
+	req.Topics = append(req.Topics, tp)
+	return req
+}
+
+// TestClientQuotaMutesConnection: a produce past its client's quota is
+// answered at once with Kafka's throttle time ((observed-quota)/quota *
+// window: 122880 bytes over the 10 s a fresh sensor measures against
+// 10240 B/s is 2 s), and the connection reads nothing more for that long
+// (KIP-219); another client's connection is answered meanwhile.
+func TestClientQuotaMutesConnection(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "muted"), quotaOp{key: "producer_byte_rate", value: 10240})).Entries[0]; e.ErrorCode != 0 {
+		t.Fatalf("alter: %d", e.ErrorCode)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	muted := dialRaw(t, b.Addr, "muted")
+	other := dialRaw(t, b.Addr, "other")
+	resp, at, err := muted.send(rawProduce(120<<10), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := time.Duration(resp.(*kmsg.ProduceResponse).ThrottleMillis) * time.Millisecond
+	if th < 1900*time.Millisecond || th > 2100*time.Millisecond {
+		t.Fatalf("throttle %v, want 2 s", th)
+	}
+	// The other client: no quota, answered at once, never throttled.
+	oresp, _, err := other.send(rawProduce(120<<10), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := oresp.(*kmsg.ProduceResponse).ThrottleMillis; ms != 0 {
+		t.Fatalf("unlimited client throttled %d ms", ms)
+	}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 0
+	if _, _, err := other.send(av, deadline); err != nil {
+		t.Fatal(err)
+	}
+	// The muted connection's next request waits out the throttle.
+	av = kmsg.NewPtrApiVersionsRequest()
+	av.Version = 0
+	_, next, err := muted.send(av, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := next.Sub(at); waited < th-50*time.Millisecond {
+		t.Fatalf("next request answered %v after a %v throttle", waited, th)
+	} else {
+		t.Logf("throttle %v; the muted connection's next answer came %v later", th, waited)
+	}
+}
