@@ -239,3 +239,39 @@ func TestAbortMarkerKeptWhileSnapshotStale(t *testing.T) {
 	}
 	t.Fatal("ABORT marker kept after the snapshot was written")
 }
+
+// TestCompactionDropsExpiredProducersLastBatch: an idempotent producer's
+// only batch, emptied by compaction, is kept while the producer is held
+// (its sequence) and goes in the first pass after a
+// partition.expire_producers command dropped the producer.
+func TestCompactionDropsExpiredProducersLastBatch(t *testing.T) {
+	local := cluster.NewLocal()
+	a := compactActor(t, 700, local)
+	local.Register(a.key, a)
+	now := time.Now().UnixMilli()
+	b, err := recordbatch.Build(recordbatch.Header{FirstTimestamp: now, MaxTimestamp: now, ProducerID: 9, ProducerEpoch: 0, BaseSequence: 0},
+		[]recordbatch.Record{{Key: []byte("k0"), Value: []byte("idempotent")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := a.sl.produce(b, now)
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	idem := res.BaseOffset
+	produceKeyed(t, 0, 150, a) // supersedes k0
+	maintainOnce(t, a)
+	if bt, ok := batchesOf(t, a.p.log)[idem]; !ok {
+		t.Fatal("the held producer's emptied last batch went")
+	} else if h, _ := recordbatch.ParseHeader(bt); h.NumRecords != 0 {
+		t.Fatalf("the producer's batch kept %d records, its key was superseded", h.NumRecords)
+	}
+	if r := a.expire(&expireCmd{now: time.Now().Add(time.Hour).UnixNano(), expirationMs: 1}); r.expired == 0 {
+		t.Fatal("no producer expired")
+	}
+	produceKeyed(t, 1, 150, a) // something dirty, so a pass is due
+	maintainOnce(t, a)
+	if _, ok := batchesOf(t, a.p.log)[idem]; ok {
+		t.Fatal("the expired producer's emptied last batch kept")
+	}
+}
