@@ -50,6 +50,9 @@ func TestParseConfig(t *testing.T) {
 // twin accepts (different from the default) and one it must refuse. A new
 // flag fails TestEveryFlagHasAnEnvTwin until it is added here.
 var validEnv = map[string]string{
+	"client-telemetry-exporter": "otlp-http",
+	"client-telemetry-endpoint": "http://127.0.0.1:4318",
+	"telemetry-max-bytes":       "65536",
 	"listen":                    "127.0.0.1:19092",
 	"advertise":                 "broker.example:9092",
 	"data":                      "/tmp/regent-env",
@@ -121,6 +124,8 @@ var invalidEnv = map[string]string{
 	"max-memory":                "12x",
 	"max-open-files":            "lots",
 	"otel-exporter":             "zipkin",
+	"client-telemetry-exporter": "zipkin",
+	"telemetry-max-bytes":       "0",
 	"otel-sample-ratio":         "2",
 	"metrics-listen":            "127.0.0.1:0",
 	"node-id":                   "0",
