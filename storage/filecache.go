@@ -185,11 +185,23 @@ func (lf *lazyFile) get() (*os.File, error) {
 		}
 		path := lf.path
 		c.mu.Unlock()
+		if testHookReopen != nil {
+			testHookReopen(lf)
+		}
 		// Open outside the lock: a slow open must not stall every other
 		// file. Never O_CREATE here: a file that vanished must not come
 		// back empty.
 		nf, err := os.OpenFile(path, os.O_RDWR, 0)
 		if err != nil {
+			// The owner may have pinned the file (opening it) and then
+			// unlinked it between our look and our open: a reader on a
+			// retiring segment must get the pinned descriptor, not ENOENT.
+			c.mu.Lock()
+			moved := lf.f != nil || lf.closed || lf.path != path
+			c.mu.Unlock()
+			if moved {
+				continue
+			}
 			return nil, fmt.Errorf("reopening %s: %w", path, err)
 		}
 		c.mu.Lock()
@@ -212,6 +224,10 @@ func (lf *lazyFile) get() (*os.File, error) {
 		return nf, nil
 	}
 }
+
+// testHookReopen, when set (tests only), runs in get between reading the
+// path of an evicted descriptor and reopening it.
+var testHookReopen func(*lazyFile)
 
 // useLocked counts a user of the open descriptor (ok), or fails once the
 // file is closed; neither when the descriptor must be reopened (c.mu held).
