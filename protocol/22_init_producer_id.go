@@ -1,6 +1,6 @@
 package protocol
 
-// InitProducerId: versions 0-5. Idempotent producers (no transactional id)
+// InitProducerId: versions 0-6. Idempotent producers (no transactional id)
 // get a fresh producer id at epoch 0 on every call, as Kafka does (a
 // KIP-360 epoch bump request for an idempotent producer is answered with a
 // new id). Transactional ids go to the transaction coordinator: epoch 0 for
@@ -10,6 +10,16 @@ package protocol
 // (the client retries); a timeout above the broker's maximum is
 // INVALID_TRANSACTION_TIMEOUT. Before v4, PRODUCER_FENCED is answered as
 // INVALID_PRODUCER_EPOCH, as Kafka does for clients that predate it.
+//
+// v6 (KIP-939, two-phase commit; init_producer_id_v6.go): Regent does not
+// support 2PC, so it answers as Kafka 4.3 does with
+// transaction.two.phase.commit.enable off: Enable2Pc is
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED and KeepPreparedTxn
+// UNSUPPORTED_VERSION (Kafka 4.3 refuses it whatever its configuration).
+// Ordinary v6 requests are served as v5's; OngoingTxnProducerId and
+// OngoingTxnProducerEpoch are -1, as Kafka answers when no prepared
+// transaction is kept. Both flags are ignored for idempotent producers,
+// as Kafka ignores them there.
 
 import (
 	"errors"
@@ -22,10 +32,10 @@ import (
 	"github.com/regent-broker/regent/cluster"
 )
 
-func init() { register(22, 0, 5, (*Server).initProducerID) }
+func init() { register(22, 0, 6, (*Server).initProducerID) }
 
 func (s *Server) initProducerID(r *Request) {
-	req := r.Msg.(*kmsg.InitProducerIDRequest)
+	req := r.Msg.(*initProducerIDRequest)
 	if req.TransactionalID != nil {
 		s.initTransactionalProducer(r, req)
 		return
@@ -33,15 +43,13 @@ func (s *Server) initProducerID(r *Request) {
 	// Kafka 4's rule for idempotent producers: IDEMPOTENT_WRITE on the
 	// cluster, or WRITE on some topic.
 	if s.authz != nil && !s.authorizedQuiet(r, acls.IdempotentWrite, acls.Cluster, acls.ClusterName) && !s.authorizedAny(r, acls.Write, acls.Topic) {
-		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		resp := req.ResponseKind().(*initProducerIDResponse)
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		r.Respond(resp)
 		return
 	}
 	s.async(r, func() kmsg.Response {
-		resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-		resp.ProducerID, resp.ProducerEpoch = -1, -1
+		resp := req.ResponseKind().(*initProducerIDResponse)
 		pids := s.pids
 		if s.nodePIDs != nil && !s.cluster.Serving() {
 			// Any node serves idempotent producers, as any Kafka broker
@@ -66,9 +74,8 @@ func (s *Server) initProducerID(r *Request) {
 	})
 }
 
-func (s *Server) initTransactionalProducer(r *Request, req *kmsg.InitProducerIDRequest) {
-	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
-	resp.ProducerID, resp.ProducerEpoch = -1, -1
+func (s *Server) initTransactionalProducer(r *Request, req *initProducerIDRequest) {
+	resp := req.ResponseKind().(*initProducerIDResponse)
 	var expected *txn.ProducerIDAndEpoch
 	if req.Version >= 3 {
 		switch noID, noEpoch := req.ProducerID == -1, req.ProducerEpoch == -1; {
@@ -86,6 +93,14 @@ func (s *Server) initTransactionalProducer(r *Request, req *kmsg.InitProducerIDR
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case !s.authorized(r, acls.Write, acls.TransactionalID, *req.TransactionalID):
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+	case req.Enable2PC:
+		// Kafka's answer when 2PC is not enabled for the id (its
+		// TWO_PHASE_COMMIT ACL check, first, answers the same code).
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		s.log.Info("InitProducerId with enable2Pc refused: Regent does not support two-phase commit (KIP-939)",
+			"transactional_id", *req.TransactionalID, "client", r.ClientID)
+	case req.KeepPreparedTxn:
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
 	case s.txns == nil:
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:

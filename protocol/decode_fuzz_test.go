@@ -23,8 +23,9 @@ const decodeCorpusDir = "testdata/fuzz/FuzzDecodeRequest"
 
 // FuzzDecodeRequest feeds whole request frames (header and body) to the
 // decoders the broker serves: parsing the header and decoding the body must
-// never panic (kmsg's ReadFrom is called directly, without the recover that
-// Decode adds, so a decoder panic is found rather than hidden), and a
+// never panic (the request's ReadFrom, kmsg's or one of requestTypes', is
+// called directly, without the recover that Decode adds, so a decoder
+// panic is found rather than hidden), and a
 // request that decodes must re-encode to bytes that decode to the same
 // encoding again.
 func FuzzDecodeRequest(f *testing.F) {
@@ -46,8 +47,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			_, _ = s.Decode(h, body) // refused (or ApiVersions at any version)
 			return
 		}
-		msg := kmsg.RequestForKey(h.Key)
-		msg.SetVersion(h.Version)
+		msg := newRequest(h.Key, h.Version)
 		if err := msg.ReadFrom(body); err != nil {
 			if _, err2 := s.Decode(h, body); err2 == nil {
 				t.Fatalf("%s v%d: kmsg refused the body (%v) but Decode accepted it", kmsg.NameForKey(h.Key), h.Version, err)
@@ -58,8 +58,7 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("%s v%d: kmsg decoded the body but Decode refused it: %v", kmsg.NameForKey(h.Key), h.Version, err)
 		}
 		once := msg.AppendTo(nil)
-		again := kmsg.RequestForKey(h.Key)
-		again.SetVersion(h.Version)
+		again := newRequest(h.Key, h.Version)
 		if err := again.ReadFrom(once); err != nil {
 			t.Fatalf("%s v%d: re-encoded request does not decode: %v", kmsg.NameForKey(h.Key), h.Version, err)
 		}
@@ -184,9 +183,8 @@ func servedSeeds(t testing.TB) map[string][]byte {
 	for _, k := range ServedKeys() {
 		min, max, _ := VersionRange(k)
 		for v := min; v <= max; v++ {
-			req := kmsg.RequestForKey(k)
+			req := newRequest(k, v)
 			fill(reflect.ValueOf(req).Elem(), batch, 0)
-			req.SetVersion(v)
 			seeds[fmt.Sprintf("%02d_%s_v%d", k, kmsg.NameForKey(k), v)] = encodeRequest(req, 1, "seed")
 		}
 	}

@@ -140,12 +140,28 @@ func (s *Server) Decode(h Header, body []byte) (*Request, error) {
 	if h.Version < a.min || h.Version > a.max {
 		return nil, fmt.Errorf("%s v%d is not served (versions %d-%d)", kmsg.NameForKey(h.Key), h.Version, a.min, a.max)
 	}
-	msg := kmsg.RequestForKey(h.Key)
-	msg.SetVersion(h.Version)
+	msg := newRequest(h.Key, h.Version)
 	if err := decodeBody(msg, body); err != nil {
 		return nil, fmt.Errorf("%w: %s v%d: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
 	}
 	return NewRequest(h, msg), nil
+}
+
+// requestTypes holds the request types of keys whose newest served
+// versions kmsg does not know (a handler file's init adds its key); the
+// others are kmsg's.
+var requestTypes = map[int16]func() kmsg.Request{}
+
+// newRequest is an empty request of key at version, for decoding.
+func newRequest(key, version int16) kmsg.Request {
+	var msg kmsg.Request
+	if mk := requestTypes[key]; mk != nil {
+		msg = mk()
+	} else {
+		msg = kmsg.RequestForKey(key)
+	}
+	msg.SetVersion(version)
+	return msg
 }
 
 // decodeBody parses a body, turning a decoder panic on hostile input into an
