@@ -16,6 +16,7 @@ import (
 	"github.com/regent-broker/regent/actors/clientmetrics"
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/groupconfig"
 	"github.com/regent-broker/regent/actors/quotas"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
@@ -81,7 +82,16 @@ type liveState struct {
 		quotas *quotas.Store
 		// clientMetrics is set apart (setClientMetrics), before set.
 		clientMetrics *clientmetrics.Store
+		// groupConfigs is set apart (setGroupConfigs), before set.
+		groupConfigs *groupconfig.Store
 	}
+}
+
+// setGroupConfigs hands install the GROUP config store.
+func (s *liveState) setGroupConfigs(g *groupconfig.Store) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.groupConfigs = g
 }
 
 // setClientMetrics hands install the CLIENT_METRICS store.
@@ -132,7 +142,7 @@ func (s *liveState) install(restore func() error) error {
 	start := time.Now()
 	s.mu.acls.Close()
 	s.mu.quotas.Close()
-	errs := []error{s.mu.clientMetrics.Close(), s.mu.features.Close(), s.mu.txns.Close(), s.mu.groups.Close(), s.mu.users.Close(), s.mu.reg.Close()}
+	errs := []error{s.mu.clientMetrics.Close(), s.mu.features.Close(), s.mu.txns.Close(), s.mu.groups.Close(), s.mu.groupConfigs.Close(), s.mu.users.Close(), s.mu.reg.Close()}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close the state for the installed snapshot: %w", err)
 	}
@@ -148,6 +158,7 @@ func (s *liveState) install(restore func() error) error {
 		{"the node directory", s.mu.nodes.Reload},
 		{"topics", s.mu.reg.Reopen},
 		{"SCRAM credentials", s.mu.users.Reopen},
+		{"group configs", s.mu.groupConfigs.Reopen},
 		{"producer ids", s.mu.pids.Reload},
 		{"groups", s.mu.groups.Reopen},
 		{"transactions", s.mu.txns.Reopen},

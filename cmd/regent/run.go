@@ -25,6 +25,7 @@ import (
 	"github.com/regent-broker/regent/actors/clientmetrics"
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/groupconfig"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/quotas"
 	"github.com/regent-broker/regent/actors/topics"
@@ -187,7 +188,19 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	groups, err := group.NewManager(group.Options{DataDir: stateDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: sync == partition.SyncAlways, Repl: repl, Standby: cfg.Clustered()})
+	// GROUP configs: opened before the group coordinator, which reads
+	// each KIP-848 group's session timeout and heartbeat interval there.
+	groupConfigs, err := groupconfig.Open(groupconfig.Options{DataDir: stateDir, Repl: repl, Logger: logger,
+		Broker: func() map[string]string { return reg.Broker().Overrides }})
+	if err != nil {
+		return fmt.Errorf("open group configs: %w", err)
+	}
+	defer groupConfigs.Close()
+	groups, err := group.NewManager(group.Options{DataDir: stateDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: sync == partition.SyncAlways, Repl: repl, Standby: cfg.Clustered(),
+		GroupConsumerTimeouts: func(g string) (time.Duration, time.Duration) {
+			ct := groupConfigs.Consumer(g)
+			return ct.SessionTimeout, ct.HeartbeatInterval
+		}})
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
 	}
@@ -234,6 +247,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer cmStore.Close()
 	if raftRepl != nil {
 		live.setFeatures(featureStore)
+		live.setGroupConfigs(groupConfigs)
 		live.setQuotas(quotaStore)
 		live.setClientMetrics(cmStore)
 		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
@@ -287,6 +301,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	srv.SetUsers(userStore)
 	srv.SetFeatures(featureStore)
+	srv.SetGroupConfigs(groupConfigs)
 	srv.SetQuotas(quotaStore, quotas.NewEnforcer(quotas.EnforcerConfig{}, quotaStore.Snapshot))
 	stopClientTelemetry, err := serveClientMetrics(cfg, cmStore, srv, tel, logger)
 	if err != nil {
