@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench/run.sh: Regent against Apache Kafka's own broker, one run, same machine,
-# same load generators (Kafka's ProducerPerformance / ConsumerPerformance).
+# same load generators (Kafka's ProducerPerformance, ConsumerPerformance and
+# EndToEndLatency).
 #
 #   bench/run.sh [--records N] [--record-size B] [--partitions P] [--rounds R]
+#                [--latency-records N] [--fsync-records N] [--idle-timeout S]
 #                [--only regent|kafka] [--regent-nodes N] [--security MODE]
 #                [--step-timeout S] [--keep]
 #
@@ -12,9 +14,17 @@ set -uo pipefail # no -e: a failure against one broker must not abort the other
 usage() {
   cat <<'EOF'
 usage: bench/run.sh [options]
-  --records N        records per producer run and for the consumer (default 2000000)
-  --record-size B    record value size in bytes (default 100)
-  --partitions P     partitions of each benchmark topic (default 3)
+  --records N        records per producer run, for the consumer, and in all for
+                     the 4x4 workload (default 1000000)
+  --record-size B    record value size in bytes (default 1024)
+  --partitions P     partitions of the produce, consume and fsync topics
+                     (default 3; the 4x4 workload always uses 24)
+  --latency-records N  records EndToEndLatency sends one at a time
+                     (default 10000, at most --records)
+  --fsync-records N  records of the fsync-every-write run (default --records / 4)
+  --idle-timeout S   seconds a 4x4 consumer waits for its next record before it
+                     stops (default 30); it counts from the consumer's start too,
+                     so raise it when the machine is loaded
   --rounds R         repeat the whole comparison R times, alternating which broker
                      goes first, and report medians (default 1)
   --only WHICH       run only one half: regent or kafka (default both)
@@ -36,9 +46,12 @@ KAFKA_HEAP (default -Xms1g -Xmx1g), TMPDIR (where the work dir goes).
 EOF
 }
 
-records=2000000
-record_size=100
+records=1000000
+record_size=1024
 partitions=3
+latency_records=""
+fsync_records=""
+idle_timeout=30
 rounds=1
 only=both
 regent_nodes=1
@@ -47,12 +60,17 @@ step_timeout=600
 keep=0
 start_timeout=90 # seconds for a broker to open its port
 
+run_args=""; ((0)) && run_args=$(printf '%q ' "$@") && run_args=${run_args% } # for RESULTS.md
+load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 need_arg() { [[ $# -ge 2 && -n $2 ]] || { echo "bench: $1 needs a value" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case $1 in
     --records) need_arg "$@"; records=$2; shift 2 ;;
     --record-size) need_arg "$@"; record_size=$2; shift 2 ;;
     --partitions) need_arg "$@"; partitions=$2; shift 2 ;;
+    --latency-records) need_arg "$@"; latency_records=$2; shift 2 ;;
+    --fsync-records) need_arg "$@"; fsync_records=$2; shift 2 ;;
+    --idle-timeout) need_arg "$@"; idle_timeout=$2; shift 2 ;;
     --rounds) need_arg "$@"; rounds=$2; shift 2 ;;
     --only) need_arg "$@"; only=$2; shift 2 ;;
     --regent-nodes) need_arg "$@"; regent_nodes=$2; shift 2 ;;
@@ -63,7 +81,9 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench: unknown argument: $1" >&2; usage >&2; exit 2 ;;
   esac
 done
-for v in records record_size partitions rounds step_timeout regent_nodes; do
+latency_records=${latency_records:-$((records < 10000 ? records : 10000))}
+fsync_records=${fsync_records:-$((records / 4 > 0 ? records / 4 : 1))}
+for v in records record_size partitions rounds step_timeout regent_nodes latency_records fsync_records idle_timeout; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: --${v//_/-} must be a positive integer" >&2; exit 2; }
 done
 case $only in both | regent | kafka) ;; *) echo "bench: --only must be regent or kafka" >&2; exit 2 ;; esac
@@ -88,7 +108,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/regent-bench.XXXXXX") || exit 1
 
 # ---------------------------------------------------------------- cleanup ----
 server_pid=""  # the broker currently running, if any
+cluster_pids=() # the cluster's nodes while they run
 child_pid=""   # the client step currently running (a `timeout` process)
+bg_pids=()     # the 4x4 workload's clients while they run (`timeout` processes)
 
 stop_pid() { # stop_pid PID: TERM, wait up to 30 s, then KILL
   local pid=$1 i
@@ -110,6 +132,11 @@ stop_pid() { # stop_pid PID: TERM, wait up to 30 s, then KILL
 cleanup() {
   trap - EXIT INT TERM
   stop_pid "$child_pid"; child_pid=""
+  local pid
+  for pid in "${bg_pids[@]}"; do stop_pid "$pid"; done
+  bg_pids=()
+  for pid in "${cluster_pids[@]}"; do stop_pid "$pid"; done
+  cluster_pids=()
   stop_pid "$server_pid"; server_pid=""
   if ((keep)); then
     echo "bench: work dir kept: $work"
@@ -224,30 +251,6 @@ peak_rss_mb() {
   awk '/^VmHWM:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$1/status" 2>/dev/null
 }
 
-# put_proc_costs NAME BEFORE...: after a produce run of records x record_size,
-# record for each broker process (before = proc_sample outputs, one per
-# broker_pids entry, same order) the disk bytes written per produced byte and
-# the CPU seconds per produced GB, per node and summed over the nodes, and each
-# node's peak RSS.
-put_proc_costs() {
-  local name=$1 i n=0 wb0 t0 wb1 t1 dwb dt swb=0 st=0 produced
-  shift
-  local -a before=("$@")
-  produced=$((records * record_size))
-  for i in "${!broker_pids[@]}"; do
-    read -r wb0 t0 <<<"${before[n]}"
-    read -r wb1 t1 <<<"$(proc_sample "${broker_pids[i]}")"
-    n=$((n + 1))
-    dwb=$((wb1 - wb0)) dt=$((t1 - t0))
-    swb=$((swb + dwb)) st=$((st + dt))
-    put "$name:io:wpb:$i" "$(awk -v w="$dwb" -v p="$produced" 'BEGIN { printf "%.3f", w / p }')"
-    put "$name:io:cpu:$i" "$(awk -v t="$dt" -v h="$clk_tck" -v p="$produced" 'BEGIN { printf "%.2f", t / h / (p / 1e9) }')"
-    put "$name:io:rss:$i" "$(peak_rss_mb "${broker_pids[i]}")"
-  done
-  put "$name:io:wpb:all" "$(awk -v w="$swb" -v p="$produced" 'BEGIN { printf "%.3f", w / p }')"
-  put "$name:io:cpu:all" "$(awk -v t="$st" -v h="$clk_tck" -v p="$produced" 'BEGIN { printf "%.2f", t / h / (p / 1e9) }')"
-}
-
 # --------------------------------------------------------------- security ---
 # setup_security: for ssl and sasl_ssl, a throwaway CA and a server certificate
 # for 127.0.0.1 (both brokers serve the same one), and the client config file
@@ -312,105 +315,11 @@ security_line() { # how the clients reached the brokers, for the report
   esac
 }
 
-# ------------------------------------------------------------ the workload ---
-# bench_broker NAME BOOTSTRAP DIR: topics, two producer runs, one consumer run.
-# Each broker starts empty, so both get exactly the same sequence of requests.
-bench_broker() {
-  local name=$1 bs=$2 dir=$3 rf=${4:-1} t0 line f
-  cur=$name
-  local tools_log=$dir/tools-log4j.log
-
-  for topic in bench-acks1 bench-acksall; do
-    kjava "$tools_log"
-    if ! run_step "$dir/create-$topic.out" "${KJ[@]}" org.apache.kafka.tools.TopicCommand \
-        --bootstrap-server "$bs" "${client_conf[@]}" --create --topic "$topic" \
-        --partitions "$partitions" --replication-factor "$rf"; then
-      step_failed "creating topic $topic" "$dir/create-$topic.out"
-      return 1
-    fi
-  done
-
-  local acks key filled=0
-  for acks in 1 all; do
-    key=p1; [[ $acks == all ]] && key=pa
-    say "[$name] producer acks=$acks: $records x ${record_size} B"
-    # The brokers' writes and CPU are measured over the acks=all run.
-    local -a before=()
-    local pid
-    if [[ $acks == all ]]; then
-      for pid in "${broker_pids[@]}"; do before+=("$(proc_sample "$pid")"); done
-    fi
-    t0=$(now_ms)
-    kjava "$tools_log"
-    if ! run_step "$dir/produce-acks$acks.out" "${KJ[@]}" -Xmx1g \
-        org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
-        --topic "bench-acks$acks" --num-records "$records" --record-size "$record_size" \
-        --throughput -1 \
-        --command-property acks="$acks" linger.ms=5 batch.size=65536 client.id="bench-$name-acks$acks"; then
-      step_failed "producer acks=$acks" "$dir/produce-acks$acks.out"
-      continue
-    fi
-    # Final summary: N records sent, R records/sec (M MB/sec), A ms avg latency,
-    # X ms max latency, a ms 50th, b ms 95th, c ms 99th, d ms 99.9th.
-    line=$(grep -E '^[0-9]+ records sent, .* 99th' "$dir/produce-acks$acks.out" | tail -n 1)
-    read -r -a f <<<"$(sed -nE 's/^([0-9]+) records sent, ([0-9.]+) records\/sec \(([0-9.]+) MB\/sec\), ([0-9.]+) ms avg latency, ([0-9.]+) ms max latency, ([0-9.]+) ms 50th, ([0-9.]+) ms 95th, ([0-9.]+) ms 99th, ([0-9.]+) ms 99.9th.*/\1 \2 \3 \4 \5 \6 \7 \8 \9/p' <<<"$line")"
-    if ((${#f[@]} != 9)); then
-      step_failed "producer acks=$acks (no summary line)" "$dir/produce-acks$acks.out"
-      continue
-    fi
-    if ((f[0] != records)) || grep -q 'Exception' "$dir/produce-acks$acks.out"; then
-      step_failed "producer acks=$acks (${f[0]}/$records acknowledged, or errors)" "$dir/produce-acks$acks.out"
-      continue
-    fi
-    put "$name:$key:rps" "${f[1]}"; put "$name:$key:mbs" "${f[2]}"; put "$name:$key:avg" "${f[3]}"
-    put "$name:$key:max" "${f[4]}"; put "$name:$key:p50" "${f[5]}"; put "$name:$key:p99" "${f[7]}"
-    put "$name:$key:p999" "${f[8]}"
-    [[ $acks == 1 ]] && filled=1
-    [[ $acks == all ]] && put_proc_costs "$name" "${before[@]}"
-    say "[$name]   ${f[1]} records/s, ${f[2]} MB/s, avg ${f[3]} ms, p99 ${f[7]} ms ($(($(now_ms) - t0)) ms wall)"
-  done
-
-  if ((!filled)); then
-    echo "bench: [$name] skipping the consumer: the acks=1 topic was not filled" >&2
-    failures=$((failures + 1))
-    return 1
-  fi
-  # Warm-up: the first group on a broker pays one-time costs (Kafka creates its
-  # 50-partition __consumer_offsets topic then). Take them outside the measure.
-  kjava "$tools_log"
-  if ! run_step "$dir/consume-warmup.out" "${KJ[@]}" -Xmx256m \
-      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
-      --topic bench-acks1 --num-records 1 --timeout 30000 --group "bench-$name-warmup"; then
-    step_failed "consumer warm-up" "$dir/consume-warmup.out"
-    return 1
-  fi
-  say "[$name] consumer: $records records from bench-acks1"
-  t0=$(now_ms)
-  kjava "$tools_log"
-  if ! run_step "$dir/consume.out" "${KJ[@]}" -Xmx1g \
-      org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
-      --topic bench-acks1 --num-records "$records" --timeout 30000 \
-      --group "bench-$name" --command-property client.id="bench-$name-consumer"; then
-    step_failed "consumer" "$dir/consume.out"
-    return 1
-  fi
-  # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg,
-  # nMsg.sec, rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
-  line=$(awk -F', *' 'NF == 10 && $1 ~ /^[0-9][0-9][0-9][0-9]-/' "$dir/consume.out" | tail -n 1)
-  IFS=',' read -r -a f <<<"${line// /}"
-  if ((${#f[@]} != 10)); then
-    step_failed "consumer (no summary line)" "$dir/consume.out"
-    return 1
-  fi
-  if [[ ${f[4]} != "$records" ]]; then
-    step_failed "consumer (consumed ${f[4]} of $records)" "$dir/consume.out"
-    return 1
-  fi
-  put "$name:c:mbs" "${f[3]}"; put "$name:c:nps" "${f[5]}"; put "$name:c:reb" "${f[6]}"
-  put "$name:c:fmbs" "${f[8]}"; put "$name:c:fnps" "${f[9]}"
-  say "[$name]   ${f[5]} records/s, ${f[3]} MB/s (fetch-only ${f[9]} records/s) ($(($(now_ms) - t0)) ms wall)"
-  return 0
-}
+# The workload (bench_broker, phase_fsync) is in phases.sh, the table in report.sh.
+# shellcheck source=bench/phases.sh
+source "$bench_dir/phases.sh"
+# shellcheck source=bench/report.sh
+source "$bench_dir/report.sh"
 
 # ----------------------------------------------------------------- regent ----
 regent_bin=${REGENT_BIN:-$cache/regent}
@@ -438,12 +347,16 @@ run_regent() { # run_regent ROUND: the single node, then the cluster if asked
   return $rc
 }
 
-run_regent_single() { # run_regent_single ROUND
-  local dir=$work/round$1/regent port
-  mkdir -p "$dir/data"
-  cur=regent
+# start_regent DIR DATA FLAGS...: a single-node Regent on a free port with its
+# data in DATA, logging to DIR/regent-<basename DATA>.log; sets server_pid,
+# server_log and regent_bs.
+regent_bs=""
+start_regent() {
+  local dir=$1 data=$2 port
+  shift 2
+  mkdir -p "$data"
   read -r port _ <<<"$(free_ports)"
-  server_log=$dir/regent.log
+  server_log=$dir/regent-${data##*/}.log
   local -a listen=(--listen "127.0.0.1:$port")
   case $security in
     ssl) listen=(--listeners "SSL://127.0.0.1:$port" --tls-cert "$tls_dir/server.pem" --tls-key "$tls_dir/server-key.pem") ;;
@@ -452,9 +365,9 @@ run_regent_single() { # run_regent_single ROUND
         --tls-key "$tls_dir/server-key.pem" --sasl-mechanisms SCRAM-SHA-512)
       # The user goes into the stopped broker's store, as Kafka's goes into
       # its metadata log at format time.
-      if ! run_step "$dir/users-add.out" "$regent_bin" users add "$sasl_user" --mechanism SCRAM-SHA-512 \
-          --password-file "$tls_dir/password" --data "$dir/data"; then
-        step_failed "regent users add" "$dir/users-add.out"
+      if ! run_step "$dir/users-add-${data##*/}.out" "$regent_bin" users add "$sasl_user" --mechanism SCRAM-SHA-512 \
+          --password-file "$tls_dir/password" --data "$data"; then
+        step_failed "regent users add" "$dir/users-add-${data##*/}.out"
         return 1
       fi
       ;;
@@ -462,19 +375,37 @@ run_regent_single() { # run_regent_single ROUND
   # The same group.initial.rebalance.delay.ms=0 as the Kafka half's
   # server.properties, so group joins compare like with like.
   # shellcheck disable=SC2086 # REGENT_ARGS is a list of flags
-  "$regent_bin" "${listen[@]}" --data "$dir/data" \
-    --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$server_log" 2>&1 &
+  "$regent_bin" "${listen[@]}" --data "$data" \
+    --broker-config group.initial.rebalance.delay.ms=0 "$@" ${REGENT_ARGS:-} >"$server_log" 2>&1 &
   server_pid=$!
-  say "[regent] started pid $server_pid on 127.0.0.1:$port ($security)"
+  say "[regent] started pid $server_pid on 127.0.0.1:$port ($security${*:+, $*})"
   if ! wait_port "$port" "$server_pid" "$server_log"; then
     failures=$((failures + 1))
     stop_pid "$server_pid"; server_pid=""
     return 1
   fi
   broker_pids=([1]="$server_pid")
-  bench_broker regent "127.0.0.1:$port" "$dir"
-  local rc=$?
-  stop_pid "$server_pid"; server_pid=""
+  regent_bs=127.0.0.1:$port
+}
+
+# run_regent_single ROUND: every phase against one node with its default
+# fsync policy, then the fsync phase against a fresh one with --fsync always.
+run_regent_single() {
+  local dir=$work/round$1/regent rc=0
+  mkdir -p "$dir"
+  cur=regent
+  if start_regent "$dir" "$dir/data"; then
+    bench_broker regent "$regent_bs" "$dir" || rc=1
+    stop_pid "$server_pid"; server_pid=""
+  else
+    rc=1
+  fi
+  if start_regent "$dir" "$dir/data-fsync" --fsync always; then
+    phase_fsync regent "$regent_bs" "$dir" 1 || rc=1
+    stop_pid "$server_pid"; server_pid=""
+  else
+    rc=1
+  fi
   return $rc
 }
 
@@ -500,6 +431,7 @@ run_regent_cluster() {
       --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$dir/regent$i.log" 2>&1 &
     pids[i]=$!
   done
+  cluster_pids=("${pids[@]}")
   server_pid=${pids[1]} server_log=$dir/regent1.log
   say "[cluster] started a $regent_nodes-node cluster (pids ${pids[*]}) on $bs"
   local ok=1 deadline=$(($(now_ms) + start_timeout * 1000))
@@ -516,6 +448,9 @@ run_regent_cluster() {
     for ((i = 1; i <= regent_nodes; i++)); do broker_pids[i]=${pids[i]}; done
     bench_broker cluster "$bs" "$dir" "$regent_nodes"
     rc=$?
+    # Every write is in the raft log, fsynced on a majority, before its
+    # answer: the cluster's default is already the fsync-every-write pairing.
+    phase_fsync cluster "$bs" "$dir" "$regent_nodes" || rc=1
     # Which node led (and so took the clients' traffic) this round.
     leader=$("$regent_bin" cluster status --admin "127.0.0.1:${aports[1]}" 2>/dev/null | sed -nE 's/.*"leader_id":([0-9]+).*/\1/p' | head -n 1)
     put cluster:leader "${leader:-?}"
@@ -523,7 +458,7 @@ run_regent_cluster() {
     failures=$((failures + 1))
   fi
   for ((i = 1; i <= regent_nodes; i++)); do stop_pid "${pids[i]}"; done
-  server_pid=""
+  server_pid="" cluster_pids=()
   return $rc
 }
 
@@ -601,6 +536,10 @@ EOF
   broker_pids=([1]="$server_pid")
   bench_broker kafka "127.0.0.1:$port" "$dir"
   local rc=$?
+  # Kafka's durability-equal pairing for Regent's --fsync always: this topic
+  # flushes after every append (flush.messages=1, the per-topic form of
+  # log.flush.interval.messages=1), on the same broker.
+  phase_fsync kafka "127.0.0.1:$port" "$dir" 1 --config flush.messages=1 || rc=1
   stop_pid "$server_pid"; server_pid=""
   return $rc
 }
@@ -611,123 +550,14 @@ kafka_version() {
   j=${j##*/kafka_2.13-}; echo "${j%.jar}"
 }
 
-# ------------------------------------------------------------------ report ---
-median() { # median "V1 V2 ...": empty when there are no values
-  [[ -n ${1:-} ]] || return 0
-  tr ' ' '\n' <<<"$1" | sort -g | awk '{ v[NR] = $1 }
-    END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-ratio() { # ratio "REGENT VALUES" "KAFKA VALUES": ratio of the medians
-  local a b
-  a=$(median "${1:-}") b=$(median "${2:-}")
-  awk -v a="$a" -v b="$b" 'BEGIN {
-    if (a == "" || b == "" || b + 0 == 0) { print "n/a"; exit }
-    printf "%.3f\n", a / b }'
-}
-
-fmt() { # median to one decimal, or "-" when there is no value
-  local m
-  m=$(median "${1:-}")
-  if [[ -z $m ]]; then echo -; else awk -v x="$m" 'BEGIN { printf "%.1f\n", x }'; fi
-}
-
-fmt2() { # median to three significant decimals, or "-"
-  local m
-  m=$(median "${1:-}")
-  if [[ -z $m ]]; then echo -; else awk -v x="$m" 'BEGIN { printf "%.3f\n", x }'; fi
-}
-
-report() {
-  local rows=(
-    "p1:rps|produce acks=1   records/s|higher"
-    "p1:mbs|produce acks=1   MB/s|higher"
-    "p1:avg|produce acks=1   avg latency ms|lower"
-    "p1:p50|produce acks=1   p50 latency ms|lower"
-    "p1:p99|produce acks=1   p99 latency ms|lower"
-    "p1:p999|produce acks=1   p99.9 latency ms|lower"
-    "p1:max|produce acks=1   max latency ms|lower"
-    "pa:rps|produce acks=all records/s|higher"
-    "pa:mbs|produce acks=all MB/s|higher"
-    "pa:avg|produce acks=all avg latency ms|lower"
-    "pa:p99|produce acks=all p99 latency ms|lower"
-    "c:nps|consume         records/s|higher"
-    "c:mbs|consume         MB/s|higher"
-    "c:fnps|consume fetch-only records/s|higher"
-    "c:reb|consume group join ms|lower"
-  )
-  # Broker costs over the acks=all run, per node (a single node is node 1)
-  # and summed over the cluster's nodes.
-  local i n=$regent_nodes
-  for ((i = 1; i <= n; i++)); do rows+=("io:wpb:$i|disk B written/produced B, node $i|lower"); done
-  ((n > 1)) && rows+=("io:wpb:all|disk B written/produced B, all nodes|lower")
-  for ((i = 1; i <= n; i++)); do rows+=("io:cpu:$i|CPU s per produced GB, node $i|lower"); done
-  ((n > 1)) && rows+=("io:cpu:all|CPU s per produced GB, all nodes|lower")
-  for ((i = 1; i <= n; i++)); do rows+=("io:rss:$i|peak RSS MB, node $i|lower"); done
-  local r key label better v
-  echo
-  echo "bench: $records records x $record_size B, $partitions partitions, $(nproc) cores," \
-    "Apache Kafka $(kafka_version), $rounds round(s)$( ((rounds > 1)) && echo ', medians')"
-  security_line
-  if ((n > 1)); then
-    echo "regent ran as one node and then as a $n-node raft cluster on this machine (every write replicated to all $n; leader per round: ${res[cluster:leader]:-?}); kafka as one node"
-  fi
-  echo "disk, CPU and RSS rows: each broker process over the acks=all producer run (/proc/PID/io write_bytes, utime+stime), per $records x $record_size B produced; RSS is VmHWM by then"
-  local -a head=(metric regent kafka regent/kafka better)
-  local line='%-44s %14s %14s %13s  %s\n'
-  if ((n > 1)); then
-    head=(metric regent "regent x$n" kafka regent/kafka "x$n/regent" better)
-    line='%-44s %14s %14s %14s %13s %11s  %s\n'
-  fi
-  # shellcheck disable=SC2059 # the format is one of the two above
-  printf "$line" "${head[@]}"
-  for r in "${rows[@]}"; do
-    IFS='|' read -r key label better <<<"$r"
-    local f=fmt
-    [[ $key == io:wpb:* ]] && f=fmt2
-    local reg kaf clu
-    reg=$($f "${res[regent:$key]:-}") kaf=$($f "${res[kafka:$key]:-}")
-    if ((n > 1)); then
-      clu=$($f "${res[cluster:$key]:-}")
-      # shellcheck disable=SC2059
-      printf "$line" "$label" "$reg" "$clu" "$kaf" "$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")" \
-        "$(ratio "${res[cluster:$key]:-}" "${res[regent:$key]:-}")" "$better"
-    else
-      # shellcheck disable=SC2059
-      printf "$line" "$label" "$reg" "$kaf" "$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")" "$better"
-    fi
-  done
-  {
-    printf '# %s\n' "$(security_line)"
-    if ((n > 1)); then
-      printf 'metric\tregent (per round)\tkafka (per round)\tregent x%s cluster (per round)\n' "$n"
-    else
-      printf 'metric\tregent (per round)\tkafka (per round)\n'
-    fi
-    for r in "${rows[@]}"; do
-      IFS='|' read -r key label better <<<"$r"
-      v="$key\t${res[regent:$key]:-}\t${res[kafka:$key]:-}"
-      ((n > 1)) && v+="\t${res[cluster:$key]:-}"
-      printf '%b\n' "$v"
-    done
-  } >"$cache/last-results.tsv" 2>/dev/null
-  echo
-  if ((n > 1)); then
-    echo "bench: cluster/single acks=all throughput ratio $(ratio "${res[cluster:pa:rps]:-}" "${res[regent:pa:rps]:-}")" \
-      "($n-node regent over 1-node regent, same run)"
-  fi
-  echo "bench: producer throughput ratio $(ratio "${res[regent:p1:rps]:-}" "${res[kafka:p1:rps]:-}")," \
-    "consumer throughput ratio $(ratio "${res[regent:c:nps]:-}" "${res[kafka:c:nps]:-}")," \
-    "producer p99 latency ratio $(ratio "${res[regent:p1:p99]:-}" "${res[kafka:p1:p99]:-}")"
-}
-
 # -------------------------------------------------------------------- main ---
 command -v "$JAVA" >/dev/null || { echo "bench: java not found (set JAVA)" >&2; exit 1; }
 command -v timeout >/dev/null || { echo "bench: coreutils timeout not found" >&2; exit 1; }
 mkdir -p "$cache"
 # The perf tools are Kafka's, so the jars are needed for both halves.
 "$bench_dir/fetch-kafka.sh" || { echo "bench: could not resolve the Kafka jars" >&2; exit 1; }
-say "work dir $work; $records records x $record_size B, $partitions partitions, security $security"
+say "work dir $work; $records records x $record_size B, $partitions partitions, security $security;" \
+  "EndToEndLatency $latency_records records, fsync phase $fsync_records records"
 setup_security || exit 1
 
 regent_ok=0

@@ -1,0 +1,205 @@
+# bench/report.sh: the table of bench/run.sh: medians per broker, ratios, the
+# issue's goals, the raw values (bench/.cache/last-results.tsv) and a block
+# for bench/RESULTS.md (bench/.cache/last-results.md). Sourced by run.sh; reads
+# its res[] array and settings.
+
+median() { # median "V1 V2 ...": empty when there are no values
+  [[ -n ${1:-} ]] || return 0
+  tr ' ' '\n' <<<"$1" | sort -g | awk '{ v[NR] = $1 }
+    END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+ratio() { # ratio "REGENT VALUES" "KAFKA VALUES": ratio of the medians
+  local a b
+  a=$(median "${1:-}") b=$(median "${2:-}")
+  awk -v a="$a" -v b="$b" 'BEGIN {
+    if (a == "" || b == "" || b + 0 == 0) { print "n/a"; exit }
+    printf "%.3f\n", a / b }'
+}
+
+fmtv() { # fmtv DECIMALS "VALUES": the median, or "-" when there is none
+  local m
+  m=$(median "${2:-}")
+  if [[ -z $m ]]; then echo -; else awk -v x="$m" -v d="$1" 'BEGIN { printf "%." d "f\n", x }'; fi
+}
+
+# verdict RATIO GOAL: "met", "missed", or "n/a" without a ratio; "" without a goal.
+verdict() {
+  [[ -n $2 ]] || return 0
+  awk -v r="$1" -v g="$2" 'BEGIN {
+    if (r == "n/a") { print "n/a"; exit }
+    split(g, p, " "); v = p[2] + 0
+    ok = (p[1] == ">=") ? (r + 0 >= v) : (r + 0 <= v)
+    print (ok ? "met" : "missed") }'
+}
+
+# report_rows: "key|label|better|decimals|goal" for every row of the table.
+# Goals are the issue's, on Regent/Kafka (medians): ">= X" or "<= X".
+report_rows() {
+  local n=$regent_nodes i sum=""
+  ((n > 1)) && sum=", sum over nodes"
+  cat <<EOF
+p1:rps|produce acks=1 records/s|higher|1|>= 2.0
+p1:mbs|produce acks=1 MB/s|higher|1|
+p1:avg|produce acks=1 avg latency ms|lower|1|
+p1:p50|produce acks=1 p50 latency ms|lower|1|
+p1:p99|produce acks=1 p99 latency ms|lower|1|
+p1:p999|produce acks=1 p99.9 latency ms|lower|1|
+p1:max|produce acks=1 max latency ms|lower|1|
+cpu:p1:all|produce acks=1 broker CPU s/GB$sum|lower|2|
+wpb:p1:all|produce acks=1 disk B/produced B$sum|lower|3|
+pa:rps|produce acks=all records/s|higher|1|>= 1.5
+pa:mbs|produce acks=all MB/s|higher|1|
+pa:avg|produce acks=all avg latency ms|lower|1|
+pa:p50|produce acks=all p50 latency ms|lower|1|
+pa:p99|produce acks=all p99 latency ms|lower|1|<= 0.5
+pa:p999|produce acks=all p99.9 latency ms|lower|1|
+cpu:pa:all|produce acks=all broker CPU s/GB$sum|lower|2|<= 0.25
+wpb:pa:all|produce acks=all disk B/produced B$sum|lower|3|
+EOF
+  if ((n > 1)); then
+    for ((i = 1; i <= n; i++)); do echo "cpu:pa:$i|produce acks=all broker CPU s/GB, node $i|lower|2|"; done
+    for ((i = 1; i <= n; i++)); do echo "wpb:pa:$i|produce acks=all disk B/produced B, node $i|lower|3|"; done
+  fi
+  cat <<EOF
+c:nps|consume records/s (with join)|higher|1|>= 1.1
+c:mbs|consume MB/s (with join)|higher|1|
+c:fnps|consume fetch-only records/s|higher|1|
+c:reb|consume group join ms|lower|0|
+cpu:c:all|consume broker CPU s/GB$sum|lower|2|<= 0.35
+e2e:avg|EndToEndLatency avg ms|lower|3|
+e2e:p50|EndToEndLatency p50 ms (whole ms)|lower|0|
+e2e:p99|EndToEndLatency p99 ms (whole ms)|lower|0|<= 0.5
+e2e:p999|EndToEndLatency p99.9 ms (whole ms)|lower|0|
+par:pmbs|4x4 produce MB/s (sum of 4)|higher|1|>= 1.5
+par:prps|4x4 produce records/s (sum of 4)|higher|1|
+par:p99|4x4 produce p99 ms (worst of 4)|lower|1|
+par:cmbs|4x4 consume MB/s (first send to last read)|higher|1|>= 1.5
+par:dup|4x4 records read twice|lower|0|
+cpu:par:all|4x4 broker CPU s/GB moved$sum|lower|2|
+wpb:par:all|4x4 disk B/produced B$sum|lower|3|
+fs:rps|fsync every write: acks=all records/s|higher|1|>= 3.0
+fs:mbs|fsync every write: acks=all MB/s|higher|1|
+fs:p99|fsync every write: p99 latency ms|lower|1|
+cpu:fs:all|fsync every write: broker CPU s/GB$sum|lower|2|
+wpb:fs:all|fsync every write: disk B/produced B$sum|lower|3|
+EOF
+  for ((i = 1; i <= n; i++)); do echo "rss:$i|peak RSS MB, node $i|lower|0|$( ((i == 1)) && echo '<= 0.1')"; done
+}
+
+# build_info: what was measured, for RESULTS.md.
+build_info() {
+  local head dirty
+  if [[ -n ${REGENT_BIN:-} ]]; then
+    echo "REGENT_BIN=$REGENT_BIN (not built by the run)"
+    return
+  fi
+  head=$(git -C "$repo_dir" rev-parse --short=12 HEAD 2>/dev/null) || { echo "unknown (not a git checkout)"; return; }
+  dirty=$(git -C "$repo_dir" status --porcelain --untracked-files=no 2>/dev/null | wc -l)
+  if ((dirty)); then echo "$head + uncommitted changes in $dirty file(s)"; else echo "$head (clean tree)"; fi
+}
+
+machine_info() {
+  local cpu mem fs
+  cpu=$(sed -nE 's/^model name\s*: //p' /proc/cpuinfo 2>/dev/null | head -n 1)
+  mem=$(awk '/^MemTotal:/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo 2>/dev/null)
+  fs=$(df -PT "$work" 2>/dev/null | awk 'NR == 2 { print $2 " on " $1 }')
+  echo "$(nproc) cores (${cpu:-?}), ${mem:-?} GiB RAM, Linux $(uname -r), work dir on ${fs:-?}"
+}
+
+report() {
+  local n=$regent_nodes r key label better dec goal reg kaf clu rat crat v met=0 goals=0 missed="" unmeasured=""
+  local -a rows
+  mapfile -t rows < <(report_rows)
+  local line='%-48s %12s %12s %12s %8s %7s  %s\n' mdh='| metric | regent | kafka | regent/kafka | goal | verdict |' mds='| --- | ---: | ---: | ---: | ---: | --- |'
+  local -a head=(metric regent kafka regent/kafka goal verdict better)
+  if ((n > 1)); then
+    line='%-48s %12s %12s %12s %12s %10s %8s %7s  %s\n'
+    head=(metric regent "regent x$n" kafka regent/kafka "x$n/regent" goal verdict better)
+    mdh="| metric | regent | regent x$n | kafka | regent/kafka | x$n/regent | goal | verdict |"
+    mds='| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |'
+  fi
+  local summary
+  summary="$records records x $record_size B ($partitions partitions; EndToEndLatency $latency_records;"
+  summary+=" 4x4 $((records / par_clients * par_clients)) over $par_partitions partitions; fsync $fsync_records),"
+  summary+=" Apache Kafka $(kafka_version), $rounds round(s)$( ((rounds > 1)) && echo ', medians')"
+  local -a notes=("$(security_line)")
+  ((n > 1)) && notes+=("regent ran as one node and then as a $n-node raft cluster on this machine (every write replicated to all $n; leader per round: ${res[cluster:leader]:-?}); kafka as one node")
+  notes+=("CPU and disk rows: each broker process over that phase (utime+stime, /proc/PID/io write_bytes); RSS: VmHWM after the last phase before the fsync one")
+  notes+=("fsync every write: regent --fsync always (a second process), kafka flush.messages=1 on its topic")
+  local md=""
+  echo
+  echo "bench: $summary"
+  printf '%s\n' "${notes[@]}"
+  # shellcheck disable=SC2059 # the format is one of the two above
+  printf "$line" "${head[@]}"
+  for r in "${rows[@]}"; do
+    IFS='|' read -r key label better dec goal <<<"$r"
+    reg=$(fmtv "$dec" "${res[regent:$key]:-}") kaf=$(fmtv "$dec" "${res[kafka:$key]:-}")
+    rat=$(ratio "${res[regent:$key]:-}" "${res[kafka:$key]:-}")
+    v=$(verdict "$rat" "$goal")
+    if [[ -n $goal ]]; then
+      goals=$((goals + 1))
+      case $v in
+        met) met=$((met + 1)) ;;
+        missed) missed+="${missed:+; }$label ($rat, goal $goal)" ;;
+        *) unmeasured+="${unmeasured:+; }$label" ;;
+      esac
+    fi
+    if ((n > 1)); then
+      clu=$(fmtv "$dec" "${res[cluster:$key]:-}")
+      crat=$(ratio "${res[cluster:$key]:-}" "${res[regent:$key]:-}")
+      # shellcheck disable=SC2059
+      printf "$line" "$label" "$reg" "$clu" "$kaf" "$rat" "$crat" "${goal:--}" "${v:--}" "$better"
+      md+="| $label | $reg | $clu | $kaf | $rat | $crat | ${goal:-} | ${v:-} |"$'\n'
+    else
+      # shellcheck disable=SC2059
+      printf "$line" "$label" "$reg" "$kaf" "$rat" "${goal:--}" "${v:--}" "$better"
+      md+="| $label | $reg | $kaf | $rat | ${goal:-} | ${v:-} |"$'\n'
+    fi
+  done
+  {
+    printf '# %s\n' "$(security_line)"
+    if ((n > 1)); then
+      printf 'metric\tregent (per round)\tkafka (per round)\tregent x%s cluster (per round)\n' "$n"
+    else
+      printf 'metric\tregent (per round)\tkafka (per round)\n'
+    fi
+    for r in "${rows[@]}"; do
+      IFS='|' read -r key _ <<<"$r"
+      v="$key\t${res[regent:$key]:-}\t${res[kafka:$key]:-}"
+      ((n > 1)) && v+="\t${res[cluster:$key]:-}"
+      printf '%b\n' "$v"
+    done
+  } >"$cache/last-results.tsv" 2>/dev/null
+  local goal_line="bench: goals met $met of $goals${missed:+; missed: $missed}${unmeasured:+; not measured: $unmeasured}"
+  local cluster_line=""
+  ((n > 1)) && cluster_line="bench: cluster/single acks=all throughput ratio $(ratio "${res[cluster:pa:rps]:-}" "${res[regent:pa:rps]:-}") ($n-node regent over 1-node regent, same run)"
+  local last_line
+  last_line="bench: producer throughput ratio $(ratio "${res[regent:p1:rps]:-}" "${res[kafka:p1:rps]:-}"),"
+  last_line+=" consumer throughput ratio $(ratio "${res[regent:c:nps]:-}" "${res[kafka:c:nps]:-}"),"
+  last_line+=" producer p99 latency ratio $(ratio "${res[regent:p1:p99]:-}" "${res[kafka:p1:p99]:-}")"
+  {
+    echo "## $(date -u '+%Y-%m-%d %H:%M') UTC"
+    echo
+    echo "- command: \`bench/run.sh${run_args:+ $run_args}\`"
+    echo "- commit: $(build_info)"
+    echo "- machine: $(machine_info)"
+    echo "- load average at start / end: $load_start / $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "- workload: $summary"
+    for v in "${notes[@]}"; do echo "- $v"; done
+    ((failures)) && echo "- **$failures step(s) failed**"
+    echo
+    echo "$mdh"
+    echo "$mds"
+    printf '%s' "$md"
+    echo
+    echo "\`$goal_line\`"
+    [[ -n $cluster_line ]] && echo "\`$cluster_line\`"
+    echo "\`$last_line\`"
+  } >"$cache/last-results.md" 2>/dev/null
+  echo
+  echo "$goal_line"
+  [[ -n $cluster_line ]] && echo "$cluster_line"
+  echo "$last_line"
+}
