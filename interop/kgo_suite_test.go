@@ -110,25 +110,6 @@ func TestKgoConformanceSuiteCluster(t *testing.T) {
 		kgoClusterSASLEnv(t, c)...)
 }
 
-// TestKgoSuiteSASLCluster is TestKgoSuiteSASL against a 3-node cluster:
-// the SCRAM user is created through the first node and the suite logs in
-// on every node's SASL_PLAINTEXT listener.
-func TestKgoSuiteSASLCluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("cluster: not in -short")
-	}
-	c := brokertest.StartClusterListeners(t, 3, []string{"SASL_PLAINTEXT"},
-		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-unsecured")
-	c.WaitLeader(t, time.Minute)
-	passed := runKgoSuite(t, "a 3-node cluster's SASL_PLAINTEXT listeners", strings.Join(c.Seeds(), ","), 3, "SCRAM|OAuth",
-		kgoClusterSASLEnv(t, c)...)
-	for _, name := range []string{"TestSCRAMAuth", "TestSCRAMAuthBadCredentials", "TestOAuthAuth"} {
-		if !passed[name] {
-			t.Errorf("kgo %s did not pass (skipped or not run)", name)
-		}
-	}
-}
-
 // kgoClusterSASLEnv creates the SCRAM user through the first node and
 // waits until every node's SASL_PLAINTEXT listener takes its login (the
 // user reaches the followers through the raft log), then returns the
