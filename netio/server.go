@@ -226,7 +226,11 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 }
 
 // OnShutdown ends the drain poller however the engine stopped.
-func (s *Server) OnShutdown(gnet.Engine) { s.stopper.Do(func() { close(s.stop) }) }
+func (s *Server) OnShutdown(gnet.Engine) {
+	s.stopper.Do(func() { close(s.stop) })
+	sent, copied := s.FileBytes()
+	s.log.Info("stopped", "addr", s.cfg.Addr, "file_bytes_sendfile", sent, "file_bytes_copied", copied)
+}
 
 // OnOpen admits a connection if under the limit.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
