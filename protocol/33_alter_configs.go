@@ -1,7 +1,8 @@
 package protocol
 
 // AlterConfigs: versions 0-2. Replaces a resource's whole set of overrides
-// (Kafka's legacy semantics). Topics and brokers. A cluster follower
+// (Kafka's legacy semantics). Topics, brokers and groups
+// (configs_group.go). A cluster follower
 // forwards the request to the leader (forward.go).
 
 import (
@@ -37,6 +38,8 @@ func (s *Server) alterConfigs(r *Request) {
 				err = s.alterTopicConfigs(rr.ResourceName, configs, req.ValidateOnly)
 			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 				err = s.alterBrokerConfigs(rr.ResourceName, configs, req.ValidateOnly)
+			case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+				err = s.replaceGroupConfigs(r, rr.ResourceName, configs, req.ValidateOnly)
 			default:
 				err = &kerrMsg{kerr.InvalidRequest, fmt.Sprintf("resource type %d is not supported by Regent", rr.ResourceType)}
 			}

@@ -14,8 +14,8 @@ package protocol
 // coordinator applies consumer.session.timeout.ms and
 // consumer.heartbeat.interval.ms per group; the share and streams keys are
 // stored and checked for the coordinators of those group types. A group
-// with no overrides left is deleted. AlterConfigs (33) is not served for
-// this type: Kafka refuses it too.
+// with no overrides left is deleted. AlterConfigs (33) replaces a group's
+// whole set of overrides, as Kafka's controller does.
 
 import (
 	"log/slog"
@@ -87,14 +87,8 @@ func (s *Server) describeGroupConfigs(r *Request, req *kmsg.DescribeConfigsReque
 // alterGroupConfigs applies one IncrementalAlterConfigs resource of type
 // GROUP. Off the event loop: it waits for the change to be applied.
 func (s *Server) alterGroupConfigs(r *Request, group string, cfgs []kmsg.IncrementalAlterConfigsRequestResourceConfig, validateOnly bool) error {
-	if err := s.groupConfigAuthError(r, group, acls.AlterConfigs); err != nil {
+	if err := s.groupConfigAlterable(r, group); err != nil {
 		return err
-	}
-	if s.groupConfigs == nil {
-		return &kerrMsg{kerr.InvalidRequest, "group configs are not served by this broker"}
-	}
-	if group == "" {
-		return &kerrMsg{kerr.InvalidRequest, "Group name must not be empty"}
 	}
 	ops := make([]groupconfig.Op, 0, len(cfgs))
 	for _, c := range cfgs {
@@ -104,6 +98,43 @@ func (s *Server) alterGroupConfigs(r *Request, group string, cfgs []kmsg.Increme
 	if err != nil {
 		return err
 	}
+	return s.setGroupConfigs(group, next, validateOnly)
+}
+
+// replaceGroupConfigs applies one AlterConfigs (legacy) resource of type
+// GROUP: configs replace the group's whole set of overrides, as Kafka's
+// controller does. Off the event loop.
+func (s *Server) replaceGroupConfigs(r *Request, group string, configs map[string]*string, validateOnly bool) error {
+	if err := s.groupConfigAlterable(r, group); err != nil {
+		return err
+	}
+	next := make(map[string]string, len(configs))
+	for k, v := range configs {
+		if v == nil {
+			return &kerrMsg{kerr.InvalidRequest, "Null value not supported for : " + k}
+		}
+		next[k] = *v
+	}
+	return s.setGroupConfigs(group, next, validateOnly)
+}
+
+// groupConfigAlterable checks that the group's configs may be altered.
+func (s *Server) groupConfigAlterable(r *Request, group string) error {
+	if err := s.groupConfigAuthError(r, group, acls.AlterConfigs); err != nil {
+		return err
+	}
+	if s.groupConfigs == nil {
+		return &kerrMsg{kerr.InvalidRequest, "group configs are not served by this broker"}
+	}
+	if group == "" {
+		return &kerrMsg{kerr.InvalidRequest, "Default group resources are not allowed."}
+	}
+	return nil
+}
+
+// setGroupConfigs checks next, the group's whole overrides, and stores it
+// unless validateOnly.
+func (s *Server) setGroupConfigs(group string, next map[string]string, validateOnly bool) error {
 	if validateOnly {
 		_, err := s.groupConfigs.Check(group, next)
 		return err

@@ -86,4 +86,24 @@ func TestGroupConfigsDescribeAlterList(t *testing.T) {
 	if res := call[*kmsg.ListConfigResourcesResponse](t, s, lr).ConfigResources; len(res) != 0 {
 		t.Fatalf("listed after delete %+v", res)
 	}
+
+	// Legacy AlterConfigs replaces the whole set.
+	legacy := func(cfg map[string]string) kmsg.AlterConfigsResponseResource {
+		req := kmsg.NewPtrAlterConfigsRequest()
+		rr := kmsg.NewAlterConfigsRequestResource()
+		rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeGroupConfig, "g"
+		for k, v := range cfg {
+			c := kmsg.NewAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = k, kmsg.StringPtr(v)
+			rr.Configs = append(rr.Configs, c)
+		}
+		req.Resources = append(req.Resources, rr)
+		return call[*kmsg.AlterConfigsResponse](t, s, req).Resources[0]
+	}
+	code(t, "legacy set", legacy(map[string]string{"consumer.session.timeout.ms": "55000", "share.delivery.count.limit": "3"}).ErrorCode, nil)
+	code(t, "legacy replace", legacy(map[string]string{"share.delivery.count.limit": "4"}).ErrorCode, nil)
+	if got := store.Overrides("g"); len(got) != 1 || got["share.delivery.count.limit"] != "4" {
+		t.Fatalf("after legacy replace: %v", got)
+	}
+	code(t, "legacy unknown", legacy(map[string]string{"nope": "1"}).ErrorCode, kerr.InvalidConfig)
 }
