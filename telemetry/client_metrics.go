@@ -82,7 +82,9 @@ type ClientMetricsForwarder struct {
 
 	queue  chan queued
 	queued atomic.Int64 // bytes in queue
-	stop   chan struct{}
+	// ctx ends at Close: the loop stops, an export in flight is cut short.
+	ctx    context.Context
+	cancel context.CancelFunc
 	done   chan struct{}
 	once   sync.Once
 
@@ -114,7 +116,8 @@ func (t *Telemetry) NewClientMetricsForwarder(cfg ClientMetricsConfig) (*ClientM
 	if t != nil && t.log != nil {
 		log = t.log
 	}
-	f := &ClientMetricsForwarder{cfg: cfg, log: log, queue: make(chan queued, 1024), stop: make(chan struct{}), done: make(chan struct{})}
+	f := &ClientMetricsForwarder{cfg: cfg, log: log, queue: make(chan queued, 1024), done: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
 	var err error
 	switch cfg.Exporter {
 	case ExporterOTLPGRPC:
@@ -123,10 +126,12 @@ func (t *Telemetry) NewClientMetricsForwarder(cfg ClientMetricsConfig) (*ClientM
 		err = f.setupHTTP()
 	}
 	if err != nil {
+		f.cancel()
 		return nil, err
 	}
 	if t != nil && t.mp != nil {
 		if err := f.registerMetrics(t.mp.Meter(instrumentationName)); err != nil {
+			f.cancel()
 			_ = f.closer()
 			return nil, err
 		}
@@ -320,14 +325,17 @@ func (f *ClientMetricsForwarder) run() {
 	defer close(f.done)
 	for {
 		select {
-		case <-f.stop:
+		case <-f.ctx.Done():
 			return
 		case q := <-f.queue:
 			f.queued.Add(-q.size)
-			ctx, cancel := context.WithTimeout(context.Background(), f.cfg.Timeout)
+			ctx, cancel := context.WithTimeout(f.ctx, f.cfg.Timeout)
 			err := f.send(ctx, q.req)
 			cancel()
 			if err != nil {
+				if f.ctx.Err() != nil {
+					return // closing
+				}
 				f.failed.Add(1)
 				// At most one failure logged per 30 s: a receiver that
 				// is down would otherwise log every client's every push.
@@ -355,7 +363,7 @@ func (f *ClientMetricsForwarder) Stats() ClientMetricsStats {
 func (f *ClientMetricsForwarder) Close() error {
 	var err error
 	f.once.Do(func() {
-		close(f.stop)
+		f.cancel()
 		<-f.done
 		if f.reg != nil {
 			err = f.reg.Unregister()
