@@ -169,9 +169,7 @@ func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...st
 				if outputs[top] == nil {
 					outputs[top] = &strings.Builder{}
 				}
-				if outputs[top].Len() < 16000 {
-					outputs[top].WriteString(ev.Output)
-				}
+				outputs[top].WriteString(ev.Output)
 			}
 			continue
 		}
@@ -186,9 +184,7 @@ func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...st
 			if outputs[ev.Test] == nil {
 				outputs[ev.Test] = &strings.Builder{}
 			}
-			if outputs[ev.Test].Len() < 16000 {
-				outputs[ev.Test].WriteString(ev.Output)
-			}
+			outputs[ev.Test].WriteString(ev.Output)
 		}
 	}
 	names := func(m map[string]bool) []string {
@@ -203,10 +199,27 @@ func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...st
 		what, len(passed), len(failed), len(skipped), regexp.MustCompile(`\|`).ReplaceAllString(kgoSkip, ", "))
 	t.Logf("passed: %s", strings.Join(names(passed), " "))
 	for _, n := range names(failed) {
-		t.Errorf("kgo %s failed:\n%s", n, outputs[n])
+		t.Errorf("kgo %s failed:\n%s", n, headTail(outputs[n].String(), 4000, 12000))
+	}
+	if len(failed) > 0 {
+		// The whole output, for what the head and tail above leave out.
+		if f, ferr := os.CreateTemp("", "regent-kgo-suite-*.json"); ferr == nil {
+			_, _ = f.Write(out)
+			_ = f.Close()
+			t.Logf("the suite's whole go test -json output: %s", f.Name())
+		}
 	}
 	if err != nil && len(failed) == 0 {
 		t.Fatalf("kgo suite: %v\n%s", err, stderr.String())
 	}
 	return passed
+}
+
+// headTail is s, or its first head and last tail bytes when longer: a
+// failed kgo test's own message comes last, after its log lines.
+func headTail(s string, head, tail int) string {
+	if len(s) <= head+tail {
+		return s
+	}
+	return s[:head] + fmt.Sprintf("\n[... %d bytes left out ...]\n", len(s)-head-tail) + s[len(s)-tail:]
 }
