@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/regent-broker/regent/storage/atomicfile"
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -658,7 +659,7 @@ func swapIn(dir string, base int64) error {
 	if err := os.Rename(swap, segmentFile(dir, base, logSuffix)); err != nil {
 		return fmt.Errorf("installing cleaned segment: %w", err)
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 func removeCleaned(dir string, base int64) {

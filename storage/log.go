@@ -49,6 +49,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/regent-broker/regent/storage/atomicfile"
 )
 
 var (
@@ -197,7 +199,7 @@ func (l *Log) Sync() error {
 		}
 		s.release()
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := atomicfile.SyncDir(l.dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -234,7 +236,7 @@ func (l *Log) Close() error {
 			}
 		}
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := atomicfile.SyncDir(l.dir); err != nil {
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {

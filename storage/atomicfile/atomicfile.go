@@ -18,13 +18,28 @@ const maxConcurrentWrites = 16
 // writeSlots is the semaphore for maxConcurrentWrites; any goroutine.
 var writeSlots = make(chan struct{}, maxConcurrentWrites)
 
-// Write writes data to path via a synced temporary file, a rename and a
-// sync of the directory. It waits while maxConcurrentWrites other writes
-// are in progress.
+// Write writes data to path via a synced temporary file (path + ".tmp"),
+// a rename and a sync of the directory. It waits while
+// maxConcurrentWrites other writes are in progress. On an error before
+// the rename the temporary file is removed and path keeps its old
+// content; an error syncing the directory means the new content is in
+// place but may not survive a crash.
 func Write(path string, data []byte) error {
 	writeSlots <- struct{}{}
 	defer func() { <-writeSlots }()
 	tmp := path + ".tmp"
+	if err := writeTemp(tmp, data); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("rename to %s: %w", path, err)
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func writeTemp(tmp string, data []byte) error {
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, err)
@@ -40,12 +55,27 @@ func Write(path string, data []byte) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close %s: %w", tmp, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename to %s: %w", path, err)
+	return nil
+}
+
+// SyncDir fsyncs dir, making the creations, renames and removals in it
+// durable. It holds a write slot (its descriptor is held across the
+// fsync), so it too waits while maxConcurrentWrites writes are in
+// progress.
+func SyncDir(dir string) error {
+	writeSlots <- struct{}{}
+	defer func() { <-writeSlots }()
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open dir %s for fsync: %w", dir, err)
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync dir %s: %w", dir, err)
 	}
 	return nil
 }

@@ -42,3 +42,29 @@ func TestConcurrentWrites(t *testing.T) {
 		t.Fatalf("temporary files left: %v", left)
 	}
 }
+
+// TestFailedWriteLeavesOldContent: a write whose rename fails (the target
+// is a directory) leaves no temporary file; SyncDir of a missing
+// directory fails.
+func TestFailedWriteLeavesOldContent(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "d")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(target, "x"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(target, []byte("new")); err == nil {
+		t.Fatal("a write renamed over a non-empty directory succeeded")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*.tmp")); len(left) > 0 {
+		t.Fatalf("temporary files left: %v", left)
+	}
+	if err := SyncDir(filepath.Join(dir, "missing")); err == nil {
+		t.Fatal("SyncDir of a missing directory succeeded")
+	}
+	if err := SyncDir(dir); err != nil {
+		t.Fatal(err)
+	}
+}
