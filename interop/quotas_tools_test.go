@@ -1,0 +1,142 @@
+package interop_test
+
+import (
+	"context"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/regent-broker/regent/interop/brokertest"
+)
+
+// perfResult is what Kafka's ProducerPerformance reports at its end.
+type perfResult struct {
+	records     int
+	mbPerSec    float64
+	throttleMax float64 // producer-metrics:produce-throttle-time-max
+	throttleAvg float64
+	out         string
+}
+
+var (
+	perfSummary  = regexp.MustCompile(`(\d+) records sent, [\d.]+ records/sec \(([\d.]+) MB/sec\)`)
+	perfThrottle = regexp.MustCompile(`producer-metrics:produce-throttle-time-(max|avg):\{client-id=[^}]*\}\s*:\s*([\d.NaE-]+)`)
+)
+
+func parsePerf(t *testing.T, out string) perfResult {
+	t.Helper()
+	r := perfResult{out: out, throttleMax: -1, throttleAvg: -1}
+	m := perfSummary.FindAllStringSubmatch(out, -1)
+	if len(m) == 0 {
+		t.Fatalf("no ProducerPerformance summary in:\n%s", lastLines(out, 30))
+	}
+	last := m[len(m)-1]
+	r.records, _ = strconv.Atoi(last[1])
+	r.mbPerSec, _ = strconv.ParseFloat(last[2], 64)
+	for _, tm := range perfThrottle.FindAllStringSubmatch(out, -1) {
+		v, err := strconv.ParseFloat(tm[2], 64)
+		if err != nil {
+			continue
+		}
+		if tm[1] == "max" {
+			r.throttleMax = v
+		} else {
+			r.throttleAvg = v
+		}
+	}
+	if r.throttleMax < 0 {
+		t.Fatalf("no produce-throttle-time-max metric in:\n%s", lastLines(out, 60))
+	}
+	return r
+}
+
+// TestKafkaConfigsProducerQuota: kafka-configs sets client and user
+// quotas (AlterClientQuotas) and describes them back; a producer quota of
+// 1 MiB/s holds Kafka's ProducerPerformance to it (within 10 %), which
+// reports a produce throttle time, while a producer with another client
+// id beside it runs unthrottled and clearly faster.
+//
+// Kafka's rate counts at least 10 of its 11 one-second windows, so an
+// idle client may send 10 s of its quota at once before it is held: the
+// limited run is 10.5 MiB of records (10 MiB at once, then held to the
+// quota until its 10.5th MiB at about 10.6 s), which Kafka's math holds
+// to the quota end to end. A longer run would burst again once the first
+// window ages out at 11 s, as Kafka's brokers let it.
+func TestKafkaConfigsProducerQuota(t *testing.T) {
+	lib := kafkaLib(t)
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	const configs = "kafka.admin.ConfigCommand"
+
+	// Each run of a Java tool takes seconds: four cover the forms (a
+	// client, a user, its defaults are in TestClientQuotasAPI).
+	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "clients", "--entity-name", "perf-limited", "--add-config", "producer_byte_rate=1048576")
+	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default", "--add-config", "consumer_byte_rate=2048,producer_byte_rate=4096")
+	out := kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "clients", "--entity-name", "perf-limited")
+	if !strings.Contains(out, "producer_byte_rate=1048576") {
+		t.Fatalf("kafka-configs --describe clients perf-limited:\n%s", out)
+	}
+	out = kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default")
+	if !strings.Contains(out, "consumer_byte_rate=2048") || !strings.Contains(out, "producer_byte_rate=4096") {
+		t.Fatalf("kafka-configs --describe users alice, default client:\n%s", out)
+	}
+	t.Logf("kafka-configs --describe: %s", strings.TrimSpace(out))
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "quota-perf"); err != nil {
+		t.Fatal(err)
+	}
+
+	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
+	perf := func(clientID string, records int) *exec.Cmd {
+		return exec.CommandContext(ctx, "java", "-Xmx256m", "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile="+log4j,
+			"org.apache.kafka.tools.ProducerPerformance", "--topic", "quota-perf", "--num-records", strconv.Itoa(records), "--throughput", "-1",
+			"--record-size", "1024", "--print-metrics", "--producer-props", "bootstrap.servers="+b.Addr, "client.id="+clientID, "acks=1", "linger.ms=5")
+	}
+	type result struct {
+		out []byte
+		err error
+	}
+	run := func(cmd *exec.Cmd) <-chan result {
+		ch := make(chan result, 1)
+		go func() {
+			out, err := cmd.CombinedOutput()
+			ch <- result{out, err}
+		}()
+		return ch
+	}
+	started := time.Now()
+	limitedCh := run(perf("perf-limited", 10752)) // 10.5 MiB of records
+	freeCh := run(perf("perf-free", 40960))       // 40 MiB
+	lr, fr := <-limitedCh, <-freeCh
+	if lr.err != nil || fr.err != nil {
+		t.Fatalf("ProducerPerformance: limited %v, free %v\n%s\n%s", lr.err, fr.err, lastLines(string(lr.out), 20), lastLines(string(fr.out), 20))
+	}
+	limited, free := parsePerf(t, string(lr.out)), parsePerf(t, string(fr.out))
+	t.Logf("limited: %d records, %.2f MB/s, produce throttle max %.0f ms avg %.1f ms; free: %d records, %.2f MB/s, throttle max %.0f ms (both done in %v)",
+		limited.records, limited.mbPerSec, limited.throttleMax, limited.throttleAvg, free.records, free.mbPerSec, free.throttleMax, time.Since(started).Round(time.Millisecond))
+	if limited.mbPerSec < 0.9 || limited.mbPerSec > 1.1 {
+		t.Errorf("the limited producer ran at %.2f MB/s, want 1 ± 10 %%", limited.mbPerSec)
+	}
+	if limited.throttleMax <= 0 {
+		t.Errorf("the limited producer reports no throttle time (max %v)", limited.throttleMax)
+	}
+	if free.throttleMax != 0 {
+		t.Errorf("the free producer was throttled (max %v ms)", free.throttleMax)
+	}
+	if free.mbPerSec < 2*limited.mbPerSec {
+		t.Errorf("the free producer ran at %.2f MB/s, not clearly above the limited one's %.2f", free.mbPerSec, limited.mbPerSec)
+	}
+}
