@@ -22,13 +22,19 @@ import (
 // fsync is left to a background pass every interval. This is the broker's
 // --fsync=interval policy applied to the raft log, as Kafka's replicas do
 // not fsync before acknowledging: a power loss on a majority can lose the
-// last interval's commits. Three writes are still made durable at once:
+// last interval's commits. What raft-wal needs to open the log again is
+// still made durable at once, as it does it:
+//   - a segment's first write (its file header and first entries), whose
+//     fsync also makes its directory entry durable (raft-wal's File syncs
+//     the parent directory on a file's first fsync): raft-wal's meta store
+//     names the file before it is written, and a tail with no header or
+//     no directory entry would not open;
 //   - the write that seals a segment, before raft-wal's meta store (which
 //     fsyncs on its own) records the segment as sealed: a sealed segment
 //     whose index was lost would not open again;
-//   - every file at Close;
-//   - the parent directory of a new segment, on its first real fsync
-//     (raft-wal's own File does it).
+//   - every file at Close.
+// After a power loss the tail is what raft-wal recovers from any crash: the
+// entries up to the last commit frame on disk.
 //
 // Votes and terms live in raft-wal's meta store, not in segment files: they
 // stay durable before SetStable returns.
@@ -151,15 +157,16 @@ type lazyFile struct {
 	// sealing write's own), so a cleared dirty flag is never followed by
 	// an fsync that started before the write.
 	syncMu sync.Mutex
-	// sealing is set by a write that holds an index frame; the next Sync
-	// is then real. Written and read on raft-wal's writing goroutine.
-	sealing bool
+	// syncNext is set by a file's first write and by the write that
+	// seals it; the next Sync is then real. Written and read on raft-wal's
+	// writing goroutine.
+	syncNext bool
 }
 
 // WriteAt implements io.WriterAt.
 func (f *lazyFile) WriteAt(p []byte, off int64) (int, error) {
-	if sealsSegment(p, off) {
-		f.sealing = true
+	if off == 0 || sealsSegment(p, off) {
+		f.syncNext = true
 	}
 	n, err := f.WritableFile.WriteAt(p, off)
 	// Marked after the write: a pass that clears the flag from here on
@@ -168,13 +175,13 @@ func (f *lazyFile) WriteAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
-// Sync implements types.WritableFile: real for the write that seals the
-// segment, deferred to the background pass otherwise.
+// Sync implements types.WritableFile: real after a segment's first write
+// and the one that seals it, deferred to the background pass otherwise.
 func (f *lazyFile) Sync() error {
-	if !f.sealing {
+	if !f.syncNext {
 		return nil
 	}
-	f.sealing = false
+	f.syncNext = false
 	return f.syncIfDirty()
 }
 
