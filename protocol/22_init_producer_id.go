@@ -19,7 +19,10 @@ package protocol
 // Ordinary v6 requests are served as v5's; OngoingTxnProducerId and
 // OngoingTxnProducerEpoch are -1, as Kafka answers when no prepared
 // transaction is kept. Both flags are ignored for idempotent producers,
-// as Kafka ignores them there.
+// as Kafka ignores them there. Kafka 4.3.1 marks v6 unstable: its broker
+// advertises it only with unstable.api.versions.enable, and its Java
+// client caps InitProducerId at v5 (InitProducerIdRequest.Builder allows
+// 0-5), so that client still sends v5 here; v6 is for clients that send it.
 
 import (
 	"errors"

@@ -3,7 +3,7 @@ package protocol
 // InitProducerId v6 (KIP-939, two-phase commit), which kmsg v1.15.1 does
 // not know: v5's fields, then Enable2Pc and KeepPreparedTxn in the request
 // and OngoingTxnProducerId and OngoingTxnProducerEpoch in the response.
-// Kafka 4.3's Java client sends v6. These types wrap kmsg's for every
+// These types wrap kmsg's for every
 // version (below 6 they are kmsg's encodings), so the handler has one
 // request type.
 
