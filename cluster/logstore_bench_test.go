@@ -20,7 +20,7 @@ import (
 // The raft log store comparison (go test ./cluster/ -run XXX -bench LogStore).
 // Each store runs with its default durability, as raft uses it: every
 // StoreLogs is on disk when it returns (bolt: one commit, two fsyncs; the
-// wal: one fsync).
+// wal: one fsync), except wal-lazy (written, fsynced every second).
 
 type storeKind struct {
 	name string
@@ -37,6 +37,15 @@ var storeKinds = []storeKind{
 	}},
 	{"wal", func(b testing.TB, dir string) logStore {
 		s, err := openWALStore(filepath.Join(dir, walDirName), 0, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return s
+	}},
+	// The wal as --fsync=interval runs it: written on return, fsynced by
+	// a pass every second (logsync.go).
+	{"wal-lazy", func(b testing.TB, dir string) logStore {
+		s, err := openWALStore(filepath.Join(dir, walDirName), time.Second, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
