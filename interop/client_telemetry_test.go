@@ -156,4 +156,12 @@ func TestClientTelemetryJavaProducer(t *testing.T) {
 	}
 	t.Logf("%d metric names received in %d exports, e.g. %s %v", len(sink.byName), sink.exports, name, attrs)
 	sink.mu.Unlock()
+
+	stop()
+	<-done
+	run = runTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--delete", "--name", "producers")
+	run = runTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--list")
+	if strings.TrimSpace(run.stdout) != "" {
+		t.Fatalf("kafka-client-metrics --list after --delete:\n%s", run.stdout)
+	}
 }
