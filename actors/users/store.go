@@ -28,6 +28,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/replstore"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
@@ -193,7 +194,8 @@ type Store struct {
 	// on the raft FSM goroutine otherwise). Never held across Propose.
 	mu struct {
 		sync.Mutex
-		closed bool
+		// reg is the registration with repl and the closed flag.
+		reg replstore.Registration
 	}
 }
 
@@ -222,7 +224,7 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	s.current.Store(&u)
-	s.repl.Register(replKey, s)
+	s.mu.reg = replstore.Register(s.repl, replKey, "users", s)
 	return s, nil
 }
 
@@ -355,7 +357,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
+	if s.mu.reg.Closed() {
 		return fmt.Errorf("%w: SCRAM credential store is closed", kerr.KafkaStorageError)
 	}
 	old := *s.current.Load()
@@ -426,10 +428,7 @@ func checkUpsert(u Upsert) error {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		s.mu.closed = true
-		s.repl.Unregister(replKey)
-	}
+	s.mu.reg.Close()
 	return nil
 }
 
@@ -443,17 +442,14 @@ func (s *Store) Close() error {
 func (s *Store) Reopen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		return errors.New("users: reopen of an open store")
-	}
-	u, err := load(s.path)
-	if err != nil {
-		return fmt.Errorf("reopen SCRAM credentials: %w", err)
-	}
-	s.current.Store(&u)
-	s.mu.closed = false
-	s.repl.Register(replKey, s)
-	return nil
+	return s.mu.reg.Reopen(s, func() error {
+		u, err := load(s.path)
+		if err != nil {
+			return fmt.Errorf("reopen SCRAM credentials: %w", err)
+		}
+		s.current.Store(&u)
+		return nil
+	})
 }
 
 // AddOffline sets user's credential for m from password directly in the
