@@ -306,7 +306,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	srv.SetUsers(userStore)
 	srv.SetFeatures(featureStore)
 	srv.SetGroupConfigs(groupConfigs)
-	srv.SetQuotas(quotaStore, quotas.NewEnforcer(quotas.EnforcerConfig{}, quotaStore.Snapshot))
+	quotaEnf := quotas.NewEnforcer(quotas.EnforcerConfig{}, quotaStore.Snapshot)
+	srv.SetQuotas(quotaStore, quotaEnf)
+	if err := tel.ObserveQuotas(quotaEnf); err != nil {
+		return err
+	}
 	stopClientTelemetry, err := serveClientMetrics(cfg, cmStore, srv, tel, logger)
 	if err != nil {
 		return err
