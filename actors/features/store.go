@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/replstore"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
@@ -19,8 +20,11 @@ import (
 // replKey is the replicator key the store applies.
 const replKey = "features"
 
-// kindUpdate names the one command kind; renaming it breaks replaying logs.
-const kindUpdate = "features.update"
+// The command kinds; renaming one breaks replaying logs.
+const (
+	kindUpdate = "features.update"
+	kindInit   = "features.init"
+)
 
 // updateCmd is an UpdateFeatures' changes; every node checks and applies
 // them against its own (identical) levels.
@@ -41,9 +45,35 @@ func (c *updateCmd) AppendCommand(b []byte) []byte {
 	return append(b, raw...)
 }
 
+// initCmd fixes the first finalized levels of a state directory that
+// never had them (see Store.Init): the first applied wins, later ones do
+// nothing, so every node ends with the levels the log's first one carries.
+type initCmd struct {
+	Levels map[string]int16 `json:"levels"`
+	// Legacy: the proposer found the directory older than features.json.
+	Legacy bool `json:"legacy"`
+}
+
+func (*initCmd) CommandKind() string { return kindInit }
+
+func (c *initCmd) AppendCommand(b []byte) []byte {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		panic(fmt.Sprintf("features: encode init: %v", err))
+	}
+	return append(b, raw...)
+}
+
 func init() {
 	replication.RegisterDecoder(kindUpdate, func(payload []byte) (replication.Command, error) {
 		c := new(updateCmd)
+		if err := json.Unmarshal(payload, c); err != nil {
+			return nil, err
+		}
+		return c, nil
+	})
+	replication.RegisterDecoder(kindInit, func(payload []byte) (replication.Command, error) {
+		c := new(initCmd)
 		if err := json.Unmarshal(payload, c); err != nil {
 			return nil, err
 		}
@@ -69,7 +99,12 @@ type Store struct {
 	// Never held across Propose.
 	mu struct {
 		sync.Mutex
-		closed bool
+		// reg is the registration with repl and the closed flag.
+		reg replstore.Registration
+		// settled: the levels are the file's (an init or an update was
+		// applied, now or by an earlier run); until then current is
+		// initialLevels' guess at Open, and Init proposes a new one.
+		settled bool
 	}
 }
 
@@ -85,9 +120,8 @@ type Options struct {
 }
 
 // Open loads the finalized levels and registers the store with the
-// replicator. Without the file it decides the first levels (initialLevels)
-// and writes them at once, so a directory's start levels are decided once
-// and travel in the state directory's snapshots like every later change.
+// replicator. Without the file the levels are initialLevels' guess until
+// Init (or an update) fixes them through the replicator.
 func Open(o Options) (*Store, error) {
 	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), repl: o.Repl, log: o.Logger, nodeID: o.NodeID}
 	if s.repl == nil {
@@ -96,12 +130,10 @@ func Open(o Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	f, err := s.loadOrInit()
-	if err != nil {
+	if err := s.loadLocked(); err != nil {
 		return nil, err
 	}
-	s.current.Store(&f)
-	s.repl.Register(replKey, s)
+	s.mu.reg = replstore.Register(s.repl, replKey, "features", s)
 	return s, nil
 }
 
@@ -115,9 +147,9 @@ var legacyMarkers = []string{"topics.json", "producer-ids"}
 // initialLevels is what a state directory without features.json starts
 // at: a new directory at Kafka 4.3's levels for a new cluster (Defaults),
 // one that ran before features.json existed at the levels matching what
-// it served (Legacy). Every node of a cluster holds the same replicated
-// topic registry, so they decide alike; a node that joins gets the
-// leader's file in its first snapshot.
+// it served (Legacy). In a cluster it is the leader's guess that Init
+// replicates: a node replaying the log into an empty state directory
+// would guess "new".
 func initialLevels(dataDir string) (f Finalized, legacy bool) {
 	for _, name := range legacyMarkers {
 		if _, err := os.Stat(filepath.Join(dataDir, "meta", name)); err == nil {
@@ -127,23 +159,43 @@ func initialLevels(dataDir string) (f Finalized, legacy bool) {
 	return Defaults(), false
 }
 
-// loadOrInit loads the file, or decides and writes the first levels.
-func (s *Store) loadOrInit() (Finalized, error) {
+// loadLocked loads the file, or guesses the first levels (mu held, or the
+// store not yet shared).
+func (s *Store) loadLocked() error {
 	f, ok, err := load(s.path)
-	if err != nil || ok {
-		return f, err
+	if err != nil {
+		return err
 	}
+	s.mu.settled = ok
+	if !ok {
+		f, _ = initialLevels(filepath.Dir(filepath.Dir(s.path)))
+	}
+	s.current.Store(&f)
+	return nil
+}
+
+// Init fixes the first finalized levels of a state directory that has
+// none: it proposes initialLevels' decision, which every node applies (the
+// first init in the log wins, so nodes that guessed differently, one
+// replaying the log into an empty directory, agree). A single node calls
+// it after Open; a cluster's leader once it leads. It does nothing when
+// the levels are already fixed. It waits for the outcome (not from an
+// apply callback).
+func (s *Store) Init() error {
+	s.mu.Lock()
+	settled := s.mu.settled
+	s.mu.Unlock()
+	if settled {
+		return nil
+	}
+	// Decided now, not at Open: a raft node that replays its log opens an
+	// empty state directory, and leads only once it has applied the log.
 	f, legacy := initialLevels(filepath.Dir(filepath.Dir(s.path)))
-	if err := save(s.path, f); err != nil {
-		return Finalized{}, fmt.Errorf("write first finalized features: %w", err)
+	cmd := &initCmd{Levels: f.Levels, Legacy: legacy}
+	if _, err := replication.Await[error](s.repl, replKey, cmd, nil); err != nil {
+		return fmt.Errorf("fix the first finalized features: %w", err)
 	}
-	if legacy {
-		s.log.Info("state directory predates finalized features: keeping the levels it served; raise transaction.version with kafka-features.sh upgrade",
-			"levels", f.Levels)
-	} else {
-		s.log.Info("new state directory: finalized features at their latest levels", "levels", f.Levels)
-	}
-	return f, nil
+	return nil
 }
 
 // load reads the file; ok is false when it does not exist.
@@ -205,15 +257,46 @@ func (s *Store) Update(ups []Update, done func(error)) {
 // updates are checked again against this node's levels and applied whole,
 // or refused whole. It returns nil or the refusal.
 func (s *Store) Apply(cmd replication.Command) any {
-	c, ok := cmd.(*updateCmd)
-	if !ok {
-		return fmt.Errorf("features: unexpected command %T", cmd)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
+	if s.mu.reg.Closed() {
 		return fmt.Errorf("%w: feature store is closed", kerr.KafkaStorageError)
 	}
+	switch c := cmd.(type) {
+	case *updateCmd:
+		return s.applyUpdateLocked(c)
+	case *initCmd:
+		return s.applyInitLocked(c)
+	default:
+		return fmt.Errorf("features: unexpected command %T", cmd)
+	}
+}
+
+// applyInitLocked adopts c's levels unless the levels are already fixed.
+func (s *Store) applyInitLocked(c *initCmd) any {
+	if s.mu.settled {
+		return nil
+	}
+	f := Finalized{Levels: c.Levels}
+	if f.Levels == nil {
+		f.Levels = map[string]int16{}
+	}
+	if err := save(s.path, f); err != nil {
+		s.log.Error("persist the first finalized features", "err", err)
+		return fmt.Errorf("%w: persist finalized features: %v", kerr.KafkaStorageError, err)
+	}
+	s.current.Store(&f)
+	s.mu.settled = true
+	if c.Legacy {
+		s.log.Info("state directory predates finalized features: keeping the levels it served; raise transaction.version with kafka-features.sh upgrade",
+			"levels", f.Levels)
+	} else {
+		s.log.Info("new state directory: finalized features at their latest levels", "levels", f.Levels)
+	}
+	return nil
+}
+
+func (s *Store) applyUpdateLocked(c *updateCmd) any {
 	cur := *s.current.Load()
 	next, err := Apply(cur, c.Updates, c.NodeID)
 	if err != nil {
@@ -224,6 +307,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 		return fmt.Errorf("%w: persist finalized features: %v", kerr.KafkaStorageError, err)
 	}
 	s.current.Store(&next)
+	s.mu.settled = true
 	s.log.Info("finalized features changed", "epoch", next.Epoch, "levels", next.Levels)
 	return nil
 }
@@ -232,10 +316,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		s.mu.closed = true
-		s.repl.Unregister(replKey)
-	}
+	s.mu.reg.Close()
 	return nil
 }
 
@@ -246,15 +327,10 @@ func (s *Store) Close() error {
 func (s *Store) Reopen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		return errors.New("features: reopen of an open store")
-	}
-	f, err := s.loadOrInit()
-	if err != nil {
-		return fmt.Errorf("reopen finalized features: %w", err)
-	}
-	s.current.Store(&f)
-	s.mu.closed = false
-	s.repl.Register(replKey, s)
-	return nil
+	return s.mu.reg.Reopen(s, func() error {
+		if err := s.loadLocked(); err != nil {
+			return fmt.Errorf("reopen finalized features: %w", err)
+		}
+		return nil
+	})
 }

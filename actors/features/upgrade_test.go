@@ -20,6 +20,17 @@ func openStore(t *testing.T, o Options) *Store {
 	return s
 }
 
+// openInit opens a single node's store and fixes its first levels, as the
+// broker does.
+func openInit(t *testing.T, o Options) *Store {
+	t.Helper()
+	s := openStore(t, o)
+	if err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // markExisting makes dir look like a state directory that served before
 // features.json existed: its topic registry (or producer id reservation).
 func markExisting(t *testing.T, dir, name string) {
@@ -46,11 +57,11 @@ func updateWait(t *testing.T, s *Store, ups ...Update) error {
 }
 
 // TestFreshDirStartsAtLatest: a new state directory starts at Kafka 4.3's
-// levels for a new cluster (transaction.version 2), written at once, so
+// levels for a new cluster (transaction.version 2), written by Init, so
 // that the decision holds when topics appear later.
 func TestFreshDirStartsAtLatest(t *testing.T) {
 	dir := t.TempDir()
-	s := openStore(t, Options{DataDir: dir, NodeID: 1})
+	s := openInit(t, Options{DataDir: dir, NodeID: 1})
 	if f := s.Finalized(); f.Epoch != 0 || f.Level(TransactionVersion) != 2 || f.Level(MetadataVersion) != 30 {
 		t.Fatalf("fresh levels %+v", f)
 	}
@@ -77,7 +88,7 @@ func TestPreFeaturesDirKeepsServedLevels(t *testing.T) {
 		t.Run(marker, func(t *testing.T) {
 			dir := t.TempDir()
 			markExisting(t, dir, marker)
-			s := openStore(t, Options{DataDir: dir, NodeID: 1})
+			s := openInit(t, Options{DataDir: dir, NodeID: 1})
 			f := s.Finalized()
 			if _, listed := f.Levels[TransactionVersion]; listed || f.Epoch != 0 || f.Level(MetadataVersion) != 30 ||
 				f.Level(GroupVersion) != 1 || f.Level(KRaftVersion) != 1 {
@@ -87,7 +98,7 @@ func TestPreFeaturesDirKeepsServedLevels(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Close()
-			s2 := openStore(t, Options{DataDir: dir, NodeID: 1})
+			s2 := openInit(t, Options{DataDir: dir, NodeID: 1})
 			if f := s2.Finalized(); f.Epoch != 1 || f.Level(TransactionVersion) != 2 {
 				t.Fatalf("after kafka-features upgrade and a restart %+v", f)
 			}
@@ -95,30 +106,42 @@ func TestPreFeaturesDirKeepsServedLevels(t *testing.T) {
 	}
 }
 
-// TestUpgradedClusterDecidesAlike: in cluster mode every node's directory
-// holds the same replicated topic registry, so every node of an upgraded
-// cluster starts at the legacy levels, and the operator's upgrade is one
-// replicated change applied on each.
+// TestUpgradedClusterDecidesAlike: in cluster mode the leader's decision
+// is replicated (Init): a node that replays the log into an empty state
+// directory guesses "new" but ends at the leader's legacy levels, the
+// first init in the log wins, and the operator's upgrade is one replicated
+// change applied on each node.
 func TestUpgradedClusterDecidesAlike(t *testing.T) {
 	r := clustertest.New(t, 2)
-	var nodes []*Store
-	for i := range 2 {
-		dir := t.TempDir()
-		markExisting(t, dir, "topics.json")
-		nodes = append(nodes, openStore(t, Options{DataDir: dir, NodeID: int32(i), Repl: r.Node(i)}))
+	leaderDir := t.TempDir()
+	markExisting(t, leaderDir, "topics.json")
+	leader := openStore(t, Options{DataDir: leaderDir, NodeID: 0, Repl: r.Node(0)})
+	replaying := openStore(t, Options{DataDir: t.TempDir(), NodeID: 1, Repl: r.Node(1)})
+	if f := replaying.Finalized(); f.Level(TransactionVersion) != 2 {
+		t.Fatalf("an empty directory's guess %+v", f)
 	}
-	for i, s := range nodes {
-		if f := s.Finalized(); f.Level(TransactionVersion) != 0 {
-			t.Fatalf("node %d: %+v", i, f)
-		}
+	if err := replaying.Init(); err == nil {
+		t.Fatal("a follower's Init was applied")
 	}
-	if err := updateWait(t, nodes[0], Update{Feature: TransactionVersion, Level: 2, Type: Upgrade}); err != nil {
+	if err := leader.Init(); err != nil {
 		t.Fatal(err)
 	}
-	testwait.For(t, "the follower applies the upgrade", testwait.Default, func() bool {
-		return nodes[1].Finalized().Level(TransactionVersion) == 2
+	testwait.For(t, "the follower applies the leader's first levels", testwait.Default, func() bool {
+		_, listed := replaying.Finalized().Levels[TransactionVersion]
+		return !listed
 	})
-	if a, b := nodes[0].Finalized(), nodes[1].Finalized(); a.Epoch != b.Epoch || a.Epoch != 1 {
+	// A later leader's Init changes nothing: the levels are fixed.
+	r.SetLeader(1)
+	if err := replaying.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if err := updateWait(t, replaying, Update{Feature: TransactionVersion, Level: 2, Type: Upgrade}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the other node applies the upgrade", testwait.Default, func() bool {
+		return leader.Finalized().Level(TransactionVersion) == 2
+	})
+	if a, b := leader.Finalized(), replaying.Finalized(); a.Epoch != b.Epoch || a.Epoch != 1 {
 		t.Fatalf("epochs %d and %d, want 1", a.Epoch, b.Epoch)
 	}
 }

@@ -27,8 +27,9 @@ import (
 
 // onLeader runs when this node becomes the caught-up raft leader: it
 // records its addresses (and the initial peers') in the node directory,
-// fixes the cluster id on first election, and starts the coordinators.
-func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []cluster.Peer, pids *protocol.ProducerIDs, groups *group.Manager, txns *txn.Coordinator, logger *slog.Logger) {
+// fixes the cluster id and the first finalized feature levels on first
+// election, and starts the coordinators.
+func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []cluster.Peer, pids *protocol.ProducerIDs, groups *group.Manager, txns *txn.Coordinator, feats *features.Store, logger *slog.Logger) {
 	if cur, ok := nodes.Get(self.ID); !ok || cur != self {
 		if err := proposeWait(r, cluster.NodesKey, cluster.UpsertNode(self)); err != nil {
 			logger.Warn("record this node in the directory", "err", err)
@@ -47,6 +48,9 @@ func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []
 		if err := proposeWait(r, cluster.NodesKey, cluster.SetClusterID(base64.RawURLEncoding.EncodeToString(b[:]))); err != nil {
 			logger.Warn("choose the cluster id", "err", err)
 		}
+	}
+	if err := feats.Init(); err != nil {
+		logger.Warn("fix the first finalized features", "err", err)
 	}
 	pids.Resume()
 	if err := groups.Activate(); err != nil {

@@ -236,6 +236,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open finalized features: %w", err)
 	}
 	defer featureStore.Close()
+	if raftRepl == nil {
+		// A cluster's leader fixes the first levels once it leads.
+		if err := featureStore.Init(); err != nil {
+			return err
+		}
+	}
 	// Client quotas: replicated and kept on every node, as ACLs are.
 	quotaStore, err := quotas.Open(quotas.Options{DataDir: stateDir, Repl: repl, Logger: logger})
 	if err != nil {
@@ -280,7 +286,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 				groups.Deactivate()
 				return
 			}
-			onLeader(raftRepl, nodes, self, peers, pids, groups, txns, logger)
+			onLeader(raftRepl, nodes, self, peers, pids, groups, txns, featureStore, logger)
 		})
 		raftRepl.Start()
 		if cfg.AdminListen != "" {
