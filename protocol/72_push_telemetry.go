@@ -23,7 +23,13 @@ func init() { register(72, 0, 0, (*Server).pushTelemetry) }
 
 // pushDecompressFactor bounds a push's decompressed size: OTLP protobuf
 // compresses well, but not past this many times telemetry.max.bytes.
-const pushDecompressFactor = 32
+const pushDecompressFactor = 16
+
+// pushDecodes bounds the pushes decompressed and decoded at once, so that
+// many clients pushing together hold at most 4 × 16 × telemetry.max.bytes
+// (64 MiB by default) of inflated payloads; the others wait their turn
+// holding only their payload as sent.
+var pushDecodes = make(chan struct{}, 4)
 
 func (s *Server) pushTelemetry(r *Request) {
 	req := r.Msg.(*kmsg.PushTelemetryRequest)
@@ -50,6 +56,8 @@ func (s *Server) pushTelemetry(r *Request) {
 	// the goroutine (at most telemetry.max.bytes).
 	payload := append([]byte(nil), req.Metrics...)
 	s.async(r, func() kmsg.Response {
+		pushDecodes <- struct{}{}
+		defer func() { <-pushDecodes }()
 		limit := int64(cm.mgr.MaxBytes()) * pushDecompressFactor
 		raw, err := recordbatch.DecompressBounded(req.CompressionType, payload, limit)
 		if err == nil {
