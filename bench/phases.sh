@@ -253,7 +253,7 @@ phase_parallel() {
   done
   # Consumers: counts add up; a consumer that stopped on the idle timeout
   # read its last record that long before its end.time.
-  local read_n=0 last=0 st en mb
+  local read_n=0 last=0 en mb
   for ((i = 1; i <= par_clients; i++)); do
     IFS=',' read -r -a f <<<"$(parse_consume "$dir/par-consume$i.out")"
     if ((${#f[@]} != 10)); then

@@ -87,7 +87,9 @@ EOF
   for ((i = 1; i <= n; i++)); do echo "rss:$i|peak RSS MB, node $i|lower|0|$( ((i == 1)) && echo '<= 0.1')"; done
 }
 
-# build_info: what was measured, for RESULTS.md.
+# build_info: what was measured, for RESULTS.md: run.sh keeps it in
+# build_commit when it builds (other work may commit while the run goes on).
+build_commit=""
 build_info() {
   local head dirty
   if [[ -n ${REGENT_BIN:-} ]]; then
@@ -172,7 +174,7 @@ report() {
       printf '%b\n' "$v"
     done
   } >"$cache/last-results.tsv" 2>/dev/null
-  local goal_line="bench: goals met $met of $goals${missed:+; missed: $missed}${unmeasured:+; not measured: $unmeasured}"
+  local goal_line="bench: goals met $met of $goals${missed:+; missed: $missed}${unmeasured:+; no ratio (a figure missing, or Kafka at 0): $unmeasured}"
   local cluster_line=""
   ((n > 1)) && cluster_line="bench: cluster/single acks=all throughput ratio $(ratio "${res[cluster:pa:rps]:-}" "${res[regent:pa:rps]:-}") ($n-node regent over 1-node regent, same run)"
   local last_line
@@ -183,7 +185,7 @@ report() {
     echo "## $(date -u '+%Y-%m-%d %H:%M') UTC"
     echo
     echo "- command: \`bench/run.sh${run_args:+ $run_args}\`"
-    echo "- commit: $(build_info)"
+    echo "- commit: ${build_commit:-$(build_info)}"
     echo "- machine: $(machine_info)"
     echo "- load average at start / end: $load_start / $(cut -d' ' -f1-3 /proc/loadavg)"
     echo "- workload: $summary"

@@ -60,7 +60,8 @@ step_timeout=600
 keep=0
 start_timeout=90 # seconds for a broker to open its port
 
-run_args=""; ((0)) && run_args=$(printf '%q ' "$@") && run_args=${run_args% } # for RESULTS.md
+run_args="" # the arguments as given, for RESULTS.md
+(($#)) && run_args=$(printf '%q ' "$@") && run_args=${run_args% }
 load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
 need_arg() { [[ $# -ge 2 && -n $2 ]] || { echo "bench: $1 needs a value" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
@@ -328,10 +329,12 @@ build_regent() {
   if [[ -n ${REGENT_BIN:-} ]]; then
     [[ -x $REGENT_BIN ]] || { echo "bench: REGENT_BIN=$REGENT_BIN is not executable" >&2; failures=$((failures + 1)); return 1; }
     say "[regent] using REGENT_BIN=$REGENT_BIN (not building)"
+    build_commit=$(build_info)
     return 0
   fi
   command -v "$GO" >/dev/null || { echo "bench: go not found (set GO)" >&2; failures=$((failures + 1)); return 1; }
   say "[regent] building ./cmd/regent"
+  build_commit=$(build_info)
   if ! run_step "$work/regent-build.out" env -C "$repo_dir" "$GO" build -o "$cache/regent" ./cmd/regent; then
     step_failed "go build ./cmd/regent" "$work/regent-build.out"
     return 1
