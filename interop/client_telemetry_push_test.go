@@ -3,7 +3,10 @@ package interop_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,7 +52,8 @@ func otlpGauge(t *testing.T, name string) []byte {
 func TestClientTelemetryProtocol(t *testing.T) {
 	sink := &clientMetricsSink{byName: map[string]map[string]string{}}
 	recv := startOTLPMetricsGRPC(t, sink)
-	b := brokertest.Start(t, "--client-telemetry-exporter", "otlp-grpc", "--client-telemetry-endpoint", recv, "--telemetry-max-bytes", "4096")
+	metrics := fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t))
+	b := brokertest.Start(t, "--client-telemetry-exporter", "otlp-grpc", "--client-telemetry-endpoint", recv, "--telemetry-max-bytes", "4096", "--metrics-listen", metrics)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.ClientID("raw-telemetry"))
@@ -199,6 +203,32 @@ func TestClientTelemetryProtocol(t *testing.T) {
 		if code := push(tc.mod); code != want {
 			t.Errorf("%s: error %d, want %d", tc.what, code, want)
 		}
+	}
+
+	// /metrics counts the pushes: 5 forwarded, 1 that did not decode (the
+	// bad gzip failed to decompress, before the forwarder saw it).
+	scrape := func() string {
+		resp, err := http.Get("http://" + metrics + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	counted := map[string]string{}
+	for _, line := range strings.Split(scrape(), "\n") {
+		if !strings.HasPrefix(line, "regent_client_telemetry_pushes_total{") {
+			continue
+		}
+		for _, o := range []string{"forwarded", "invalid", "dropped", "failed"} {
+			if strings.Contains(line, `outcome="`+o+`"`) {
+				counted[o] = line[strings.LastIndexByte(line, ' ')+1:]
+			}
+		}
+	}
+	if counted["forwarded"] != "5" || counted["invalid"] != "1" || counted["dropped"] != "0" || counted["failed"] != "0" {
+		t.Errorf("/metrics pushes by outcome: %v, want 5 forwarded, 1 invalid", counted)
 	}
 
 	// Without an exporter the two APIs are not advertised.
