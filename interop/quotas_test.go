@@ -340,3 +340,96 @@ func TestClientQuotaMutesConnection(t *testing.T) {
 		t.Logf("throttle %v; the muted connection's next answer came %v later", th, waited)
 	}
 }
+
+// TestClientQuotaThrottlesFetch: a fetch response past the client's
+// consumer_byte_rate carries Kafka's throttle time for its bytes, and the
+// connection is muted for it; another client id fetching the same bytes
+// is not throttled.
+func TestClientQuotaThrottlesFetch(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic("quota-fetch"), kgo.AllowAutoTopicCreation(), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// 1.5 MiB of records in one partition.
+	value := bytes.Repeat([]byte("q"), 1024)
+	for i := 0; i < 1536; i++ {
+		cl.Produce(ctx, &kgo.Record{Value: value, Partition: 0}, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const quota = 131072
+	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "slow-consumer"), quotaOp{key: "consumer_byte_rate", value: quota})).Entries[0]; e.ErrorCode != 0 {
+		t.Fatalf("alter: %d", e.ErrorCode)
+	}
+	fetch := func(offset int64) *kmsg.FetchRequest {
+		req := kmsg.NewPtrFetchRequest()
+		req.Version, req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 4, -1, 0, 1, 4<<20
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "quota-fetch"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = 0, offset, 4<<20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		return req
+	}
+	// Fetch on until a response is throttled: Kafka's math over the 10 s
+	// a fresh sensor measures gives the throttle for the bytes so far (a
+	// little more than their records: each response's own fields).
+	deadline := time.Now().Add(30 * time.Second)
+	slow := dialRaw(t, b.Addr, "slow-consumer")
+	var (
+		offset int64
+		total  int
+		th     float64
+		at     time.Time
+	)
+	for th == 0 {
+		if total > 1536<<10 {
+			t.Fatalf("fetched all %d bytes without a throttle", total)
+		}
+		resp, when, err := slow.send(fetch(offset), deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fr := resp.(*kmsg.FetchResponse)
+		if len(fr.Topics) != 1 || len(fr.Topics[0].Partitions) != 1 || fr.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("fetch: %+v", fr)
+		}
+		recs := fr.Topics[0].Partitions[0].RecordBatches
+		total += len(recs)
+		for len(recs) >= 27 {
+			base := int64(binary.BigEndian.Uint64(recs))
+			n := int(binary.BigEndian.Uint32(recs[8:]))
+			offset = base + int64(binary.BigEndian.Uint32(recs[23:])) + 1
+			recs = recs[min(12+n, len(recs)):]
+		}
+		th, at = float64(fr.ThrottleMillis), when
+	}
+	want := (float64(total)/10/quota - 1) * 10 * 1000
+	if th < want || th > want+200 {
+		t.Fatalf("fetched %d bytes, throttle %v ms, want about %.0f ms", total, th, want)
+	}
+	other := dialRaw(t, b.Addr, "fast-consumer")
+	oresp, _, err := other.send(fetch(0), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms := oresp.(*kmsg.FetchResponse).ThrottleMillis; ms != 0 {
+		t.Fatalf("unlimited consumer throttled %d ms", ms)
+	}
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 0
+	_, next, err := slow.send(av, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := next.Sub(at); waited < time.Duration(th)*time.Millisecond-50*time.Millisecond {
+		t.Fatalf("next request answered %v after a %v ms throttle", waited, th)
+	}
+	t.Logf("fetched %d bytes: throttle %v ms (Kafka's math %.0f ms for the records alone)", total, th, want)
+}
