@@ -73,9 +73,10 @@ func startOTLPMetricsGRPC(t *testing.T, sink *clientMetricsSink) string {
 
 // TestClientTelemetryJavaProducer: KIP-714 end to end. A subscription made
 // with kafka-client-metrics.sh (IncrementalAlterConfigs on a
-// CLIENT_METRICS resource), then Kafka's own Java producer (the perf
-// tool's KafkaProducer, enable.metrics.push on by default) producing: its
-// org.apache.kafka.producer.* metrics reach an OTLP receiver through
+// CLIENT_METRICS resource), then Kafka's own Java producer and consumer
+// (the perf tools' KafkaProducer and KafkaConsumer, enable.metrics.push on
+// by default) producing and consuming: their org.apache.kafka.producer.*
+// and org.apache.kafka.consumer.* metrics reach an OTLP receiver through
 // Regent, labelled with the client id, instance id and principal.
 func TestClientTelemetryJavaProducer(t *testing.T) {
 	if testing.Short() {
@@ -90,12 +91,12 @@ func TestClientTelemetryJavaProducer(t *testing.T) {
 	const tool = "org.apache.kafka.tools.ClientMetricsCommand"
 
 	run := runTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--alter", "--name", "producers",
-		"--metrics", "org.apache.kafka.producer.", "--interval", "1000", "--match", "client_id=telemetry-.*")
+		"--metrics", "org.apache.kafka.producer.,org.apache.kafka.consumer.", "--interval", "1000", "--match", "client_id=telemetry-.*")
 	if !strings.Contains(run.stdout, "Altered client metrics config") {
 		t.Fatalf("kafka-client-metrics --alter:\n%s\n%s", run.stdout, lastLines(run.stderr, 20))
 	}
 	run = runTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--describe", "--name", "producers")
-	for _, want := range []string{"interval.ms=1000", "metrics=org.apache.kafka.producer.", "match=client_id=telemetry-.*"} {
+	for _, want := range []string{"interval.ms=1000", "metrics=org.apache.kafka.producer.,org.apache.kafka.consumer.", "match=client_id=telemetry-.*"} {
 		if !strings.Contains(run.stdout, want) {
 			t.Fatalf("kafka-client-metrics --describe lacks %q:\n%s", want, run.stdout)
 		}
@@ -114,51 +115,66 @@ func TestClientTelemetryJavaProducer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The producer runs until the metrics arrive (or the test's bound).
+	// The producer and a consumer run until their metrics arrive (or the
+	// test's bound).
 	pctx, stop := context.WithCancel(ctx)
-	defer stop()
 	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
-	perf := exec.CommandContext(pctx, "java", "-Xmx256m", "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile="+log4j,
-		"org.apache.kafka.tools.ProducerPerformance", "--topic", "telemetry", "--num-records", "1000000", "--throughput", "200",
-		"--record-size", "100", "--producer-props", "bootstrap.servers="+b.Addr, "client.id=telemetry-producer")
-	var out strings.Builder
-	perf.Stdout, perf.Stderr = &out, &out
-	if err := perf.Start(); err != nil {
-		t.Fatal(err)
+	var running []chan struct{}
+	startJava := func(class string, args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(pctx, "java", append([]string{"-Xmx256m", "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile=" + log4j, class}, args...)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		running = append(running, done)
 	}
-	done := make(chan struct{})
-	go func() { perf.Wait(); close(done) }()
-	defer func() { stop(); <-done }()
-
-	var name string
-	var attrs map[string]string
-	testwait.For(t, "the producer's metrics at the OTLP receiver", 90*time.Second, func() bool {
-		name, attrs, _ = sink.find("org.apache.kafka.producer.")
-		return name != ""
-	})
-	for k, want := range map[string]string{
-		"client_id": "telemetry-producer", "principal": "User:ANONYMOUS",
-		"client_software_name": "apache-kafka-java", "client_source_address": "127.0.0.1", "broker_id": "1",
-	} {
-		if attrs[k] != want {
-			t.Errorf("metric %s: resource attribute %s = %q, want %q (all: %v)", name, k, attrs[k], want, attrs)
+	stopJava := func() {
+		stop()
+		for _, done := range running {
+			<-done
 		}
 	}
-	if attrs["client_instance_id"] == "" {
-		t.Errorf("metric %s has no client_instance_id (all: %v)", name, attrs)
+	defer stopJava()
+	start := time.Now()
+	startJava("org.apache.kafka.tools.ProducerPerformance", "--topic", "telemetry", "--num-records", "1000000", "--throughput", "200",
+		"--record-size", "100", "--producer-props", "bootstrap.servers="+b.Addr, "client.id=telemetry-producer")
+	startJava("org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", b.Addr, "--topic", "telemetry", "--num-records", "1000000",
+		"--timeout", "600000", "--group", "telemetry-group", "--command-property", "client.id=telemetry-consumer")
+
+	for _, kind := range []string{"producer", "consumer"} {
+		prefix := "org.apache.kafka." + kind + "."
+		var name string
+		var attrs map[string]string
+		testwait.For(t, "the "+kind+"'s metrics at the OTLP receiver", 90*time.Second, func() bool {
+			name, attrs, _ = sink.find(prefix)
+			return name != ""
+		})
+		t.Logf("%s metrics %v after the Java clients started, e.g. %s %v", kind, time.Since(start).Round(100*time.Millisecond), name, attrs)
+		for k, want := range map[string]string{
+			"client_id": "telemetry-" + kind, "principal": "User:ANONYMOUS",
+			"client_software_name": "apache-kafka-java", "client_source_address": "127.0.0.1", "broker_id": "1",
+		} {
+			if attrs[k] != want {
+				t.Errorf("metric %s: resource attribute %s = %q, want %q (all: %v)", name, k, attrs[k], want, attrs)
+			}
+		}
+		if attrs["client_instance_id"] == "" {
+			t.Errorf("metric %s has no client_instance_id (all: %v)", name, attrs)
+		}
 	}
-	// Only the subscribed prefix is pushed.
+	// Only the subscribed prefixes are pushed.
 	sink.mu.Lock()
 	for n := range sink.byName {
-		if !strings.HasPrefix(n, "org.apache.kafka.producer.") {
+		if !strings.HasPrefix(n, "org.apache.kafka.producer.") && !strings.HasPrefix(n, "org.apache.kafka.consumer.") {
 			t.Errorf("metric %s pushed outside the subscription", n)
 		}
 	}
-	t.Logf("%d metric names received in %d exports, e.g. %s %v", len(sink.byName), sink.exports, name, attrs)
+	t.Logf("%d metric names received in %d exports", len(sink.byName), sink.exports)
 	sink.mu.Unlock()
 
-	stop()
-	<-done
+	stopJava()
 	run = runTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--delete", "--name", "producers")
 	run = runTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--list")
 	if strings.TrimSpace(run.stdout) != "" {
