@@ -2,7 +2,8 @@ package protocol
 
 // DescribeConfigs: versions 0-4 (v1+ sources and synonyms, v3+ types and
 // documentation). Resources: topics (2; the internal ones too, with the
-// overrides Kafka creates them with), brokers (4) and groups (32,
+// overrides Kafka creates them with), brokers (4), client-metrics
+// subscriptions (16, configs_client_metrics.go) and groups (32,
 // configs_group.go). Broker loggers (8)
 // are refused: Regent's log level is set at start, not per logger.
 

@@ -1,7 +1,8 @@
 package protocol
 
 // IncrementalAlterConfigs: versions 0-1. SET, DELETE, APPEND and SUBTRACT
-// (the last two on list-typed keys), on topics, brokers and groups
+// (the last two on list-typed keys), on topics, brokers, client-metrics
+// subscriptions (configs_client_metrics.go) and groups
 // (configs_group.go). A cluster
 // follower forwards the request to the leader (forward.go).
 
