@@ -6,7 +6,8 @@ package protocol
 // Keys: metrics, interval.ms, match, checked as Kafka checks them. As
 // Kafka, a described resource lists only the keys set on it (source
 // CLIENT_METRICS_CONFIG); a resource with no keys left is deleted.
-// AlterConfigs (33) is not served for this type: Kafka refuses it too.
+// The legacy AlterConfigs (33) refuses this type (INVALID_REQUEST, saying
+// so); kafka-client-metrics and kafka-configs use IncrementalAlterConfigs.
 
 import (
 	"log/slog"
