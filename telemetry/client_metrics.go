@@ -13,6 +13,7 @@ package telemetry
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,8 +48,9 @@ type ClientMetricsConfig struct {
 	Exporter string
 	// Endpoint is the OTLP receiver: host:port (plaintext) or a URL
 	// (https: TLS). For otlp-http a URL's path is kept, except an empty
-	// path or /v1/traces, which become /v1/metrics. Empty: localhost's
-	// default port (4317 for gRPC, 4318 for HTTP).
+	// path or /v1/traces, which become /v1/metrics. Empty: the standard
+	// OTEL_EXPORTER_OTLP_METRICS_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT,
+	// else localhost's default port (4317 for gRPC, 4318 for HTTP).
 	Endpoint string
 	// BrokerID labels every forwarded resource (broker_id).
 	BrokerID string
@@ -105,6 +108,9 @@ type queued struct {
 func (t *Telemetry) NewClientMetricsForwarder(cfg ClientMetricsConfig) (*ClientMetricsForwarder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = cmp.Or(os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"), os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
 	}
 	if cfg.MaxQueuedBytes <= 0 {
 		cfg.MaxQueuedBytes = 64 << 20
