@@ -5,6 +5,9 @@ package protocol
 // arrives, min.bytes is met or max.wait.ms passes. Batches are served as
 // stored, never re-encoded. read_committed fetches stop at the last stable
 // offset and carry the aborted transactions of the range they return.
+// On connections that can (plaintext sockets) the stored batches are not
+// read at all: they go from the segment files to the socket as file
+// ranges (fetch_frame.go, netio/sendfile.go).
 // The internal topics answer INVALID_TOPIC_EXCEPTION (internal_topics.go).
 // ACLs: each topic needs READ (else its partitions answer
 // TOPIC_AUTHORIZATION_FAILED, and are never read).
