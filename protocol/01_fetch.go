@@ -530,9 +530,23 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 				rp.ErrorCode = kerr.KafkaStorageError.Code
 				anyErr = true
 				s.log.ErrorContext(ctxOf(tr), "fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
+			case fr != nil && !fr.Cached():
+				// Not in the page cache: sendfile would read the disk
+				// on the event loop, so it is read here instead.
+				b, err = fr.AppendTo(nil)
+				fr.Release()
+				fr = nil
+				if err != nil {
+					rp.ErrorCode = kerr.KafkaStorageError.Code
+					anyErr = true
+					s.log.ErrorContext(ctxOf(tr), "fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
+					break
+				}
+				total += setRecords(&rp, b, hw, limitOffset, readCommitted, view, it.offset)
 			case fr != nil:
-				// As for bytes below: nothing past the high watermark,
-				// nor past the last stable offset when read_committed.
+				// As setRecords cuts bytes: nothing past the high
+				// watermark, nor the last stable offset when
+				// read_committed.
 				end := fr.CutBefore(limitOffset)
 				if end < 0 {
 					fr.Release()
@@ -547,27 +561,33 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 				files[i] = fr
 				total += fr.Len()
 			case len(b) > 0:
-				// The log may already hold appends the published view
-				// does not cover yet (single node: the log is written
-				// before the produce's answer publishes the new high
-				// watermark). A client told of an offset past the high
-				// watermark would fetch it next and be refused with
-				// OFFSET_OUT_OF_RANGE, which clients take as lost data.
-				b = cutAtOffset(b, hw)
-				if readCommitted {
-					var end int64
-					b, end = trimToOffset(b, limitOffset)
-					if len(b) > 0 {
-						rp.AbortedTransactions = abortedIn(view, it.offset, end)
-					}
-				}
-				rp.RecordBatches = b
-				total += len(b)
+				total += setRecords(&rp, b, hw, limitOffset, readCommitted, view, it.offset)
 			}
 		}
 		out[i] = rp
 	}
 	return out, files, total, anyErr
+}
+
+// setRecords makes the batches b, read from offset from, rp's records and
+// returns their size. The log may already hold appends the published view
+// does not cover yet (single node: the log is written before the
+// produce's answer publishes the new high watermark). A client told of an
+// offset past the high watermark hw would fetch it next and be refused
+// with OFFSET_OUT_OF_RANGE, which clients take as lost data: batches from
+// hw on are cut, and from limit (the last stable offset) when
+// read_committed, which also lists the range's aborted transactions.
+func setRecords(rp *kmsg.FetchResponseTopicPartition, b []byte, hw, limit int64, readCommitted bool, view *partition.ReadView, from int64) int {
+	b = cutAtOffset(b, hw)
+	if readCommitted {
+		var end int64
+		b, end = trimToOffset(b, limit)
+		if len(b) > 0 {
+			rp.AbortedTransactions = abortedIn(view, from, end)
+		}
+	}
+	rp.RecordBatches = b
+	return len(b)
 }
 
 // abortedIn lists the aborted transactions of [from, end) in view, as the

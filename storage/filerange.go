@@ -1,10 +1,13 @@
 package storage
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -84,6 +87,23 @@ func (r *FileRange) ReadAt(p []byte, off int64) (int, error) {
 		err = io.ErrUnexpectedEOF
 	}
 	return n, err
+}
+
+// Cached reports whether the range's first and last bytes are in the
+// page cache (a read that would not wait for the disk). A range sent with
+// sendfile is read on the network event loop, which must not wait for the
+// disk: a range not cached is read into memory by the caller instead,
+// which also starts readahead. Batches are written in order, so a range
+// cached at both ends is cached whole unless memory pressure evicted its
+// middle. Unknown (no RWF_NOWAIT) counts as cached.
+func (r *FileRange) Cached() bool {
+	var b [1]byte
+	for _, off := range [2]int64{r.pos, r.pos + r.size - 1} {
+		if _, err := unix.Preadv2(r.fd, [][]byte{b[:]}, off, unix.RWF_NOWAIT); errors.Is(err, unix.EAGAIN) {
+			return false
+		}
+	}
+	return true
 }
 
 // AppendTo appends the range's bytes to dst (the copying path: TLS
