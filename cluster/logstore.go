@@ -5,16 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
-	"github.com/hashicorp/raft-wal/segment"
 )
 
 // logStore is what raft.NewRaft needs from the node's raft log: the log
@@ -56,10 +53,7 @@ const (
 // it). The copy is made in wal.tmp and renamed into place only when
 // complete, so a crash during it leaves raft.db in charge and the next
 // start copies again.
-//
-// syncEvery zero fsyncs the log in every StoreLogs; above zero the fsync is
-// deferred to a pass every syncEvery (logsync.go).
-func openLogStore(dir string, syncEvery time.Duration, log *slog.Logger) (logStore, error) {
+func openLogStore(dir string) (logStore, error) {
 	walDir := filepath.Join(dir, walDirName)
 	bolt := filepath.Join(dir, boltFileName)
 	if _, err := os.Stat(walDir); errors.Is(err, os.ErrNotExist) {
@@ -69,50 +63,22 @@ func openLogStore(dir string, syncEvery time.Duration, log *slog.Logger) (logSto
 			}
 		}
 	}
-	return openWALStore(walDir, syncEvery, log)
+	return openWALStore(walDir)
 }
 
 // openWALStore opens (or creates) a raft-wal in dir; raft-wal needs the
 // directory to exist. Close closes its meta database too (since v0.4.1;
 // v0.4.0 left it open and locked, so a node reopened in the same process
-// blocked forever). syncEvery: see openLogStore.
-func openWALStore(dir string, syncEvery time.Duration, log *slog.Logger) (logStore, error) {
+// blocked forever).
+func openWALStore(dir string) (*raftwal.WAL, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create raft wal dir: %w", err)
 	}
-	if syncEvery <= 0 {
-		w, err := raftwal.Open(dir)
-		if err != nil {
-			return nil, fmt.Errorf("open raft wal %s: %w", dir, err)
-		}
-		return w, nil
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	fs := newLazySyncFS(syncEvery, log)
-	w, err := raftwal.Open(dir, raftwal.WithSegmentFiler(segment.NewFiler(dir, fs)))
+	w, err := raftwal.Open(dir)
 	if err != nil {
-		_ = fs.close()
 		return nil, fmt.Errorf("open raft wal %s: %w", dir, err)
 	}
-	return &lazyWAL{WAL: w, fs: fs}, nil
-}
-
-// lazyWAL is a raft-wal whose segment fsyncs are deferred (logsync.go).
-type lazyWAL struct {
-	*raftwal.WAL
-	fs *lazySyncFS
-}
-
-// Close closes the wal, then fsyncs any file it left open and stops the
-// background pass.
-func (w *lazyWAL) Close() error {
-	err := w.WAL.Close()
-	if serr := w.fs.close(); err == nil && serr != nil {
-		err = fmt.Errorf("close raft wal: %w", serr)
-	}
-	return err
+	return w, nil
 }
 
 // openBoltStore opens a raft-boltdb store at path (migration and the
@@ -141,7 +107,7 @@ func migrateBoltToWAL(boltPath, walDir string) (err error) {
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("clear %s: %w", tmp, err)
 	}
-	dst, err := openWALStore(tmp, 0, nil)
+	dst, err := openWALStore(tmp)
 	if err != nil {
 		return err
 	}

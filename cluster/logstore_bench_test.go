@@ -20,7 +20,7 @@ import (
 // The raft log store comparison (go test ./cluster/ -run XXX -bench LogStore).
 // Each store runs with its default durability, as raft uses it: every
 // StoreLogs is on disk when it returns (bolt: one commit, two fsyncs; the
-// wal: one fsync), except wal-lazy (written, fsynced every second).
+// wal: one fsync).
 
 type storeKind struct {
 	name string
@@ -36,16 +36,7 @@ var storeKinds = []storeKind{
 		return s
 	}},
 	{"wal", func(b testing.TB, dir string) logStore {
-		s, err := openWALStore(filepath.Join(dir, walDirName), 0, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return s
-	}},
-	// The wal as --fsync=interval runs it: written on return, fsynced by
-	// a pass every second (logsync.go).
-	{"wal-lazy", func(b testing.TB, dir string) logStore {
-		s, err := openWALStore(filepath.Join(dir, walDirName), time.Second, nil)
+		s, err := openWALStore(filepath.Join(dir, walDirName))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -291,7 +282,7 @@ func TestOpenLogStoreMigratesBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := openLogStore(dir, 0, nil)
+	s, err := openLogStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +312,7 @@ func TestOpenLogStoreMigratesBolt(t *testing.T) {
 		t.Fatalf("raft.db.migrated: %v", err)
 	}
 	// The second open takes the wal as it is.
-	s, err = openLogStore(dir, 0, nil)
+	s, err = openLogStore(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

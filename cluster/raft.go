@@ -70,13 +70,6 @@ type RaftOptions struct {
 	SnapshotThreshold uint64
 	SnapshotInterval  time.Duration
 	TrailingLogs      uint64
-	// LogSyncInterval, above zero, defers the raft log's fsync to a pass
-	// this often: entries are still written to the log file before raft
-	// is told they are stored (a killed process loses none), but a power
-	// loss on a majority can lose the last interval's commits, as the
-	// broker's --fsync=interval does on one node (logsync.go). Zero: the
-	// log is fsynced before every store returns.
-	LogSyncInterval time.Duration
 	// SnapshotBytes also triggers a snapshot once this many entry bytes
 	// were applied since the last one, bounding the log replayed at start
 	// in bytes (default 256 MiB).
@@ -260,7 +253,7 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 
-	store, err := openLogStore(o.Dir, o.LogSyncInterval, r.log)
+	store, err := openLogStore(o.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}

@@ -85,9 +85,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return logger.With("component", "actors")
 	}))
 	sync := partition.SyncInterval
-	// In cluster mode the raft log, written on a majority before an
-	// answer (and fsynced per --fsync), is the durable copy: the state
-	// directory is not fsynced on
+	// In cluster mode the raft log, fsynced on a majority before an
+	// answer, is the durable copy: the state directory is not fsynced on
 	// appends. It persists across restarts, made equal at start to the
 	// latest raft snapshot (whose files are fsynced when it is taken) and
 	// brought forward by the log entries after it.
@@ -138,9 +137,6 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			SnapshotInterval:  cfg.RaftSnapshotInterval,
 			TrailingLogs:      cfg.RaftTrailingLogs,
 			SnapshotBytes:     cfg.RaftSnapshotBytes,
-			// --fsync applies to the raft log: written before an
-			// answer either way, fsynced before it only with always.
-			LogSyncInterval: raftLogSync(cfg),
 			// A node with no raft state waits for the leader's first
 			// entries or snapshot before opening its state, so that a
 			// snapshot installs in place instead of restarting the node.
@@ -572,13 +568,4 @@ func setMemoryLimit(maxMemory int64, logger *slog.Logger) {
 	limit := maxMemory + maxMemory/2
 	debug.SetMemoryLimit(limit)
 	logger.Debug("go memory limit set", "bytes", limit)
-}
-
-// raftLogSync is how often a cluster node fsyncs its raft log: before
-// every store with --fsync=always, else every --flush-interval.
-func raftLogSync(cfg Config) time.Duration {
-	if cfg.Fsync == "always" {
-		return 0
-	}
-	return cfg.FlushInterval
 }
