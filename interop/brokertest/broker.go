@@ -51,6 +51,16 @@ func Binary(t testing.TB) string {
 	return build.path
 }
 
+// RemoveBinary deletes the binary Binary built, if any. A test package
+// that uses Binary calls it from TestMain after m.Run: each build is a
+// 35 MB file in the temp dir, and left behind by every test process they
+// filled the disk of a machine that runs the suites many times a day.
+func RemoveBinary() {
+	if build.path != "" {
+		_ = os.RemoveAll(filepath.Dir(build.path))
+	}
+}
+
 // Broker is a running regent child process.
 type Broker struct {
 	Addr string
