@@ -113,6 +113,14 @@ cluster_pids=() # the cluster's nodes while they run
 child_pid=""   # the client step currently running (a `timeout` process)
 bg_pids=()     # the 4x4 workload's clients while they run (`timeout` processes)
 
+# drop_data DIR...: a stopped broker's data goes at once unless --keep:
+# three rounds of 1 KiB x 1M records on five brokers (single, fsync, three
+# cluster nodes) and Kafka would otherwise hold tens of GB until the end.
+drop_data() {
+  ((keep)) && return 0
+  rm -rf "$@"
+}
+
 stop_pid() { # stop_pid PID: TERM, wait up to 30 s, then KILL
   local pid=$1 i
   [[ -n $pid ]] || return 0
@@ -400,12 +408,14 @@ run_regent_single() {
   if start_regent "$dir" "$dir/data"; then
     bench_broker regent "$regent_bs" "$dir" || rc=1
     stop_pid "$server_pid"; server_pid=""
+    drop_data "$dir/data"
   else
     rc=1
   fi
   if start_regent "$dir" "$dir/data-fsync" --fsync always; then
     phase_fsync regent "$regent_bs" "$dir" 1 || rc=1
     stop_pid "$server_pid"; server_pid=""
+    drop_data "$dir/data-fsync"
   else
     rc=1
   fi
@@ -461,6 +471,7 @@ run_regent_cluster() {
     failures=$((failures + 1))
   fi
   for ((i = 1; i <= regent_nodes; i++)); do stop_pid "${pids[i]}"; done
+  for ((i = 1; i <= regent_nodes; i++)); do drop_data "$dir/data$i"; done
   server_pid="" cluster_pids=()
   return $rc
 }
@@ -544,6 +555,7 @@ EOF
   # log.flush.interval.messages=1), on the same broker.
   phase_fsync kafka "127.0.0.1:$port" "$dir" 1 --config flush.messages=1 || rc=1
   stop_pid "$server_pid"; server_pid=""
+  drop_data "$dir/data"
   return $rc
 }
 
