@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/replstore"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
@@ -78,7 +79,7 @@ func (s *Set) Get(name string) (Subscription, bool) {
 // Store holds the CLIENT_METRICS resources.
 type Store struct {
 	path string
-	repl replication.Replicator
+	repl replication.Replicator // the registration's, set by Open, read-only after
 	log  *slog.Logger
 
 	// current is read lock-free by the telemetry handlers; replaced under mu.
@@ -89,7 +90,7 @@ type Store struct {
 	// Never held across Propose.
 	mu struct {
 		sync.Mutex
-		closed bool
+		reg replstore.Registration
 	}
 }
 
@@ -105,10 +106,7 @@ type Options struct {
 // Open loads the stored resources and registers the store with the
 // replicator.
 func Open(o Options) (*Store, error) {
-	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), repl: o.Repl, log: o.Logger}
-	if s.repl == nil {
-		s.repl = replication.NewLocal()
-	}
+	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), log: o.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -117,7 +115,8 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	s.current.Store(set)
-	s.repl.Register(replKey, s)
+	s.mu.reg = replstore.Register(o.Repl, replKey, "clientmetrics", s)
+	s.repl = s.mu.reg.Repl()
 	return s, nil
 }
 
@@ -203,7 +202,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
+	if s.mu.reg.Closed() {
 		return fmt.Errorf("%w: client metrics store is closed", kerr.KafkaStorageError)
 	}
 	var sub Subscription
@@ -237,10 +236,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		s.mu.closed = true
-		s.repl.Unregister(replKey)
-	}
+	s.mu.reg.Close()
 	return nil
 }
 
@@ -251,15 +247,12 @@ func (s *Store) Close() error {
 func (s *Store) Reopen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		return errors.New("clientmetrics: reopen of an open store")
-	}
-	set, err := load(s.path, s.current.Load().Version+1)
-	if err != nil {
-		return fmt.Errorf("reopen client metrics subscriptions: %w", err)
-	}
-	s.current.Store(set)
-	s.mu.closed = false
-	s.repl.Register(replKey, s)
-	return nil
+	return s.mu.reg.Reopen(s, func() error {
+		set, err := load(s.path, s.current.Load().Version+1)
+		if err != nil {
+			return fmt.Errorf("reopen client metrics subscriptions: %w", err)
+		}
+		s.current.Store(set)
+		return nil
+	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/replstore"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
@@ -96,7 +97,7 @@ func newOverrides(byGroup map[string]map[string]string) *overrides {
 // lock-free and safe from any goroutine.
 type Store struct {
 	path   string
-	repl   replication.Replicator
+	repl   replication.Replicator // the registration's, set by Open, read-only after
 	log    *slog.Logger
 	broker func() map[string]string
 
@@ -108,7 +109,7 @@ type Store struct {
 	// Never held across Propose.
 	mu struct {
 		sync.Mutex
-		closed bool
+		reg replstore.Registration
 	}
 }
 
@@ -127,10 +128,7 @@ type Options struct {
 // Open loads the stored overrides and registers the store with the
 // replicator.
 func Open(o Options) (*Store, error) {
-	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), repl: o.Repl, log: o.Logger, broker: o.Broker}
-	if s.repl == nil {
-		s.repl = replication.NewLocal()
-	}
+	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), log: o.Logger, broker: o.Broker}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -142,7 +140,8 @@ func Open(o Options) (*Store, error) {
 		return nil, err
 	}
 	s.current.Store(cur)
-	s.repl.Register(replKey, s)
+	s.mu.reg = replstore.Register(o.Repl, replKey, "groupconfig", s)
+	s.repl = s.mu.reg.Repl()
 	return s, nil
 }
 
@@ -279,7 +278,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
+	if s.mu.reg.Closed() {
 		return fmt.Errorf("%w: group config store is closed", kerr.KafkaStorageError)
 	}
 	cfg, err := parseAll(c.Configs)
@@ -309,10 +308,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		s.mu.closed = true
-		s.repl.Unregister(replKey)
-	}
+	s.mu.reg.Close()
 	return nil
 }
 
@@ -323,17 +319,14 @@ func (s *Store) Close() error {
 func (s *Store) Reopen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		return errors.New("groupconfig: reopen of an open store")
-	}
-	cur, err := load(s.path)
-	if err != nil {
-		return fmt.Errorf("reopen group configs: %w", err)
-	}
-	s.current.Store(cur)
-	s.mu.closed = false
-	s.repl.Register(replKey, s)
-	return nil
+	return s.mu.reg.Reopen(s, func() error {
+		cur, err := load(s.path)
+		if err != nil {
+			return fmt.Errorf("reopen group configs: %w", err)
+		}
+		s.current.Store(cur)
+		return nil
+	})
 }
 
 // Op is one IncrementalAlterConfigs operation on a group.

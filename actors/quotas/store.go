@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/regent-broker/regent/actors/internal/replstore"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
 )
@@ -57,7 +58,7 @@ func init() {
 // publishing it.
 type Store struct {
 	path string
-	repl replication.Replicator
+	repl replication.Replicator // the registration's, set by Open, read-only after
 	log  *slog.Logger
 
 	snap atomic.Pointer[Snapshot]
@@ -67,7 +68,7 @@ type Store struct {
 	// Never held across Propose.
 	mu struct {
 		sync.Mutex
-		closed bool
+		reg replstore.Registration
 	}
 }
 
@@ -83,10 +84,7 @@ type Options struct {
 // Open loads the persisted quotas and registers the store with the
 // replicator.
 func Open(o Options) (*Store, error) {
-	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), repl: o.Repl, log: o.Logger}
-	if s.repl == nil {
-		s.repl = replication.NewLocal()
-	}
+	s := &Store{path: filepath.Join(o.DataDir, "meta", FileName), log: o.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -96,7 +94,8 @@ func Open(o Options) (*Store, error) {
 	}
 	s.snap.Store(snap)
 	// Registered last: a committed change must find the loaded state.
-	s.repl.Register(replKey, s)
+	s.mu.reg = replstore.Register(o.Repl, replKey, "quotas", s)
+	s.repl = s.mu.reg.Repl()
 	return s, nil
 }
 
@@ -187,7 +186,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.mu.closed {
+	if s.mu.reg.Closed() {
 		return errors.New("quotas: the client quota store is closed")
 	}
 	errs := make([]error, len(c.Alts))
@@ -222,10 +221,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 func (s *Store) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		s.mu.closed = true
-		s.repl.Unregister(replKey)
-	}
+	s.mu.reg.Close()
 }
 
 // Reopen reloads a closed store from its file and registers it again: a
@@ -235,15 +231,12 @@ func (s *Store) Close() {
 func (s *Store) Reopen() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.mu.closed {
-		return errors.New("quotas: reopen of an open store")
-	}
-	snap, err := load(s.path)
-	if err != nil {
-		return fmt.Errorf("reopen client quotas: %w", err)
-	}
-	s.snap.Store(snap)
-	s.mu.closed = false
-	s.repl.Register(replKey, s)
-	return nil
+	return s.mu.reg.Reopen(s, func() error {
+		snap, err := load(s.path)
+		if err != nil {
+			return fmt.Errorf("reopen client quotas: %w", err)
+		}
+		s.snap.Store(snap)
+		return nil
+	})
 }

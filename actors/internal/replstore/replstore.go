@@ -1,5 +1,6 @@
 // Package replstore holds what the replicated file stores (users,
-// features) share: their registration with the replicator and the
+// features, client quotas, client metrics subscriptions, group configs)
+// share: their registration with the replicator and the
 // Close/Reopen cycle that a snapshot install runs on a raft node (close,
 // the state directory is restored, reopen in place so that whatever holds
 // the store keeps working).
