@@ -1,0 +1,205 @@
+package protocol
+
+// Share sessions (KIP-932): the broker's memory of which partitions a share
+// group member fetches from, keyed by group and member id, as Kafka's
+// ShareSessionCache keeps them. A ShareFetch with epoch 0 opens a session
+// (replacing the member's earlier one) with the partitions it names; later
+// ShareFetch and ShareAcknowledge requests carry the epoch the session
+// expects next, which moves on by one each time (wrapping to 1); -1 closes
+// it. Closing a session, or replacing it, releases the member's acquired
+// records on each of its partitions, so other members get them without
+// waiting for the acquisition locks to expire. The cache holds at most
+// group.share.max.share.sessions sessions (Kafka's default, 2000); one more
+// is refused with SHARE_SESSION_LIMIT_REACHED.
+//
+// Kafka also closes a session when the connection that opened it closes;
+// Regent does not (netio tells handlers of no closes): the member's records
+// go back when it leaves the group, is fenced, or their locks expire.
+//
+// Sessions are this node's own (as on each Kafka broker): they are not
+// replicated, and a restart or a leader change makes clients open new ones
+// (SHARE_SESSION_NOT_FOUND tells them to).
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// defaultMaxShareSessions is Kafka's group.share.max.share.sessions default.
+const defaultMaxShareSessions = 2000
+
+// shareSessionKey names a session: one per member of a share group.
+type shareSessionKey struct {
+	group, member string
+}
+
+// sharePart is one partition of a share session.
+type sharePart struct {
+	topicID   [16]byte
+	topic     string // "" when the id names no topic
+	partition int32
+}
+
+// shareSession is one member's session. Its fields are owned by the
+// shareSessions lock; handlers get copies.
+type shareSession struct {
+	key shareSessionKey
+	// epoch is the epoch the next request must carry (1 after opening).
+	epoch int32
+	// parts are the session's partitions in the order they were added.
+	parts []sharePart
+}
+
+// shareSessions is the bounded session cache. Safe from any goroutine.
+type shareSessions struct {
+	max int
+	mu  struct {
+		sync.Mutex
+		m map[shareSessionKey]*shareSession
+	}
+}
+
+func newShareSessions(max int) *shareSessions {
+	if max <= 0 {
+		max = defaultMaxShareSessions
+	}
+	c := &shareSessions{max: max}
+	c.mu.m = map[shareSessionKey]*shareSession{}
+	return c
+}
+
+// nextShareEpoch is the epoch after e: e+1, wrapping to 1 (0 opens and -1
+// closes a session, so neither is ever expected).
+func nextShareEpoch(e int32) int32 {
+	if e >= 1<<31-1 || e < 0 {
+		return 1
+	}
+	return e + 1
+}
+
+// open starts k's session with parts, replacing k's earlier session, whose
+// partitions are returned as released (the caller releases the member's
+// records on them). SHARE_SESSION_LIMIT_REACHED when the cache is full.
+func (c *shareSessions) open(k shareSessionKey, parts []sharePart) (released []sharePart, err *kerr.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.mu.m[k]; ok {
+		released = old.parts
+		delete(c.mu.m, k)
+	}
+	if len(c.mu.m) >= c.max {
+		return released, kerr.ShareSessionLimitReached
+	}
+	s := &shareSession{key: k, epoch: 1}
+	for _, p := range parts {
+		s.add(p)
+	}
+	c.mu.m[k] = s
+	return released, nil
+}
+
+// next checks epoch against k's session and moves it on: add joins
+// partitions, forget drops them. It returns the session's partitions after
+// the change, and the partitions forgotten (the caller releases the
+// member's records on them). SHARE_SESSION_NOT_FOUND without a session,
+// INVALID_SHARE_SESSION_EPOCH when epoch is not the one expected (the
+// session is left as it was).
+func (c *shareSessions) next(k shareSessionKey, epoch int32, add []sharePart, forget []sharePart) (parts, forgotten []sharePart, err *kerr.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.mu.m[k]
+	if !ok {
+		return nil, nil, kerr.ShareSessionNotFound
+	}
+	if epoch != s.epoch {
+		return nil, nil, kerr.InvalidShareSessionEpoch
+	}
+	for _, p := range add {
+		s.add(p)
+	}
+	for _, p := range forget {
+		if s.remove(p) {
+			forgotten = append(forgotten, p)
+		}
+	}
+	s.epoch = nextShareEpoch(s.epoch)
+	return slices.Clone(s.parts), forgotten, nil
+}
+
+// close ends k's session and returns its partitions (for the caller to
+// release the member's records on). SHARE_SESSION_NOT_FOUND without one.
+func (c *shareSessions) close(k shareSessionKey) ([]sharePart, *kerr.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.mu.m[k]
+	if !ok {
+		return nil, kerr.ShareSessionNotFound
+	}
+	delete(c.mu.m, k)
+	return s.parts, nil
+}
+
+// check reports whether k has a session whose next epoch is epoch (-1:
+// any),
+// without moving it (the ShareFetch with epoch -1 checks this before it
+// applies acknowledgements).
+func (c *shareSessions) check(k shareSessionKey, epoch int32) *kerr.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.mu.m[k]
+	switch {
+	case !ok:
+		return kerr.ShareSessionNotFound
+	case epoch != -1 && epoch != s.epoch:
+		return kerr.InvalidShareSessionEpoch
+	}
+	return nil
+}
+
+// closeMember ends the session of a member that left its group (or was
+// fenced), returning its partitions; none when it had no session.
+func (c *shareSessions) closeMember(group, member string) []sharePart {
+	parts, _ := c.close(shareSessionKey{group, member})
+	return parts
+}
+
+// closeGroup ends every session of group (the group was deleted) and
+// returns them.
+func (c *shareSessions) closeGroup(group string) map[shareSessionKey][]sharePart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[shareSessionKey][]sharePart{}
+	for k, s := range c.mu.m {
+		if k.group == group {
+			out[k] = s.parts
+			delete(c.mu.m, k)
+		}
+	}
+	return out
+}
+
+// len is the number of open sessions.
+func (c *shareSessions) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.mu.m)
+}
+
+// add joins p to the session unless it is there already.
+func (s *shareSession) add(p sharePart) {
+	if !slices.ContainsFunc(s.parts, func(q sharePart) bool { return q.topicID == p.topicID && q.partition == p.partition }) {
+		s.parts = append(s.parts, p)
+	}
+}
+
+// remove drops p from the session; false when it was not there.
+func (s *shareSession) remove(p sharePart) bool {
+	i := slices.IndexFunc(s.parts, func(q sharePart) bool { return q.topicID == p.topicID && q.partition == p.partition })
+	if i < 0 {
+		return false
+	}
+	s.parts = slices.Delete(s.parts, i, i+1)
+	return true
+}
