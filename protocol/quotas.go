@@ -102,11 +102,18 @@ func (s *Server) recordQuota(r *Request, key string, value float64) int32 {
 	return int32(min(o.Throttle.Milliseconds(), 1<<31-1))
 }
 
+// quotaLimits reports whether anyone has a quota on key: without one
+// there is nothing to measure, and the request's bytes are not counted
+// (one atomic load and one map lookup per request).
+func (s *Server) quotaLimits(key string) bool {
+	return s.quotas != nil && s.quotas.enf != nil && s.quotas.enf.Limits(key)
+}
+
 // throttleProduce records a produce's record bytes and sets the
 // response's throttle time. On the event loop, before the request is
 // served.
 func (s *Server) throttleProduce(r *Request, req *kmsg.ProduceRequest, resp *kmsg.ProduceResponse) {
-	if s.quotas == nil {
+	if !s.quotaLimits(quotas.ProducerByteRate) {
 		return
 	}
 	n := 0
@@ -122,7 +129,7 @@ func (s *Server) throttleProduce(r *Request, req *kmsg.ProduceRequest, resp *kms
 // file ranges it will send; nil: none) and sets its throttle time. Called
 // once the response is complete, before it is answered.
 func (s *Server) throttleFetch(r *Request, resp *kmsg.FetchResponse, files [][]*storage.FileRange) {
-	if s.quotas == nil {
+	if !s.quotaLimits(quotas.ConsumerByteRate) {
 		return
 	}
 	n := fetchResponseSize(resp)

@@ -59,6 +59,11 @@ func NewEnforcer(cfg EnforcerConfig, snap func() *Snapshot) *Enforcer {
 	return e
 }
 
+// Limits reports whether any entity has a quota on key now. When it is
+// false, Record would return a zero Outcome, so callers may skip
+// measuring what they would record (a fetch response's bytes).
+func (e *Enforcer) Limits(key string) bool { return e.snap().Sets(key) }
+
 // Outcome is one record's result.
 type Outcome struct {
 	// Throttle is how long the client must wait (0: within its quota).
@@ -75,7 +80,11 @@ type Outcome struct {
 // quota, else (observed - quota) / quota * window. maxThrottle bounds it
 // (0: unbounded; Kafka bounds the request-time quota to one window).
 func (e *Enforcer) Record(key, user, client string, value float64, now time.Time, maxThrottle time.Duration) Outcome {
-	bound, s, ok := Resolve(e.snap(), key, user, client)
+	snap := e.snap()
+	if !snap.Sets(key) {
+		return Outcome{}
+	}
+	bound, s, ok := Resolve(snap, key, user, client)
 	if !ok {
 		return Outcome{}
 	}

@@ -9,7 +9,7 @@ import (
 
 func str(s string) *string { return &s }
 
-func snapOf(m map[Entity]Values) *Snapshot { return &Snapshot{m: m} }
+func snapOf(m map[Entity]Values) *Snapshot { return newSnapshot(m) }
 
 // TestPrecedence: each of Kafka's eight levels wins over the ones below
 // it, and the sensor's tags follow the level.
@@ -271,5 +271,17 @@ func TestStoreAlterReopen(t *testing.T) {
 	}
 	if s2.Snapshot().Len() != 0 {
 		t.Fatalf("entity kept with no values: %v", s2.Snapshot().m)
+	}
+}
+
+// BenchmarkRecordOtherKey: a produce's record when the only quota is on
+// another key (a consumer quota of one client).
+func BenchmarkRecordOtherKey(b *testing.B) {
+	snap := snapOf(map[Entity]Values{{HasClient: true, Client: "c"}: {ConsumerByteRate: 1e6}})
+	e := NewEnforcer(EnforcerConfig{}, func() *Snapshot { return snap })
+	now := time.Unix(1000, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Record(ProducerByteRate, "ANONYMOUS", "app", 1024, now, 0)
 	}
 }

@@ -6,7 +6,25 @@ import "fmt"
 // once published: Apply builds a new one.
 type Snapshot struct {
 	m map[Entity]Values
+	// keys counts the entities setting each quota key, so that a key set
+	// nowhere (the usual case: no quotas at all) costs the produce and
+	// fetch paths one lookup instead of resolving eight levels.
+	keys map[string]int
 }
+
+// newSnapshot wraps m (owned by the snapshot from now on).
+func newSnapshot(m map[Entity]Values) *Snapshot {
+	s := &Snapshot{m: m, keys: map[string]int{}}
+	for _, vals := range m {
+		for k := range vals {
+			s.keys[k]++
+		}
+	}
+	return s
+}
+
+// Sets reports whether any entity sets key (a nil snapshot: none).
+func (s *Snapshot) Sets(key string) bool { return s != nil && s.keys[key] > 0 }
 
 // Len is the number of entities with quotas.
 func (s *Snapshot) Len() int { return len(s.m) }
@@ -22,13 +40,13 @@ type Alteration struct {
 
 // with returns a new snapshot with alts applied (each already validated).
 func (s *Snapshot) with(alts []Alteration) *Snapshot {
-	next := &Snapshot{m: make(map[Entity]Values, len(s.m)+len(alts))}
+	m := make(map[Entity]Values, len(s.m)+len(alts))
 	for e, v := range s.m {
-		next.m[e] = v
+		m[e] = v
 	}
 	for _, a := range alts {
 		vals := Values{}
-		for k, v := range next.m[a.Entity] {
+		for k, v := range m[a.Entity] {
 			vals[k] = v
 		}
 		for _, op := range a.Ops {
@@ -39,12 +57,12 @@ func (s *Snapshot) with(alts []Alteration) *Snapshot {
 			}
 		}
 		if len(vals) == 0 {
-			delete(next.m, a.Entity)
+			delete(m, a.Entity)
 		} else {
-			next.m[a.Entity] = vals
+			m[a.Entity] = vals
 		}
 	}
-	return next
+	return newSnapshot(m)
 }
 
 // MatchType is a describe filter component's kind (Kafka's match_type).

@@ -106,10 +106,10 @@ type record struct {
 }
 
 func load(path string) (*Snapshot, error) {
-	snap := &Snapshot{m: map[Entity]Values{}}
+	m := map[Entity]Values{}
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return snap, nil
+		return newSnapshot(m), nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read client quotas: %w", err)
@@ -120,10 +120,10 @@ func load(path string) (*Snapshot, error) {
 	}
 	for _, r := range recs {
 		if len(r.Values) > 0 {
-			snap.m[r.Entity] = r.Values
+			m[r.Entity] = r.Values
 		}
 	}
-	return snap, nil
+	return newSnapshot(m), nil
 }
 
 func save(path string, snap *Snapshot) error {
