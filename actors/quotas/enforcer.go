@@ -15,6 +15,13 @@ type EnforcerConfig struct {
 	// Idle drops a sensor not recorded for this long (default 1 hour, as
 	// Kafka expires inactive quota sensors).
 	Idle time.Duration
+	// MaxSensors bounds the sensors kept (default 10000, a few MB). A
+	// default quota makes one sensor per client id (or user), and Kafka
+	// keeps each until it is idle for an hour, so a client cycling client
+	// ids would grow them without bound. At the bound the sensor recorded
+	// least recently is dropped: that client's use is measured afresh if
+	// it comes back.
+	MaxSensors int
 }
 
 func (c *EnforcerConfig) setDefaults() {
@@ -27,6 +34,9 @@ func (c *EnforcerConfig) setDefaults() {
 	if c.Idle <= 0 {
 		c.Idle = time.Hour
 	}
+	if c.MaxSensors <= 0 {
+		c.MaxSensors = 10000
+	}
 }
 
 // Enforcer measures clients' use against their quotas. Safe for concurrent
@@ -38,16 +48,51 @@ type Enforcer struct {
 
 	mu struct {
 		sync.Mutex
-		sensors   map[Sensor]*sensor
-		lastSweep int64 // unix ms
+		sensors map[Sensor]*sensor
+		// recent lists the sensors, the most recently recorded first:
+		// idle ones and those past MaxSensors are dropped from its back.
+		recent sensorList
 	}
 }
 
 type sensor struct {
+	key  Sensor
 	rate *Rate
 	last int64 // unix ms of the last record
 	// throttled sums the throttle time given (ms), for metrics.
 	throttled int64
+	// prev, next link the sensor into Enforcer.mu.recent.
+	prev, next *sensor
+}
+
+// sensorList is a doubly linked list of sensors, intrusive so that
+// touching a sensor on every record allocates nothing.
+type sensorList struct {
+	front, back *sensor
+}
+
+func (l *sensorList) remove(s *sensor) {
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		l.front = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	} else {
+		l.back = s.prev
+	}
+	s.prev, s.next = nil, nil
+}
+
+func (l *sensorList) pushFront(s *sensor) {
+	s.prev, s.next = nil, l.front
+	if l.front != nil {
+		l.front.prev = s
+	} else {
+		l.back = s
+	}
+	l.front = s
 }
 
 // NewEnforcer measures against the quotas snap returns (read at every
@@ -94,9 +139,15 @@ func (e *Enforcer) Record(key, user, client string, value float64, now time.Time
 	e.sweepLocked(ms)
 	sn := e.mu.sensors[s]
 	if sn == nil {
-		sn = &sensor{rate: NewRate(e.cfg.Samples, e.cfg.Window.Milliseconds())}
+		for len(e.mu.sensors) >= e.cfg.MaxSensors {
+			e.dropLocked(e.mu.recent.back)
+		}
+		sn = &sensor{key: s, rate: NewRate(e.cfg.Samples, e.cfg.Window.Milliseconds())}
 		e.mu.sensors[s] = sn
+	} else {
+		e.mu.recent.remove(sn)
 	}
+	e.mu.recent.pushFront(sn)
 	sn.last = ms
 	sn.rate.Record(value, ms)
 	th := time.Duration(sn.rate.ThrottleMs(bound, ms)) * time.Millisecond
@@ -107,19 +158,18 @@ func (e *Enforcer) Record(key, user, client string, value float64, now time.Time
 	return Outcome{Throttle: th, Limited: true, Sensor: s, Bound: bound}
 }
 
-// sweepLocked drops idle sensors, at most once a minute. Called with mu
-// held.
+// sweepLocked drops the sensors idle longer than cfg.Idle: they are the
+// back of the recency list. Called with mu held.
 func (e *Enforcer) sweepLocked(now int64) {
-	if now-e.mu.lastSweep < time.Minute.Milliseconds() {
-		return
-	}
-	e.mu.lastSweep = now
 	idle := e.cfg.Idle.Milliseconds()
-	for k, s := range e.mu.sensors {
-		if now-s.last > idle {
-			delete(e.mu.sensors, k)
-		}
+	for b := e.mu.recent.back; b != nil && now-b.last > idle; b = e.mu.recent.back {
+		e.dropLocked(b)
 	}
+}
+
+func (e *Enforcer) dropLocked(s *sensor) {
+	e.mu.recent.remove(s)
+	delete(e.mu.sensors, s.key)
 }
 
 // SensorStat is one sensor's state for metrics.

@@ -3,6 +3,8 @@ package quotas
 import (
 	"errors"
 	"math"
+	"runtime"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -283,5 +285,53 @@ func BenchmarkRecordOtherKey(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		e.Record(ProducerByteRate, "ANONYMOUS", "app", 1024, now, 0)
+	}
+}
+
+// TestSensorsBounded: under a default client-id quota, a client cycling
+// through 100k client ids keeps at most MaxSensors sensors (the least
+// recently recorded go first), a client recording all along keeps its
+// own, and idle sensors are dropped.
+func TestSensorsBounded(t *testing.T) {
+	snap := snapOf(map[Entity]Values{{HasClient: true, ClientDefault: true}: {ProducerByteRate: 1 << 20}})
+	e := NewEnforcer(EnforcerConfig{}, func() *Snapshot { return snap })
+	limit := e.cfg.MaxSensors
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	now := time.Unix(1000, 0)
+	hot := Sensor{Key: ProducerByteRate, Client: "hot"}
+	for i := range 100_000 {
+		now = now.Add(time.Millisecond)
+		e.Record(ProducerByteRate, "ANONYMOUS", "cycling-"+strconv.Itoa(i), 1024, now, 0)
+		if i%1000 == 0 {
+			e.Record(ProducerByteRate, "ANONYMOUS", "hot", 1<<20, now, 0)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	e.mu.Lock()
+	n, hotKept := len(e.mu.sensors), e.mu.sensors[hot] != nil
+	e.mu.Unlock()
+	if n != limit || !hotKept {
+		t.Fatalf("%d sensors (bound %d), hot client's kept: %v", n, limit, hotKept)
+	}
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("%d sensors hold %d KiB (%d B each)", n, grew>>10, grew/int64(n))
+	if grew > 16<<20 {
+		t.Fatalf("sensors hold %d MiB", grew>>20)
+	}
+	// The hot client is still measured on its history: over its quota.
+	if o := e.Record(ProducerByteRate, "ANONYMOUS", "hot", 1<<20, now, 0); o.Throttle == 0 {
+		t.Fatalf("hot client not throttled: %+v", o)
+	}
+	// An hour idle later, one record sweeps all the others.
+	now = now.Add(time.Hour + time.Second)
+	e.Record(ProducerByteRate, "ANONYMOUS", "late", 1, now, 0)
+	e.mu.Lock()
+	n = len(e.mu.sensors)
+	e.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d sensors after an idle hour, want 1", n)
 	}
 }
