@@ -70,7 +70,7 @@ func TestKafkaFeatures(t *testing.T) {
 	if !strings.Contains(out, "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2") {
 		t.Fatalf("upgrade to 3:\n%s", out)
 	}
-	out = kafkaToolFails(t, ctx, lib, featureCommand, "--bootstrap-server", b.Addr, "upgrade", "--feature", "share.version=1")
+	out = kafkaToolFails(t, ctx, lib, featureCommand, "--bootstrap-server", b.Addr, "upgrade", "--feature", "streams.version=1")
 	if !strings.Contains(out, "does not support this feature") {
 		t.Fatalf("upgrade of an unknown feature:\n%s", out)
 	}

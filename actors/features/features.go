@@ -1,6 +1,6 @@
 // Package features holds the cluster's finalized feature levels (KIP-584):
-// metadata.version, kraft.version, transaction.version and group.version,
-// as Kafka 4.3 names them. ApiVersions (v3+) advertises what this broker
+// metadata.version, kraft.version, transaction.version, group.version and
+// share.version, as Kafka 4.3 names them. ApiVersions (v3+) advertises what this broker
 // supports and what is finalized; UpdateFeatures changes a level through
 // one replicated command, so every node holds the same levels and epoch,
 // and they survive restarts (the state directory's meta/features.json).
@@ -26,6 +26,7 @@ const (
 	KRaftVersion       = "kraft.version"
 	TransactionVersion = "transaction.version"
 	GroupVersion       = "group.version"
+	ShareVersion       = "share.version"
 )
 
 // Feature is one feature this broker supports: the levels it can be
@@ -41,7 +42,8 @@ type Feature struct {
 
 // Supported is the table, sorted by name. Kafka 4.3's defaults for a new
 // cluster are its latest production levels: metadata.version 30
-// (4.3-IV0), kraft.version 1, transaction.version 2, group.version 1.
+// (4.3-IV0), kraft.version 1, transaction.version 2, group.version 1,
+// share.version 1.
 // Regent's ranges are the levels it can honestly run at:
 //   - metadata.version: only 4.3-IV0; Regent keeps no KRaft metadata log,
 //     the level tells clients which Kafka release it answers as.
@@ -52,10 +54,16 @@ type Feature struct {
 //     2 lets them send Produce v12+, TxnOffsetCommit v5 and EndTxn v5.
 //   - group.version: only 1; the consumer group protocol (KIP-848) is
 //     always served.
+//   - share.version 0-1: at 1 share groups (KIP-932) are served, at 0
+//     their APIs are neither advertised nor served, as Kafka's brokers do.
+//     A directory from before features were finalized starts at 0 (it
+//     served no share groups), like a Kafka cluster upgraded from a
+//     release without them, until kafka-features.sh upgrade raises it.
 var Supported = []Feature{
 	{Name: GroupVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
 	{Name: KRaftVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
 	{Name: MetadataVersion, Min: 30, Max: 30, Default: 30, Legacy: 30},
+	{Name: ShareVersion, Min: 0, Max: 1, Default: 1, Legacy: 0},
 	{Name: TransactionVersion, Min: 0, Max: 2, Default: 2, Legacy: 0},
 }
 
