@@ -201,6 +201,7 @@ func (a *groupActor) finish(eff Effects, err error) {
 		}
 		op.reply(resp)
 	}
+	a.m.notifyShare(a.g.id, eff, err == nil)
 }
 
 // failResponse turns a computed answer into an error answer.

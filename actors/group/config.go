@@ -47,6 +47,18 @@ type Config struct {
 	// group's actor; must be cheap and safe from any goroutine.
 	GroupConsumerTimeouts func(group string) (session, heartbeat time.Duration)
 
+	// KIP-932 share groups.
+	// ShareSessionTimeout is group.share.session.timeout.ms.
+	ShareSessionTimeout time.Duration
+	// ShareHeartbeatInterval is group.share.heartbeat.interval.ms.
+	ShareHeartbeatInterval time.Duration
+	// ShareMaxSize is group.share.max.size: members per share group.
+	ShareMaxSize int
+	// GroupShareTimeouts, if set, gives a group's own
+	// share.session.timeout.ms and share.heartbeat.interval.ms (zero: not
+	// set, the two above apply). Same contract as GroupConsumerTimeouts.
+	GroupShareTimeouts func(group string) (session, heartbeat time.Duration)
+
 	// NewMemberID makes a member id from a prefix (the client id or the
 	// instance id); tests inject a deterministic one.
 	NewMemberID func(prefix string) string
@@ -65,6 +77,9 @@ func DefaultConfig() Config {
 		RetentionCheck:            10 * time.Minute,
 		ConsumerSessionTimeout:    45 * time.Second,
 		ConsumerHeartbeatInterval: 5 * time.Second,
+		ShareSessionTimeout:       45 * time.Second,
+		ShareHeartbeatInterval:    5 * time.Second,
+		ShareMaxSize:              200,
 		NewMemberID:               randomMemberID,
 	}
 }
@@ -98,6 +113,8 @@ func ConfigFromBroker(b logconfig.Broker) (Config, error) {
 		{"offsets.retention.check.interval.ms", &c.RetentionCheck, time.Millisecond, 1},
 		{"group.consumer.session.timeout.ms", &c.ConsumerSessionTimeout, time.Millisecond, 1},
 		{"group.consumer.heartbeat.interval.ms", &c.ConsumerHeartbeatInterval, time.Millisecond, 1},
+		{"group.share.session.timeout.ms", &c.ShareSessionTimeout, time.Millisecond, 1},
+		{"group.share.heartbeat.interval.ms", &c.ShareHeartbeatInterval, time.Millisecond, 1},
 	} {
 		if err := ms(k.key, k.dst, k.unit, k.min); err != nil {
 			return c, err
@@ -109,6 +126,7 @@ func ConfigFromBroker(b logconfig.Broker) (Config, error) {
 	}{
 		{"group.max.size", &c.MaxSize},
 		{"offset.metadata.max.bytes", &c.MaxMetadataBytes},
+		{"group.share.max.size", &c.ShareMaxSize},
 	} {
 		if v, ok := b.Overrides[k.key]; ok {
 			n, err := strconv.ParseInt(v, 10, 32)
@@ -131,6 +149,13 @@ func (c Config) Validate() error {
 	}
 	if c.ConsumerHeartbeatInterval >= c.ConsumerSessionTimeout {
 		return fmt.Errorf("group.consumer.heartbeat.interval.ms (%v) must be below group.consumer.session.timeout.ms (%v)", c.ConsumerHeartbeatInterval, c.ConsumerSessionTimeout)
+	}
+	if c.ShareHeartbeatInterval >= c.ShareSessionTimeout {
+		return fmt.Errorf("group.share.heartbeat.interval.ms (%v) must be below group.share.session.timeout.ms (%v)", c.ShareHeartbeatInterval, c.ShareSessionTimeout)
+	}
+	if c.ShareMaxSize > 1000 {
+		// Kafka's bound on group.share.max.size.
+		return fmt.Errorf("group.share.max.size (%d) must be at most 1000", c.ShareMaxSize)
 	}
 	return nil
 }
@@ -162,6 +187,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ConsumerHeartbeatInterval == 0 {
 		c.ConsumerHeartbeatInterval = d.ConsumerHeartbeatInterval
+	}
+	if c.ShareSessionTimeout == 0 {
+		c.ShareSessionTimeout = d.ShareSessionTimeout
+	}
+	if c.ShareHeartbeatInterval == 0 {
+		c.ShareHeartbeatInterval = d.ShareHeartbeatInterval
+	}
+	if c.ShareMaxSize == 0 {
+		c.ShareMaxSize = d.ShareMaxSize
 	}
 	if c.NewMemberID == nil {
 		c.NewMemberID = d.NewMemberID

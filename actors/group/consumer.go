@@ -254,6 +254,8 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	}
 	if g.cg == nil {
 		switch {
+		case g.sg != nil:
+			return cgError(kerr.GroupIDNotFound, fmt.Sprintf("Group %s is not a consumer group.", g.id))
 		case g.live && (g.state != Empty || len(g.pending) > 0):
 			return cgError(kerr.GroupIDNotFound, fmt.Sprintf("Group %s is not a consumer group.", g.id))
 		case req.MemberEpoch != 0:

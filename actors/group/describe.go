@@ -12,7 +12,7 @@ type Summary struct {
 	Group        string
 	ProtocolType string
 	State        string
-	Type         string // "classic" or "consumer"
+	Type         string // "classic", "consumer" or "share"
 }
 
 // Summary describes the group for ListGroups; ok is false if the group
@@ -23,6 +23,9 @@ func (g *Group) Summary() (Summary, bool) {
 	}
 	if g.cg != nil {
 		return Summary{Group: g.id, ProtocolType: "consumer", State: g.cg.state().String(), Type: "consumer"}, true
+	}
+	if g.sg != nil {
+		return Summary{Group: g.id, ProtocolType: "share", State: g.sg.state().String(), Type: "share"}, true
 	}
 	return Summary{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: "classic"}, true
 }
@@ -41,10 +44,11 @@ func (g *Group) Describe(now time.Time, ref Ref) Effects {
 		out.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := "group " + g.id + " not found"
 		out.ErrorMessage = &msg
-	case g.cg != nil:
-		// Kafka answers DescribeGroups for a consumer group with
-		// GROUP_ID_NOT_FOUND on v6 ("is not a classic group"); older
-		// versions show it as Dead. ConsumerGroupDescribe describes it.
+	case g.cg != nil, g.sg != nil:
+		// Kafka answers DescribeGroups for a consumer or share group
+		// with GROUP_ID_NOT_FOUND on v6 ("is not a classic group"); older
+		// versions show it as Dead. ConsumerGroupDescribe and
+		// ShareGroupDescribe describe them.
 		out.State = Dead.String()
 		out.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := "group " + g.id + " is not a classic group"

@@ -40,6 +40,12 @@ func (g *Group) join(now time.Time, ref Ref, req *kmsg.JoinGroupRequest, client 
 		g.reply(ref, joinError(req.MemberID, kerr.InvalidSessionTimeout))
 		return
 	}
+	if g.sg != nil {
+		// A share group is no classic group: Kafka answers a JoinGroup
+		// for a group of another protocol this way.
+		g.reply(ref, joinError(req.MemberID, kerr.InconsistentGroupProtocol))
+		return
+	}
 	if g.cg != nil {
 		// A classic member may not join a consumer (KIP-848) group that
 		// has members (Kafka's online upgrade path is not served).
@@ -538,6 +544,9 @@ func (g *Group) computeSubscribed() {
 func (g *Group) isSubscribed(topic string) bool {
 	if g.cg != nil {
 		return g.cg.subscribes(topic)
+	}
+	if g.sg != nil {
+		return false
 	}
 	if !g.subscribedKnown {
 		return g.protocolType == "consumer"

@@ -57,6 +57,9 @@ type Options struct {
 	// timeout and heartbeat interval (Config.GroupConsumerTimeouts); nil:
 	// the broker's for every group.
 	GroupConsumerTimeouts func(group string) (session, heartbeat time.Duration)
+	// GroupShareTimeouts gives each share group's own session timeout and
+	// heartbeat interval (Config.GroupShareTimeouts); nil: the broker's.
+	GroupShareTimeouts func(group string) (session, heartbeat time.Duration)
 }
 
 // Manager owns every group's coordinator actor. Its methods are safe from
@@ -77,6 +80,9 @@ type Manager struct {
 	// storeDir and fsync open the store again (Reopen).
 	storeDir string
 	fsync    bool
+	// share holds the share-group listeners (SetShareMemberListener,
+	// SetShareGroupDeletedListener); read by actors, set by the wiring.
+	share shareHooks
 
 	// life serializes Activate, Deactivate and Close, and guards wg (the
 	// current activation's expiry loop). It is held while they wait for
@@ -133,6 +139,9 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	if o.GroupConsumerTimeouts != nil {
 		cfg.GroupConsumerTimeouts = o.GroupConsumerTimeouts
+	}
+	if o.GroupShareTimeouts != nil {
+		cfg.GroupShareTimeouts = o.GroupShareTimeouts
 	}
 	start := time.Now()
 	storeDir := filepath.Join(o.DataDir, "groups")

@@ -19,6 +19,11 @@ func (g *Group) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) *ke
 	if g.cg != nil {
 		return g.cg.validateCommit(req)
 	}
+	if g.sg != nil {
+		// Share groups commit nothing: their progress is the
+		// share-partitions' state.
+		return kerr.GroupIDNotFound
+	}
 	if !g.live {
 		if req.Generation < 0 {
 			// No group and no generation: an admin client or a consumer
@@ -131,6 +136,9 @@ func (g *Group) validateFetch(q FetchQuery) int16 {
 	if g.cg != nil {
 		return g.cg.validateFetch(q)
 	}
+	if g.sg != nil {
+		return kerr.GroupIDNotFound.Code
+	}
 	if !g.live && (q.MemberID != nil || q.MemberEpoch >= 0) {
 		return kerr.GroupIDNotFound.Code
 	}
@@ -189,7 +197,7 @@ func (g *Group) committed(q FetchQuery) []kmsg.OffsetFetchResponseGroupTopic {
 func (g *Group) DeleteOffsets(now time.Time, ref Ref, req *kmsg.OffsetDeleteRequest) Effects {
 	resp := kmsg.NewPtrOffsetDeleteResponse()
 	switch {
-	case !g.live:
+	case !g.live, g.sg != nil:
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
 	case g.cg == nil && g.state != Empty && g.protocolType != "consumer":
 		// Only consumer-protocol groups say what they subscribe to.
@@ -232,6 +240,9 @@ func (g *Group) Delete(now time.Time, ref Ref) Effects {
 		out.ErrorCode = kerr.NonEmptyGroup.Code
 	default:
 		g.recordDeletion()
+		// The share-partitions' state goes with the group (the shell
+		// tells the listener once the deletion is persisted).
+		g.eff.ShareGroupDeleted = g.sg != nil
 	}
 	resp.Groups = []kmsg.DeleteGroupsResponseGroup{out}
 	g.reply(ref, resp)
@@ -241,6 +252,9 @@ func (g *Group) Delete(now time.Time, ref Ref) Effects {
 func (g *Group) isEmpty() bool {
 	if g.cg != nil {
 		return len(g.cg.members) == 0
+	}
+	if g.sg != nil {
+		return len(g.sg.members) == 0
 	}
 	return g.state == Empty
 }
@@ -269,7 +283,9 @@ func (g *Group) recordDeletion() {
 // it no longer subscribes to. An empty group left without offsets is
 // deleted, as Kafka's cleanup does.
 func (g *Group) ExpireOffsets(now time.Time) Effects {
-	if !g.live || len(g.pendingTxn) > 0 {
+	if !g.live || len(g.pendingTxn) > 0 || g.sg != nil {
+		// A share group has no offsets and is not expired: it goes
+		// only through DeleteGroups, which drops its share-partitions.
 		return g.take()
 	}
 	retention := g.cfg.OffsetsRetention
@@ -337,10 +353,13 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 	// A group that was classic and became a consumer group keeps its old
 	// (empty) classic metadata beside the consumer-protocol state: the
 	// latter wins, so it is applied last.
-	var cg *Record
+	var cg, sg *Record
 	defer func() {
 		if cg != nil && g.live {
 			g.restoreConsumerGroup(cg.CG, now)
+		}
+		if sg != nil && g.live {
+			g.restoreShareGroup(sg.SG, now)
 		}
 	}()
 	for i, r := range recs {
@@ -354,6 +373,13 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 			}
 			cg = &recs[i]
 			g.live = true
+		case RecShareGroup:
+			if r.SG == nil {
+				sg = nil
+				continue
+			}
+			sg = &recs[i]
+			g.live = true
 		case RecOffset:
 			if !g.live {
 				// Offsets without metadata: a simple group.
@@ -366,7 +392,7 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 			delete(g.offsets, tp{r.Topic, r.Partition})
 		case RecGroupTombstone:
 			g.reset()
-			cg = nil
+			cg, sg = nil, nil
 		case RecTxnOffset, RecTxnOffsetTombstone:
 			if r.Kind == RecTxnOffset && !g.live {
 				g.live, g.state, g.stateSince = true, Empty, r.Offset.CommitTime

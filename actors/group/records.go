@@ -26,6 +26,7 @@ const (
 	RecConsumerGroup
 	RecTxnOffset
 	RecTxnOffsetTombstone
+	RecShareGroup
 )
 
 // Record is one persisted change of a group.
@@ -38,17 +39,20 @@ type Record struct {
 	Offset     Offset                   // RecOffset, RecTxnOffset
 	Meta       *kmsg.GroupMetadataValue // RecGroup
 	CG         *cgSnapshot              // RecConsumerGroup
+	SG         *sgSnapshot              // RecShareGroup (nil: tombstone)
 }
 
 // Key versions, as in __consumer_offsets: 1 offset commit, 2 group
 // metadata. The 0x7e.. versions are ours: KIP-848 group state (key: the
 // group id) and a transaction's staged offsets (key: group, topic,
-// partition, producer id; value: an offset commit value).
+// partition, producer id; value: an offset commit value), and KIP-932
+// share group state (key: the group id).
 const (
 	offsetKeyVersion = 1
 	groupKeyVersion  = 2
 	cgKeyVersion     = 0x7e01
 	txnKeyVersion    = 0x7e02
+	sgKeyVersion     = 0x7e03
 )
 
 // storeKey identifies what a record replaces: records with the same key
@@ -59,6 +63,8 @@ func (r *Record) storeKey() string {
 		return fmt.Sprintf("o\x00%s\x00%s\x00%d", r.Group, r.Topic, r.Partition)
 	case RecConsumerGroup:
 		return "c\x00" + r.Group
+	case RecShareGroup:
+		return "s\x00" + r.Group
 	case RecTxnOffset, RecTxnOffsetTombstone:
 		return fmt.Sprintf("x\x00%s\x00%d\x00%s\x00%d", r.Group, r.ProducerID, r.Topic, r.Partition)
 	default:
@@ -68,7 +74,8 @@ func (r *Record) storeKey() string {
 
 // tombstone: the record deletes its key.
 func (r *Record) tombstone() bool {
-	return r.Kind == RecOffsetTombstone || r.Kind == RecGroupTombstone || r.Kind == RecTxnOffsetTombstone || (r.Kind == RecConsumerGroup && r.CG == nil)
+	return r.Kind == RecOffsetTombstone || r.Kind == RecGroupTombstone || r.Kind == RecTxnOffsetTombstone || (r.Kind == RecConsumerGroup && r.CG == nil) ||
+		(r.Kind == RecShareGroup && r.SG == nil)
 }
 
 // encode returns the record's key and value (nil value: a tombstone).
@@ -102,6 +109,12 @@ func (r *Record) encode() (key, value []byte) {
 		key = k.AppendTo(nil)
 		if r.CG != nil {
 			value = r.CG.appendTo(nil)
+		}
+	case RecShareGroup:
+		k := kmsg.GroupMetadataKey{Version: sgKeyVersion, Group: r.Group}
+		key = k.AppendTo(nil)
+		if r.SG != nil {
+			value = r.SG.appendTo(nil)
 		}
 	case RecTxnOffset, RecTxnOffsetTombstone:
 		// An offset commit key with the producer id after it.
@@ -177,6 +190,21 @@ func decodeRecord(key, value []byte) (Record, error) {
 			return Record{}, fmt.Errorf("consumer group value: %w", err)
 		}
 		r.CG = s
+		return r, nil
+	case sgKeyVersion:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return Record{}, fmt.Errorf("share group key: %w", err)
+		}
+		r := Record{Kind: RecShareGroup, Group: k.Group}
+		if value == nil {
+			return r, nil
+		}
+		s, err := readSGSnapshot(value)
+		if err != nil {
+			return Record{}, fmt.Errorf("share group value: %w", err)
+		}
+		r.SG = s
 		return r, nil
 	case txnKeyVersion:
 		if len(key) < 8 {

@@ -59,6 +59,12 @@ type Reply struct {
 type Effects struct {
 	Records []Record
 	Replies []Reply
+	// ShareMembersGone are share-group members that left, were fenced or
+	// expired in this step; ShareGroupDeleted: the share group was
+	// deleted (once its records are persisted). The shell tells the
+	// Manager's share listeners.
+	ShareMembersGone  []string
+	ShareGroupDeleted bool
 }
 
 // Client identifies the connection a request came on.
@@ -204,6 +210,8 @@ type Group struct {
 
 	// cg is the KIP-848 state when the group is a consumer group.
 	cg *consumerGroup
+	// sg is the KIP-932 state when the group is a share group.
+	sg *shareGroup
 
 	eff Effects
 }
@@ -235,6 +243,9 @@ func (g *Group) State() State { return g.state }
 func (g *Group) Generation() int32 {
 	if g.cg != nil {
 		return g.cg.epoch
+	}
+	if g.sg != nil {
+		return g.sg.epoch
 	}
 	return g.generation
 }
@@ -359,6 +370,9 @@ func (g *Group) NextDeadline() time.Time {
 	if g.cg != nil {
 		consider(g.cg.nextDeadline())
 	}
+	if g.sg != nil {
+		consider(g.sg.nextDeadline())
+	}
 	return next
 }
 
@@ -375,6 +389,10 @@ func (g *Group) Tick(now time.Time) Effects {
 func (g *Group) advance(now time.Time) {
 	if g.cg != nil {
 		g.cg.advance(g, now)
+		return
+	}
+	if g.sg != nil {
+		g.sg.advance(g, now)
 		return
 	}
 	// Each pass may schedule new deadlines in the past (never, with sane

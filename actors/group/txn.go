@@ -33,6 +33,10 @@ func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitReques
 		g.create(now)
 		return nil
 	}
+	if g.sg != nil {
+		// A share group commits no offsets.
+		return kerr.GroupIDNotFound
+	}
 	if anonymous {
 		return nil
 	}
