@@ -22,9 +22,11 @@ import (
 	"github.com/regent-broker/regent/interop/testwait"
 )
 
-// kgoSkip names the kgo integration tests not run: share groups (KIP-932,
-// not served). The SASL tests run against a SASL_PLAINTEXT listener:
-// SCRAM with a user made first (kgoSCRAMEnv), OAuth with the unsecured
+// kgoSkip names the kgo integration tests not run while the broker does
+// not advertise share groups (KIP-932: ShareFetch and ShareAcknowledge v2);
+// once it does, runKgoSuite runs them with no -skip. The SASL tests run
+// against a SASL_PLAINTEXT listener: SCRAM with a user made first
+// (kgoSCRAMEnv), OAuth with the unsecured
 // "alg":"none" tokens Kafka's default validator accepts, which Regent
 // takes only with --sasl-oauthbearer-unsecured (kgoSASLArgs).
 const kgoSkip = `Share`
@@ -140,7 +142,14 @@ func kgoClusterSASLEnv(t *testing.T, c *brokertest.Cluster) []string {
 func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...string) map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	args := []string{"test", "-json", "-count=1", "-timeout=14m", "-skip", kgoSkip}
+	args := []string{"test", "-json", "-count=1", "-timeout=14m"}
+	skip := ""
+	shareOn, why := shareAdvertised(t, strings.Split(seeds, ",")[0])
+	if !shareOn {
+		skip = kgoSkip
+		args = append(args, "-skip", skip)
+		t.Logf("kgo share tests not run: %s", why)
+	}
 	if run == "" {
 		// REGENT_KGO_RUN narrows every suite run, to chase one test.
 		run = os.Getenv("REGENT_KGO_RUN")
@@ -195,8 +204,32 @@ func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...st
 		sort.Strings(s)
 		return s
 	}
-	t.Logf("kgo integration suite against %s: %d passed, %d failed, %d skipped by the suite; families not run yet: %s",
-		what, len(passed), len(failed), len(skipped), regexp.MustCompile(`\|`).ReplaceAllString(kgoSkip, ", "))
+	notRun := "none"
+	if skip != "" {
+		notRun = regexp.MustCompile(`\|`).ReplaceAllString(skip, ", ")
+	}
+	t.Logf("kgo integration suite against %s: %d passed, %d failed, %d skipped by the suite; families not run: %s",
+		what, len(passed), len(failed), len(skipped), notRun)
+	if shareOn {
+		// The share tests decide for themselves whether the broker serves
+		// share groups; one skipping here means kgo saw otherwise.
+		var sp, sf, ss []string
+		for _, m := range []struct {
+			set map[string]bool
+			out *[]string
+		}{{passed, &sp}, {failed, &sf}, {skipped, &ss}} {
+			for _, n := range names(m.set) {
+				if strings.Contains(n, "Share") {
+					*m.out = append(*m.out, n)
+				}
+			}
+		}
+		t.Logf("kgo share tests: %d passed (%s), %d failed (%s), %d skipped (%s)",
+			len(sp), strings.Join(sp, " "), len(sf), strings.Join(sf, " "), len(ss), strings.Join(ss, " "))
+		if len(ss) > 0 && run == "" {
+			t.Errorf("kgo skipped share tests the broker advertises: %s", strings.Join(ss, " "))
+		}
+	}
 	t.Logf("passed: %s", strings.Join(names(passed), " "))
 	for _, n := range names(failed) {
 		t.Errorf("kgo %s failed:\n%s", n, headTail(outputs[n].String(), 4000, 12000))
