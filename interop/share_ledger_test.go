@@ -225,3 +225,27 @@ func (l *shareLedger) countAfterKill() int {
 	}
 	return n
 }
+
+// deliver records one delivery seen by a Go (kgo) member; the caller sets
+// its confirmation later with confirm.
+func (l *shareLedger) deliver(member string, part int32, off int64, count int16, ack, key string) *shareDelivery {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w, ok := l.where[key]; ok && w != [2]int64{int64(part), off} {
+		l.bad = append(l.bad, fmt.Sprintf("key %s at %d/%d and at %d/%d", key, w[0], w[1], part, off))
+	}
+	l.where[key] = [2]int64{int64(part), off}
+	d := &shareDelivery{member: member, count: count, ack: ack, afterKill: l.killed}
+	l.byKey[key] = append(l.byKey[key], d)
+	l.lines[member]++
+	return d
+}
+
+// confirm sets the broker's answer to ds's acknowledgements.
+func (l *shareLedger) confirm(ds []*shareDelivery, v int8) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, d := range ds {
+		d.confirmed = v
+	}
+}
