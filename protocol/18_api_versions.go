@@ -29,6 +29,9 @@ func (s *Server) apiVersions(r *Request) {
 		if (k == 71 || k == 72) && !s.clientTelemetryOn() {
 			continue // as Kafka with no client telemetry exporter
 		}
+		if isShareKey(k) && !s.shareOn() {
+			continue // as Kafka with share.version 0 (share_core.go)
+		}
 		a := apis[k]
 		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
 	}

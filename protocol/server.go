@@ -74,6 +74,9 @@ type Server struct {
 	// groupConfigs holds the GROUP config resources (nil: refused); set
 	// before serving (configs_group.go).
 	groupConfigs *groupconfig.Store
+	// share is the share-group data path (nil: share groups not served);
+	// set before serving (share_core.go).
+	share *shareState
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional

@@ -1,0 +1,464 @@
+package protocol
+
+// ShareFetch: versions 1-2, as Kafka 4.3 serves them (v0 was Kafka 4.0's
+// early-access form, gone since 4.1; v2 adds ShareAcquireMode, KIP-1206,
+// and RENEW acknowledgements, KIP-1222). A share group member's fetch:
+// acknowledgements piggybacked on it are applied first (the partition's
+// AcknowledgeErrorCode), then records are acquired for the member from the
+// session's partitions (share_sessions.go) and locked for the group's
+// share.record.lock.duration.ms (AcquisitionLockTimeoutMs). With nothing
+// acquired and MaxWaitMs > 0 the fetch waits for appends to its
+// partitions, and re-checks every shareRecheck for records other members
+// released or whose locks expired, until MinBytes are acquired or the wait
+// ends. A fetch with IsRenewAck only renews locks (no records), as Kafka.
+// Epoch -1 applies the acknowledgements and closes the session.
+// MaxBytes, MaxRecords (500 when unset) and the connection's response
+// budget bound what is acquired; the first batch goes out whatever its
+// size, as Fetch.
+// ACLs: READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing done),
+// READ on each topic (else its partitions answer
+// TOPIC_AUTHORIZATION_FAILED).
+// In a cluster only the serving leader serves: elsewhere partitions answer
+// NOT_LEADER_OR_FOLLOWER with the leader in CurrentLeader and
+// NodeEndpoints, as Kafka points a client at the partition's leader.
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/partition"
+	"github.com/regent-broker/regent/actors/share"
+)
+
+func init() { register(78, 1, 2, (*Server).shareFetch) }
+
+const (
+	// shareDefaultMaxRecords is what a fetch without MaxRecords acquires
+	// at most (the Java client's max.poll.records default).
+	shareDefaultMaxRecords = 500
+	// shareRecheck paces a waiting fetch's look for records that became
+	// available without an append (released, rejected locks expired).
+	shareRecheck = 200 * time.Millisecond
+	// shareDefaultLockMs is the lock duration answered when no
+	// share-partition told one (Kafka's default).
+	shareDefaultLockMs = 30000
+)
+
+// shareItem is one partition of a ShareFetch or ShareAcknowledge.
+type shareItem struct {
+	part sharePart
+	// acks are the request's acknowledgements of the partition (nil:
+	// none); ackErr is set once they are applied.
+	acks    []share.AckBatch
+	hasAcks bool
+	ackErr  int16
+	// err refuses the partition (unknown topic, denied, not leader).
+	err int16
+	// fetch says the partition is fetched from (in the session).
+	fetch bool
+	// what was acquired, over every pass.
+	records  []byte
+	acquired []share.AcquiredRange
+}
+
+func (s *Server) shareFetch(r *Request) {
+	req := r.Msg.(*kmsg.ShareFetchRequest)
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	group, member := deref(req.GroupID), deref(req.MemberID)
+	switch {
+	case !s.shareOn():
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+	case !s.authorized(r, acls.Read, acls.Group, group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	case group == "" || member == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.ErrorMessage = kmsg.StringPtr("ShareFetch needs a group id and a member id")
+	}
+	if resp.ErrorCode != 0 {
+		r.Respond(resp)
+		return
+	}
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.ErrorContext(r.Context(), "share fetch panicked", "panic", p)
+				r.Respond(errorResponse(r, p))
+			}
+		}()
+		var out *Budget
+		if r.Conn != nil {
+			out = r.Conn.Output
+		}
+		resp, held := s.doShareFetch(r, req, group, member, out)
+		r.RespondSized(resp, shareFetchSize(resp))
+		s.releaseFetch(out, held)
+	}()
+}
+
+// doShareFetch serves one ShareFetch off the event loop. It returns the
+// response and the bytes it holds of the fetch and output budgets, for
+// the caller to release once the response is handed over.
+func (s *Server) doShareFetch(r *Request, req *kmsg.ShareFetchRequest, group, member string, out *Budget) (*kmsg.ShareFetchResponse, int) {
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	resp.AcquisitionLockTimeoutMillis = s.shareLockMs(group)
+	st := s.share
+	key := shareSessionKey{group, member}
+
+	// The request's partitions, with their acknowledgements.
+	var items []*shareItem
+	index := map[sharePart]*shareItem{}
+	itemOf := func(p sharePart) *shareItem {
+		if it, ok := index[p]; ok {
+			return it
+		}
+		it := &shareItem{part: p}
+		index[p] = it
+		items = append(items, it)
+		return it
+	}
+	var reqParts []sharePart
+	anyAcks := false
+	for _, rt := range req.Topics {
+		name := s.shareTopicName(rt.TopicID)
+		for _, rp := range rt.Partitions {
+			p := sharePart{topicID: rt.TopicID, topic: name, partition: rp.Partition}
+			reqParts = append(reqParts, p)
+			if len(rp.AcknowledgementBatches) == 0 {
+				continue
+			}
+			anyAcks = true
+			it := itemOf(p)
+			it.hasAcks = true
+			acks, err := shareAcks(len(rp.AcknowledgementBatches), func(i int) (int64, int64, []int8) {
+				b := rp.AcknowledgementBatches[i]
+				return b.FirstOffset, b.LastOffset, b.AcknowledgeTypes
+			}, req.IsRenewAck)
+			if err != nil {
+				it.ackErr = kerr.InvalidRequest.Code
+				continue
+			}
+			it.acks = acks
+		}
+	}
+	var forget []sharePart
+	for _, ft := range req.ForgottenTopicsData {
+		for _, p := range ft.Partitions {
+			forget = append(forget, sharePart{topicID: ft.TopicID, partition: p})
+		}
+	}
+
+	// The session decides what is fetched.
+	var fetchParts []sharePart
+	closing := false
+	switch req.ShareSessionEpoch {
+	case 0:
+		if anyAcks {
+			// Kafka: a new session carries no acknowledgements.
+			resp.ErrorCode = kerr.InvalidRequest.Code
+			resp.ErrorMessage = kmsg.StringPtr("a ShareFetch opening a share session (epoch 0) must not acknowledge")
+			return resp, 0
+		}
+		released, err := st.sessions.open(key, reqParts)
+		s.releaseParts(group, member, released)
+		if err != nil {
+			resp.ErrorCode = err.Code
+			return resp, 0
+		}
+		fetchParts = reqParts
+	case -1:
+		if err := st.sessions.check(key, -1); err != nil {
+			resp.ErrorCode = err.Code
+			return resp, 0
+		}
+		closing = true
+	default:
+		parts, forgotten, err := st.sessions.next(key, req.ShareSessionEpoch, reqParts, forget)
+		if err != nil {
+			resp.ErrorCode = err.Code
+			return resp, 0
+		}
+		s.releaseParts(group, member, forgotten)
+		fetchParts = parts
+	}
+	if !closing && !req.IsRenewAck {
+		for _, p := range fetchParts {
+			itemOf(p).fetch = true
+		}
+	}
+
+	s.shareCheckItems(r, items)
+	s.shareApplyAcks(group, member, items)
+	if closing {
+		if parts, err := st.sessions.close(key); err == nil {
+			s.releaseParts(group, member, parts)
+		}
+	}
+
+	held := 0
+	if !closing && !req.IsRenewAck {
+		held = s.shareAcquireLoop(r, req, group, member, items, out)
+	}
+	s.shareFetchAssemble(resp, items, req.ShareSessionEpoch == 0)
+	return resp, held
+}
+
+// shareTopicName is the topic an id names ("" when none).
+func (s *Server) shareTopicName(id [16]byte) string {
+	if t := s.topics.GetByID(id); t != nil {
+		return t.Name
+	}
+	return ""
+}
+
+// shareCheckItems sets the errors of partitions that cannot be served:
+// unknown topic ids, topics the principal may not READ, partitions that do
+// not exist, and every partition on a node that does not serve.
+func (s *Server) shareCheckItems(r *Request, items []*shareItem) {
+	readable := map[string]bool{}
+	for _, it := range items {
+		switch {
+		case it.part.topic == "":
+			it.err = kerr.UnknownTopicID.Code
+		case !s.shareReadable(r, readable, it.part.topic):
+			it.err = kerr.TopicAuthorizationFailed.Code
+		case s.topics.Partition(it.part.topic, it.part.partition) == nil:
+			it.err = kerr.UnknownTopicOrPartition.Code
+		case !s.cluster.Serving():
+			it.err = kerr.NotLeaderForPartition.Code
+		}
+		if it.err != 0 && it.hasAcks && it.ackErr == 0 {
+			it.ackErr = it.err
+		}
+	}
+}
+
+// shareReadable decides READ on a topic once per request.
+func (s *Server) shareReadable(r *Request, seen map[string]bool, topic string) bool {
+	ok, done := seen[topic]
+	if !done {
+		ok = s.authorized(r, acls.Read, acls.Topic, topic)
+		seen[topic] = ok
+	}
+	return ok
+}
+
+// shareApplyAcks applies the items' acknowledgements, every partition at
+// once, and waits for them all: acknowledgements go before acquisition so
+// that released records can be acquired again by the same fetch.
+func (s *Server) shareApplyAcks(group, member string, items []*shareItem) {
+	core := s.share.core
+	var pending []*shareItem
+	for _, it := range items {
+		if it.hasAcks && it.ackErr == 0 && it.err == 0 {
+			pending = append(pending, it)
+		}
+	}
+	if len(pending) == 0 {
+		return
+	}
+	done := make(chan struct{})
+	part := fanIn(len(pending), func() { close(done) })
+	for _, it := range pending {
+		k := share.Key{Group: group, Topic: it.part.topic, TopicID: it.part.topicID, Partition: it.part.partition}
+		core.Acknowledge(k, member, it.acks, func(code int16) {
+			it.ackErr = code
+			part()
+		})
+	}
+	<-done
+}
+
+// shareAcquireLoop acquires records for the fetched items until MinBytes
+// are acquired or the wait ends. It returns the budget bytes held.
+func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group, member string, items []*shareItem, out *Budget) (held int) {
+	var fetchable []*shareItem
+	for _, it := range items {
+		if it.fetch && it.err == 0 {
+			fetchable = append(fetchable, it)
+		}
+	}
+	if len(fetchable) == 0 {
+		return 0
+	}
+	maxBytes := int(req.MaxBytes)
+	if maxBytes <= 0 || maxBytes > maxFetchBytes {
+		maxBytes = maxFetchBytes
+	}
+	maxRecords := int64(req.MaxRecords)
+	if maxRecords <= 0 {
+		maxRecords = shareDefaultMaxRecords
+	}
+	minBytes := max(int(req.MinBytes), 1)
+	wait := min(time.Duration(req.MaxWaitMillis)*time.Millisecond, maxFetchWait)
+	deadline := time.Now().Add(wait)
+	tr := r.Tracer()
+
+	var waiter *partition.Waiter
+	var parked []*partition.Partition
+	defer func() {
+		for _, p := range parked {
+			p.RemoveWaiter(waiter)
+		}
+	}()
+	total, records := 0, int64(0)
+	start := 0 // rotates, so no partition is always served last
+	for {
+		grant, starved := s.reserveFetch(out, maxBytes-total)
+		if !starved && records < maxRecords {
+			read, n := s.shareAcquirePass(req, group, member, fetchable, start, grant, maxRecords-records, total == 0)
+			held += s.settleFetch(out, grant, read)
+			total += read
+			records += n
+			start = (start + 1) % len(fetchable)
+		} else {
+			s.settleFetch(out, grant, 0)
+		}
+		if (total >= minBytes && records > 0) || records >= maxRecords || total >= maxBytes || !time.Now().Before(deadline) {
+			return held
+		}
+		if waiter == nil {
+			// Park first, then look again, so an append between the
+			// look and the park is not missed.
+			waiter = partition.NewWaiter()
+			for _, it := range fetchable {
+				if p := s.topics.Partition(it.part.topic, it.part.partition); p != nil {
+					p.AddWaiter(waiter)
+					parked = append(parked, p)
+				}
+			}
+			continue
+		}
+		var waitStart time.Time
+		if tr != nil {
+			waitStart = time.Now()
+		}
+		timer := time.NewTimer(min(time.Until(deadline), shareRecheck))
+		var budgetFreed, outFreed <-chan struct{}
+		if starved {
+			budgetFreed, outFreed = s.cfg.FetchBudget.Changed(), out.Changed()
+		}
+		select {
+		case <-waiter.C:
+		case <-timer.C:
+		case <-budgetFreed:
+		case <-outFreed:
+		}
+		timer.Stop()
+		if tr != nil {
+			tr.Waited(waitStart)
+		}
+	}
+}
+
+// shareAcquirePass asks each fetchable partition for records in turn,
+// from the first-th, within budget bytes (0: one batch, when first says
+// nothing is acquired yet) and maxRecords records. It returns the bytes
+// and records acquired.
+func (s *Server) shareAcquirePass(req *kmsg.ShareFetchRequest, group, member string, items []*shareItem, first, budget int, maxRecords int64, firstBatch bool) (read int, records int64) {
+	core := s.share.core
+	for i := range items {
+		it := items[(first+i)%len(items)]
+		room := budget - read
+		if records >= maxRecords || (room <= 0 && !(firstBatch && read == 0)) {
+			break
+		}
+		if room <= 0 {
+			room = 1 // the first batch, whatever its size
+		}
+		ch := make(chan share.AcquireResult, 1)
+		core.Acquire(share.AcquireRequest{
+			Key:         share.Key{Group: group, Topic: it.part.topic, TopicID: it.part.topicID, Partition: it.part.partition},
+			Member:      member,
+			MaxRecords:  int32(min(maxRecords-records, 1<<31-1)),
+			BatchSize:   req.BatchSize,
+			RecordLimit: req.ShareAcquireMode == 1,
+			MaxBytes:    int32(min(room, 1<<31-1)),
+		}, func(res share.AcquireResult) { ch <- res })
+		res := <-ch
+		if res.ErrorCode != 0 {
+			it.err = res.ErrorCode
+			continue
+		}
+		if len(res.Acquired) == 0 {
+			continue
+		}
+		it.records = append(it.records, res.Records...)
+		it.acquired = append(it.acquired, res.Acquired...)
+		read += len(res.Records)
+		for _, a := range res.Acquired {
+			records += a.Last - a.First + 1
+		}
+	}
+	return read, records
+}
+
+// shareFetchAssemble writes the items into the response: every partition
+// of a fetch opening its session, and otherwise those with records, an
+// error or acknowledgements, as Kafka leaves the others out of later
+// fetches of a session.
+func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shareItem, full bool) {
+	leader := s.cluster.Leader()
+	needLeader := false
+	topicAt := map[[16]byte]int{}
+	for _, it := range items {
+		if !full && len(it.acquired) == 0 && it.err == 0 && !it.hasAcks {
+			continue
+		}
+		ti, ok := topicAt[it.part.topicID]
+		if !ok {
+			t := kmsg.NewShareFetchResponseTopic()
+			t.TopicID = it.part.topicID
+			resp.Topics = append(resp.Topics, t)
+			ti = len(resp.Topics) - 1
+			topicAt[it.part.topicID] = ti
+		}
+		p := kmsg.NewShareFetchResponseTopicPartition()
+		p.Partition = it.part.partition
+		p.ErrorCode = it.err
+		p.AcknowledgeErrorCode = it.ackErr
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
+		if it.err == kerr.NotLeaderForPartition.Code {
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leader, 0
+			needLeader = leader >= 0
+		}
+		p.Records = it.records
+		if p.Records == nil {
+			p.Records = []byte{}
+		}
+		for _, a := range it.acquired {
+			ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+			ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.First, a.Last, a.DeliveryCount
+			p.AcquiredRecords = append(p.AcquiredRecords, ar)
+		}
+		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
+	}
+	if needLeader {
+		if b, ok := s.broker(leader); ok {
+			ep := kmsg.NewShareFetchResponseNodeEndpoint()
+			ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
+			resp.NodeEndpoints = append(resp.NodeEndpoints, ep)
+		}
+	}
+}
+
+// shareFetchSize over-estimates the encoded size of a response.
+func shareFetchSize(resp *kmsg.ShareFetchResponse) int {
+	n := 128
+	for _, t := range resp.Topics {
+		n += 32
+		for _, p := range t.Partitions {
+			n += 64 + len(p.Records) + 24*len(p.AcquiredRecords)
+		}
+	}
+	return n
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

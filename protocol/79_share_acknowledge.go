@@ -1,0 +1,121 @@
+package protocol
+
+// ShareAcknowledge: versions 1-2, as Kafka 4.3 serves them (v2 adds
+// RENEW acknowledgements, KIP-1222, and AcquisitionLockTimeoutMs in the
+// response). Acknowledgements of records a member acquired through
+// ShareFetch, outside a fetch: within the member's share session, whose
+// epoch must be the one expected (0 is refused with
+// INVALID_SHARE_SESSION_EPOCH: a session is opened by ShareFetch); -1
+// applies them and then closes the session, releasing what the member
+// still holds. Each partition answers its own error code (an ack of
+// records the member does not hold: INVALID_RECORD_STATE).
+// ACLs: READ on the group, READ on each topic, as ShareFetch.
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/acls"
+)
+
+func init() { register(79, 1, 2, (*Server).shareAcknowledge) }
+
+func (s *Server) shareAcknowledge(r *Request) {
+	req := r.Msg.(*kmsg.ShareAcknowledgeRequest)
+	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	group, member := deref(req.GroupID), deref(req.MemberID)
+	switch {
+	case !s.shareOn():
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+	case !s.authorized(r, acls.Read, acls.Group, group):
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+	case group == "" || member == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.ErrorMessage = kmsg.StringPtr("ShareAcknowledge needs a group id and a member id")
+	case req.ShareSessionEpoch == 0:
+		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
+		resp.ErrorMessage = kmsg.StringPtr("ShareAcknowledge cannot open a share session (epoch 0)")
+	}
+	if resp.ErrorCode != 0 {
+		r.Respond(resp)
+		return
+	}
+	// Acknowledgements wait for the share-partitions' writes: off the loop.
+	s.async(r, func() kmsg.Response { return s.doShareAcknowledge(r, req, group, member) })
+}
+
+func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeRequest, group, member string) *kmsg.ShareAcknowledgeResponse {
+	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
+	resp.AcquisitionLockTimeoutMillis = s.shareLockMs(group)
+	st := s.share
+	key := shareSessionKey{group, member}
+
+	var items []*shareItem
+	for _, rt := range req.Topics {
+		name := s.shareTopicName(rt.TopicID)
+		for _, rp := range rt.Partitions {
+			it := &shareItem{part: sharePart{topicID: rt.TopicID, topic: name, partition: rp.Partition}, hasAcks: true}
+			acks, err := shareAcks(len(rp.AcknowledgementBatches), func(i int) (int64, int64, []int8) {
+				b := rp.AcknowledgementBatches[i]
+				return b.FirstOffset, b.LastOffset, b.AcknowledgeTypes
+			}, req.IsRenewAck)
+			if err != nil {
+				it.ackErr = kerr.InvalidRequest.Code
+			}
+			it.acks = acks
+			items = append(items, it)
+		}
+	}
+
+	// The epoch is checked and moved on before the acknowledgements are
+	// applied, so that a retried request with a stale epoch changes
+	// nothing.
+	if req.ShareSessionEpoch == -1 {
+		if err := st.sessions.check(key, -1); err != nil {
+			resp.ErrorCode = err.Code
+			return resp
+		}
+	} else if _, _, err := st.sessions.next(key, req.ShareSessionEpoch, nil, nil); err != nil {
+		resp.ErrorCode = err.Code
+		return resp
+	}
+
+	s.shareCheckItems(r, items)
+	s.shareApplyAcks(group, member, items)
+	if req.ShareSessionEpoch == -1 {
+		if parts, err := st.sessions.close(key); err == nil {
+			s.releaseParts(group, member, parts)
+		}
+	}
+
+	leader := s.cluster.Leader()
+	needLeader := false
+	topicAt := map[[16]byte]int{}
+	for _, it := range items {
+		ti, ok := topicAt[it.part.topicID]
+		if !ok {
+			t := kmsg.NewShareAcknowledgeResponseTopic()
+			t.TopicID = it.part.topicID
+			resp.Topics = append(resp.Topics, t)
+			ti = len(resp.Topics) - 1
+			topicAt[it.part.topicID] = ti
+		}
+		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
+		p.Partition = it.part.partition
+		p.ErrorCode = it.ackErr
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
+		if it.err == kerr.NotLeaderForPartition.Code {
+			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leader, 0
+			needLeader = leader >= 0
+		}
+		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
+	}
+	if needLeader {
+		if b, ok := s.broker(leader); ok {
+			ep := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
+			ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
+			resp.NodeEndpoints = append(resp.NodeEndpoints, ep)
+		}
+	}
+	return resp
+}

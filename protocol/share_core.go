@@ -1,0 +1,179 @@
+package protocol
+
+// What the share-group data path (ShareFetch, ShareAcknowledge and the
+// share-offset admin APIs) needs of the rest of the broker: the
+// share-partition manager (actors/share), the share sessions and the
+// share.version feature that turns share groups on, as in Kafka 4.3.
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/actors/features"
+	"github.com/regent-broker/regent/actors/share"
+)
+
+// ShareCore is the share-partition manager (*share.Manager). Each method
+// calls reply exactly once, off the caller's goroutine; reply must not
+// block.
+type ShareCore interface {
+	Acquire(req share.AcquireRequest, reply func(share.AcquireResult))
+	Acknowledge(k share.Key, member string, acks []share.AckBatch, reply func(errorCode int16))
+	ReleaseMember(k share.Key, member string, reply func(errorCode int16))
+	ReleaseGroupMember(group, member string, reply func(errorCode int16))
+	StartOffsets(group string, parts []share.TopicPartition, reply func([]share.StartOffset))
+	AlterStartOffsets(group string, offs []share.StartOffset, reply func([]share.StartOffsetResult))
+	DeleteState(group string, topics []string, reply func(errorCode int16))
+	DeleteGroup(group string, reply func(errorCode int16))
+}
+
+// shareState is the server's share-group data path; nil until SetShare.
+type shareState struct {
+	core     ShareCore
+	sessions *shareSessions
+	// config gives a group's share configs in force (nil: Kafka's
+	// defaults); AcquisitionLockTimeoutMs answers its lock duration.
+	config func(group string) share.Config
+}
+
+// SetShare installs the share-partition manager and where a group's share
+// configs come from (nil: Kafka's defaults). A nil core means share groups
+// are not served: their APIs are not advertised and answer
+// UNSUPPORTED_VERSION. Call before serving.
+func (s *Server) SetShare(core ShareCore, config func(group string) share.Config) {
+	if core == nil {
+		s.share = nil
+		return
+	}
+	s.share = &shareState{core: core, sessions: newShareSessions(defaultMaxShareSessions), config: config}
+}
+
+// shareLockMs is group's acquisition lock duration in milliseconds.
+func (s *Server) shareLockMs(group string) int32 {
+	if st := s.share; st != nil && st.config != nil {
+		if d := st.config(group).RecordLockDuration; d > 0 {
+			return int32(min(d.Milliseconds(), 1<<31-1))
+		}
+	}
+	return shareDefaultLockMs
+}
+
+// shareOn reports whether share groups are served: a share-partition
+// manager is installed and share.version is finalized at 1 or more (as
+// Kafka 4.3's brokers serve share groups only then; a new cluster starts
+// at 1).
+func (s *Server) shareOn() bool {
+	if s.share == nil {
+		return false
+	}
+	return s.features == nil || s.features.Finalized().Level(features.ShareVersion) >= 1
+}
+
+// isShareKey reports whether key is one of the share-group APIs, which
+// ApiVersions advertises only while shareOn.
+func isShareKey(key int16) bool {
+	switch key {
+	case 76, 77, 78, 79, 90, 91, 92:
+		return true
+	}
+	return false
+}
+
+// ShareMemberLeft closes the share session of a member that left its
+// group or was fenced and releases the records it held on every
+// share-partition of the group. Safe from any goroutine; does not block.
+func (s *Server) ShareMemberLeft(group, member string) {
+	st := s.share
+	if st == nil {
+		return
+	}
+	st.sessions.closeMember(group, member)
+	st.core.ReleaseGroupMember(group, member, func(code int16) {
+		if code != 0 {
+			s.log.Warn("share: releasing a departed member's records failed", "group", group, "member", member, "error", kerr.ErrorForCode(code))
+		}
+	})
+}
+
+// ShareGroupDeleted closes the sessions of a deleted share group. Its
+// share-partition state is dropped by the share manager (wired beside).
+func (s *Server) ShareGroupDeleted(group string) {
+	if st := s.share; st != nil {
+		st.sessions.closeGroup(group)
+	}
+}
+
+// releaseParts gives back member's acquired records on parts (its session
+// closed, was replaced, or forgot them); failures are only logged, the
+// records' locks expire anyway.
+func (s *Server) releaseParts(group, member string, parts []sharePart) {
+	st := s.share
+	for _, p := range parts {
+		if p.topic == "" {
+			continue
+		}
+		k := share.Key{Group: group, Topic: p.topic, TopicID: p.topicID, Partition: p.partition}
+		st.core.ReleaseMember(k, member, func(code int16) {
+			if code != 0 && code != kerr.UnknownTopicOrPartition.Code {
+				s.log.Warn("share: releasing a member's records failed", slog.String("group", group), slog.String("member", member),
+					slog.String("topic", k.Topic), slog.Int("partition", int(k.Partition)), slog.Any("error", kerr.ErrorForCode(code)))
+			}
+		})
+	}
+}
+
+// shareAcks converts a request's acknowledgement batches, checking what
+// Kafka checks: offsets in order, one type for the range or one per
+// offset, known types, RENEW only in a request that says it has renewals.
+func shareAcks(n int, at func(i int) (first, last int64, types []int8), renew bool) ([]share.AckBatch, error) {
+	out := make([]share.AckBatch, 0, n)
+	prevLast := int64(-1)
+	for i := 0; i < n; i++ {
+		first, last, types := at(i)
+		switch {
+		case first < 0 || last < first:
+			return nil, fmt.Errorf("acknowledgement batch %d..%d is not a range", first, last)
+		case first <= prevLast:
+			return nil, fmt.Errorf("acknowledgement batches overlap or are out of order at offset %d", first)
+		case len(types) != 1 && int64(len(types)) != last-first+1:
+			return nil, fmt.Errorf("acknowledgement batch %d..%d has %d types, want 1 or %d", first, last, len(types), last-first+1)
+		}
+		b := share.AckBatch{First: first, Last: last, Types: make([]share.AckType, len(types))}
+		for j, t := range types {
+			if t < 0 || t > 4 || (t == 4 && !renew) {
+				return nil, fmt.Errorf("acknowledge type %d is not valid here", t)
+			}
+			b.Types[j] = share.AckType(t)
+		}
+		out = append(out, b)
+		prevLast = last
+	}
+	return out, nil
+}
+
+// shareGroupCheck is the admin APIs' check of a group: 0 when it is a
+// share group (and, with needEmpty, has no members), else Kafka's code:
+// GROUP_ID_NOT_FOUND for no group or one of another type, NON_EMPTY_GROUP
+// for members, NOT_COORDINATOR on a node that does not serve. The check
+// reads the group summaries; a member joining right after it is not seen
+// (Kafka checks inside the coordinator, Regent beside it).
+func (s *Server) shareGroupCheck(group string, needEmpty bool) (int16, string) {
+	if !s.cluster.Serving() {
+		return kerr.NotCoordinator.Code, ""
+	}
+	for _, g := range s.groups.ListGroups() {
+		if g.Group != group {
+			continue
+		}
+		if g.Type != "share" {
+			return kerr.GroupIDNotFound.Code, "Group " + group + " is not a share group."
+		}
+		if needEmpty && g.State != "Empty" {
+			return kerr.NonEmptyGroup.Code, "The group " + group + " is not empty: its members must leave first."
+		}
+		return 0, ""
+	}
+	return kerr.GroupIDNotFound.Code, "Group " + group + " not found."
+}

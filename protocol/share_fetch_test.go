@@ -1,0 +1,259 @@
+package protocol
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/share"
+)
+
+// fakeShare is a ShareCore that records the calls and acquires what
+// `avail` holds (offsets First..Last, taken once).
+type fakeShare struct {
+	mu       sync.Mutex
+	calls    []string
+	avail    []share.AcquiredRange
+	acquires int
+	ackCode  int16
+	released []share.Key
+}
+
+func (f *fakeShare) log(c string) { f.mu.Lock(); f.calls = append(f.calls, c); f.mu.Unlock() }
+
+func (f *fakeShare) Acquire(req share.AcquireRequest, reply func(share.AcquireResult)) {
+	f.mu.Lock()
+	f.acquires++
+	f.calls = append(f.calls, "acquire")
+	res := share.AcquireResult{Acquired: f.avail, Records: []byte{}, LockTimeoutMs: 15000}
+	if len(f.avail) > 0 {
+		res.Records = []byte("batches")
+	}
+	f.avail = nil
+	f.mu.Unlock()
+	go reply(res)
+}
+
+func (f *fakeShare) Acknowledge(k share.Key, member string, acks []share.AckBatch, reply func(int16)) {
+	f.log("ack")
+	f.mu.Lock()
+	c := f.ackCode
+	f.mu.Unlock()
+	go reply(c)
+}
+
+func (f *fakeShare) ReleaseMember(k share.Key, member string, reply func(int16)) {
+	f.mu.Lock()
+	f.released = append(f.released, k)
+	f.mu.Unlock()
+	go reply(0)
+}
+
+func (f *fakeShare) ReleaseGroupMember(group, member string, reply func(int16)) { go reply(0) }
+func (f *fakeShare) StartOffsets(group string, parts []share.TopicPartition, reply func([]share.StartOffset)) {
+	var out []share.StartOffset
+	for _, p := range parts {
+		out = append(out, share.StartOffset{Topic: p.Topic, TopicID: p.TopicID, Partition: p.Partition, StartOffset: 7, Lag: 3})
+	}
+	go reply(out)
+}
+func (f *fakeShare) AlterStartOffsets(group string, offs []share.StartOffset, reply func([]share.StartOffsetResult)) {
+	go reply(nil)
+}
+func (f *fakeShare) DeleteState(group string, topics []string, reply func(int16)) { go reply(0) }
+func (f *fakeShare) DeleteGroup(group string, reply func(int16))                  { go reply(0) }
+
+func shareFetchReq(version int16, id [16]byte, epoch int32, acks ...kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchRequest {
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = version
+	req.GroupID, req.MemberID = kmsg.StringPtr("g"), kmsg.StringPtr("m1")
+	req.ShareSessionEpoch = epoch
+	req.MaxRecords, req.BatchSize = 100, 100
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.AcknowledgementBatches = acks
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+func ack(first, last int64, t int8) kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch {
+	b := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+	b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = first, last, []int8{t}
+	return b
+}
+
+func TestShareFetchSessionsAndAcks(t *testing.T) {
+	s := groupServer(t)
+	f := &fakeShare{avail: []share.AcquiredRange{{First: 0, Last: 9, DeliveryCount: 1}}}
+	s.SetShare(f, func(string) share.Config { return share.Config{RecordLockDuration: 15 * time.Second} })
+	id := s.topics.Get("t").ID
+
+	for _, v := range []int16{1, 2} {
+		resp := call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(v, id, 0, ack(0, 1, 1)))
+		code(t, "v"+string(rune('0'+v))+" open with acks", resp.ErrorCode, kerr.InvalidRequest)
+	}
+
+	resp := call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 0))
+	code(t, "open", resp.ErrorCode, nil)
+	if resp.AcquisitionLockTimeoutMillis != 15000 {
+		t.Fatalf("lock timeout %d, want 15000", resp.AcquisitionLockTimeoutMillis)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		t.Fatalf("topics %+v", resp.Topics)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if len(p.AcquiredRecords) != 1 || p.AcquiredRecords[0].LastOffset != 9 || string(p.Records) != "batches" {
+		t.Fatalf("partition %+v", p)
+	}
+
+	// Epoch 2 is not the next one.
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 2))
+	code(t, "epoch 2 after open", resp.ErrorCode, kerr.InvalidShareSessionEpoch)
+
+	// Acknowledgements go before the acquisition; an ack error is the
+	// partition's AcknowledgeErrorCode.
+	f.mu.Lock()
+	f.calls, f.ackCode = nil, kerr.InvalidRecordState.Code
+	f.mu.Unlock()
+	req := shareFetchReq(2, id, 1, ack(0, 9, 1))
+	resp = call[*kmsg.ShareFetchResponse](t, s, req)
+	code(t, "epoch 1", resp.ErrorCode, nil)
+	f.mu.Lock()
+	calls := f.calls
+	f.mu.Unlock()
+	if len(calls) < 2 || calls[0] != "ack" || calls[1] != "acquire" {
+		t.Fatalf("calls %v, want ack then acquire", calls)
+	}
+	code(t, "ack error", resp.Topics[0].Partitions[0].AcknowledgeErrorCode, kerr.InvalidRecordState)
+
+	// Malformed acknowledgements are refused before they reach the core.
+	bad := ack(5, 9, 1)
+	bad.AcknowledgeTypes = []int8{1, 1}
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 2, bad))
+	code(t, "bad ack", resp.Topics[0].Partitions[0].AcknowledgeErrorCode, kerr.InvalidRequest)
+	renew := ack(5, 9, 4)
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 3, renew))
+	code(t, "renew without IsRenewAck", resp.Topics[0].Partitions[0].AcknowledgeErrorCode, kerr.InvalidRequest)
+
+	// ShareAcknowledge: epoch 0 is refused; -1 closes the session and
+	// releases the member's records.
+	ar := kmsg.NewPtrShareAcknowledgeRequest()
+	ar.Version = 2
+	ar.GroupID, ar.MemberID = kmsg.StringPtr("g"), kmsg.StringPtr("m1")
+	art := kmsg.NewShareAcknowledgeRequestTopic()
+	art.TopicID = id
+	arp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 9, []int8{1}
+	arp.AcknowledgementBatches = append(arp.AcknowledgementBatches, ab)
+	art.Partitions = append(art.Partitions, arp)
+	ar.Topics = append(ar.Topics, art)
+	ar.ShareSessionEpoch = 0
+	aresp := call[*kmsg.ShareAcknowledgeResponse](t, s, ar)
+	code(t, "ack epoch 0", aresp.ErrorCode, kerr.InvalidShareSessionEpoch)
+	f.mu.Lock()
+	f.ackCode = 0
+	f.mu.Unlock()
+	ar.ShareSessionEpoch = -1
+	aresp = call[*kmsg.ShareAcknowledgeResponse](t, s, ar)
+	code(t, "ack close", aresp.ErrorCode, nil)
+	code(t, "ack close partition", aresp.Topics[0].Partitions[0].ErrorCode, nil)
+	if aresp.AcquisitionLockTimeoutMillis != 15000 {
+		t.Fatalf("ack lock timeout %d", aresp.AcquisitionLockTimeoutMillis)
+	}
+	f.mu.Lock()
+	released := len(f.released)
+	f.mu.Unlock()
+	if released != 1 {
+		t.Fatalf("released %d partitions on close, want 1", released)
+	}
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 4))
+	code(t, "fetch after close", resp.ErrorCode, kerr.ShareSessionNotFound)
+
+	// An id that names no topic.
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(1, [16]byte{9, 9}, 0))
+	code(t, "unknown id", resp.Topics[0].Partitions[0].ErrorCode, kerr.UnknownTopicID)
+}
+
+// TestShareFetchLongPoll: a fetch that finds nothing waits, and answers
+// once the share-partition has records again (as after another member's
+// release) well before its MaxWaitMs; with nothing, it answers empty at
+// MaxWaitMs.
+func TestShareFetchLongPoll(t *testing.T) {
+	s := groupServer(t)
+	f := &fakeShare{}
+	s.SetShare(f, nil)
+	id := s.topics.Get("t").ID
+
+	req := shareFetchReq(2, id, 0)
+	req.MaxWaitMillis = 300
+	start := time.Now()
+	resp := call[*kmsg.ShareFetchResponse](t, s, req)
+	if el := time.Since(start); el < 300*time.Millisecond {
+		t.Fatalf("empty long poll answered after %v, want >= 300ms", el)
+	}
+	if resp.AcquisitionLockTimeoutMillis != 30000 || len(resp.Topics[0].Partitions[0].AcquiredRecords) != 0 {
+		t.Fatalf("empty long poll: %+v", resp)
+	}
+
+	req = shareFetchReq(2, id, 1)
+	req.MaxWaitMillis = 20000
+	done := make(chan *kmsg.ShareFetchResponse, 1)
+	go func() { done <- call[*kmsg.ShareFetchResponse](t, s, req) }()
+	// Once the fetch has looked (and found nothing), records appear.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		n := f.acquires
+		if n >= 3 {
+			f.avail = []share.AcquiredRange{{First: 3, Last: 4, DeliveryCount: 2}}
+		}
+		f.mu.Unlock()
+		if n >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the fetch never looked for records")
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("answered before records were available: %+v", r)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	select {
+	case resp = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting fetch did not pick the records up")
+	}
+	got := resp.Topics[0].Partitions[0].AcquiredRecords
+	if len(got) != 1 || got[0].FirstOffset != 3 || got[0].DeliveryCount != 2 {
+		t.Fatalf("acquired %+v", got)
+	}
+}
+
+func TestShareAPIsAdvertisedOnlyWhenServed(t *testing.T) {
+	s := groupServer(t)
+	advertised := func() map[int16]bool {
+		resp := call[*kmsg.ApiVersionsResponse](t, s, &kmsg.ApiVersionsRequest{Version: 3})
+		out := map[int16]bool{}
+		for _, k := range resp.ApiKeys {
+			out[k.ApiKey] = true
+		}
+		return out
+	}
+	if a := advertised(); a[78] || a[79] || a[90] {
+		t.Fatal("share APIs advertised without a share manager")
+	}
+	resp := call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(1, [16]byte{1}, 0))
+	code(t, "fetch unserved", resp.ErrorCode, kerr.UnsupportedVersion)
+	s.SetShare(&fakeShare{}, nil)
+	if a := advertised(); !a[78] || !a[79] || !a[90] || !a[91] || !a[92] {
+		t.Fatal("share APIs not advertised with a share manager")
+	}
+}
