@@ -240,7 +240,7 @@ func TestShareFetchLongPoll(t *testing.T) {
 func TestShareAPIsAdvertisedOnlyWhenServed(t *testing.T) {
 	s := groupServer(t)
 	advertised := func() map[int16]bool {
-		resp := call[*kmsg.ApiVersionsResponse](t, s, &kmsg.ApiVersionsRequest{Version: 3})
+		resp := call[*kmsg.ApiVersionsResponse](t, s, &kmsg.ApiVersionsRequest{Version: 2})
 		out := map[int16]bool{}
 		for _, k := range resp.ApiKeys {
 			out[k.ApiKey] = true
