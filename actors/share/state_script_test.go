@@ -61,7 +61,7 @@ func TestStateScripts(t *testing.T) {
 				case "init":
 					s.Init([16]byte{}, num(args, "offset"))
 				case "log":
-					batches = parseBatches(t, args["batches"])
+					batches = scriptBatches(t, args["batches"])
 					limit = num(args, "limit")
 					return nil
 				case "acquire":
@@ -122,7 +122,7 @@ func TestStateScripts(t *testing.T) {
 
 func hasKey(m map[string]string, k string) bool { _, ok := m[k]; return ok }
 
-func parseBatches(t *testing.T, spec string) []Batch {
+func scriptBatches(t *testing.T, spec string) []Batch {
 	var out []Batch
 	for _, f := range strings.Split(spec, ",") {
 		var b Batch
