@@ -286,6 +286,10 @@ func checkInvariants(t *testing.T, g *Group) {
 		g.cg.checkInvariants(t)
 		return
 	}
+	if g.sg != nil {
+		g.sg.checkInvariants(t)
+		return
+	}
 	awaiting := 0
 	for _, m := range g.order {
 		if g.members[m.id] != m {
