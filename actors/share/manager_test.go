@@ -99,9 +99,11 @@ type harness struct {
 	m    *Manager
 }
 
-func newHarness(t *testing.T, cfg Config) *harness {
+func newHarness(t *testing.T, cfg Config) *harness { return newHarnessWith(t, cfg, nil) }
+
+func newHarnessWith(t *testing.T, cfg Config, repl replication.Replicator) *harness {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h := &harness{t: t, dir: t.TempDir(), log: newFakeLog(), cfg: cfg}
+	h := &harness{t: t, dir: t.TempDir(), log: newFakeLog(), cfg: cfg, repl: repl}
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	h.open()
 	t.Cleanup(func() {
