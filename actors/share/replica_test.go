@@ -55,7 +55,9 @@ func TestReplicaReachesTheSameState(t *testing.T) {
 	h.ack("b", AckBatch{1, 1, []AckType{AckAccept}}) // refused: 1 is archived
 	wait(t, func(r func(int16)) { h.m.ReleaseMember(key, "b", r) })
 	h.acquire("c", 100)
-	wait(t, func(r func(AcquireResult)) { h.m.Acquire(AcquireRequest{Key: other, Member: "x", MaxRecords: 1, RecordLimit: true}, r) })
+	wait(t, func(r func(AcquireResult)) {
+		h.m.Acquire(AcquireRequest{Key: other, Member: "x", MaxRecords: 1, RecordLimit: true}, r)
+	})
 	wait(t, func(r func([]StartOffsetResult)) {
 		h.m.AlterStartOffsets("g3", []StartOffset{{Topic: "t", StartOffset: 7}}, r)
 	})
