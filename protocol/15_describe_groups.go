@@ -3,9 +3,10 @@ package protocol
 // DescribeGroups: versions 0-6. State names as Kafka ("Empty",
 // "PreparingRebalance", "CompletingRebalance", "Stable", "Dead");
 // members' metadata and assignments are shown while Stable. A missing
-// group (or a KIP-848 consumer group, which ConsumerGroupDescribe
-// describes) is GROUP_ID_NOT_FOUND on v6 and, as Kafka answers older
-// versions, "Dead" without an error before. With no authorizer every group
+// group (or a KIP-848 consumer group or KIP-932 share group, which
+// ConsumerGroupDescribe and ShareGroupDescribe describe) is
+// GROUP_ID_NOT_FOUND on v6 ("is not a classic group") and, as Kafka 4.3
+// answers older versions, "Dead" without an error before. With no authorizer every group
 // operation is allowed, which IncludeAuthorizedOperations reports.
 
 import (

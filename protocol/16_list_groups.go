@@ -1,8 +1,8 @@
 package protocol
 
 // ListGroups: versions 0-5 (state filter from v4, type filter from v5:
-// "classic" or "consumer"; both filters match case-insensitively, as
-// Kafka's do).
+// "classic", "consumer" or "share"; both filters match case-insensitively,
+// as Kafka's do). Share groups show protocol type "share".
 
 import (
 	"strings"

@@ -2,7 +2,8 @@ package protocol
 
 // DeleteGroups: versions 0-3 (v3 adds error messages). Only an empty group
 // is deleted (NON_EMPTY_GROUP otherwise), with its committed offsets; a
-// missing one is GROUP_ID_NOT_FOUND.
+// missing one is GROUP_ID_NOT_FOUND. An empty share group goes with its
+// share-partitions' state (the group manager's deleted-listener).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
