@@ -21,13 +21,14 @@ func init() { register(90, 0, 1, (*Server).describeShareGroupOffsets) }
 
 func (s *Server) describeShareGroupOffsets(r *Request) {
 	req := r.Msg.(*kmsg.DescribeShareGroupOffsetsRequest)
+	// The coordinator and the share-partitions are asked in turn: off the
+	// event loop.
+	s.async(r, func() kmsg.Response { return s.doDescribeShareGroupOffsets(r, req) })
+}
+
+func (s *Server) doDescribeShareGroupOffsets(r *Request, req *kmsg.DescribeShareGroupOffsetsRequest) *kmsg.DescribeShareGroupOffsetsResponse {
 	resp := req.ResponseKind().(*kmsg.DescribeShareGroupOffsetsResponse)
 	resp.Groups = make([]kmsg.DescribeShareGroupOffsetsResponseGroup, len(req.Groups))
-	type pending struct {
-		gi    int
-		parts []share.TopicPartition
-	}
-	var asks []pending
 	for gi, rg := range req.Groups {
 		og := &resp.Groups[gi]
 		*og = kmsg.NewDescribeShareGroupOffsetsResponseGroup()
@@ -40,7 +41,7 @@ func (s *Server) describeShareGroupOffsets(r *Request) {
 			og.ErrorCode = kerr.GroupAuthorizationFailed.Code
 			continue
 		}
-		if code, msg := s.shareGroupCheck(rg.GroupID, false); code != 0 {
+		if code, msg := s.shareGroupCheckWait(rg.GroupID, false); code != 0 {
 			og.ErrorCode = code
 			if msg != "" {
 				og.ErrorMessage = kmsg.StringPtr(msg)
@@ -79,32 +80,23 @@ func (s *Server) describeShareGroupOffsets(r *Request) {
 		if rg.Topics != nil && len(parts) == 0 {
 			continue // every partition named was refused above
 		}
-		if rg.Topics == nil {
-			parts = nil
-		}
-		asks = append(asks, pending{gi, parts})
-	}
-	if len(asks) == 0 {
-		r.Respond(resp)
-		return
-	}
-	part := fanIn(len(asks), func() { r.Respond(resp) })
-	for _, a := range asks {
-		og := &resp.Groups[a.gi]
-		s.share.core.StartOffsets(og.GroupID, a.parts, func(offs []share.StartOffset) {
-			for _, o := range offs {
-				ot := shareDescribeTopic(og, o.Topic, o.TopicID)
-				op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
-				op.Partition, op.StartOffset, op.Lag, op.ErrorCode = o.Partition, o.StartOffset, o.Lag, o.ErrorCode
-				op.LeaderEpoch = 0
-				if o.StartOffset < 0 {
-					op.LeaderEpoch = -1
-				}
-				ot.Partitions = append(ot.Partitions, op)
+		ch := make(chan []share.StartOffset, 1)
+		s.share.core.StartOffsets(og.GroupID, parts, func(offs []share.StartOffset) { ch <- offs })
+		for _, o := range <-ch {
+			if t := s.topics.Get(o.Topic); o.TopicID == ([16]byte{}) && t != nil {
+				o.TopicID = t.ID
 			}
-			part()
-		})
+			ot := shareDescribeTopic(og, o.Topic, o.TopicID)
+			op := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopicPartition()
+			op.Partition, op.StartOffset, op.Lag, op.ErrorCode = o.Partition, o.StartOffset, o.Lag, o.ErrorCode
+			op.LeaderEpoch = 0
+			if o.StartOffset < 0 {
+				op.LeaderEpoch = -1
+			}
+			ot.Partitions = append(ot.Partitions, op)
+		}
 	}
+	return resp
 }
 
 // shareDescribeTopic finds or adds the group's answer for topic.

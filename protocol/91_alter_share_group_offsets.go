@@ -27,18 +27,25 @@ func (s *Server) alterShareGroupOffsets(r *Request) {
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 	case !s.authorized(r, acls.Read, acls.Group, req.GroupID):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	default:
-		if code, msg := s.shareGroupCheck(req.GroupID, true); code != 0 {
-			resp.ErrorCode = code
-			if msg != "" {
-				resp.ErrorMessage = kmsg.StringPtr(msg)
-			}
-		}
 	}
 	if resp.ErrorCode != 0 {
 		r.Respond(resp)
 		return
 	}
+	s.shareGroupCheck(req.GroupID, true, func(code int16, msg string) {
+		if code != 0 {
+			resp.ErrorCode = code
+			if msg != "" {
+				resp.ErrorMessage = kmsg.StringPtr(msg)
+			}
+			r.Respond(resp)
+			return
+		}
+		s.alterShareOffsets(r, req, resp)
+	})
+}
+
+func (s *Server) alterShareOffsets(r *Request, req *kmsg.AlterShareGroupOffsetsRequest, resp *kmsg.AlterShareGroupOffsetsResponse) {
 	type slot struct{ ti, pi int }
 	var offs []share.StartOffset
 	var slots []slot

@@ -25,18 +25,25 @@ func (s *Server) deleteShareGroupOffsets(r *Request) {
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
 	case !s.authorized(r, acls.Delete, acls.Group, req.GroupID):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	default:
-		if code, msg := s.shareGroupCheck(req.GroupID, true); code != 0 {
-			resp.ErrorCode = code
-			if msg != "" {
-				resp.ErrorMessage = kmsg.StringPtr(msg)
-			}
-		}
 	}
 	if resp.ErrorCode != 0 {
 		r.Respond(resp)
 		return
 	}
+	s.shareGroupCheck(req.GroupID, true, func(code int16, msg string) {
+		if code != 0 {
+			resp.ErrorCode = code
+			if msg != "" {
+				resp.ErrorMessage = kmsg.StringPtr(msg)
+			}
+			r.Respond(resp)
+			return
+		}
+		s.deleteShareOffsets(r, req, resp)
+	})
+}
+
+func (s *Server) deleteShareOffsets(r *Request, req *kmsg.DeleteShareGroupOffsetsRequest, resp *kmsg.DeleteShareGroupOffsetsResponse) {
 	var names []string
 	var slots []int
 	for _, rt := range req.Topics {

@@ -153,27 +153,37 @@ func shareAcks(n int, at func(i int) (first, last int64, types []int8), renew bo
 	return out, nil
 }
 
-// shareGroupCheck is the admin APIs' check of a group: 0 when it is a
-// share group (and, with needEmpty, has no members), else Kafka's code:
-// GROUP_ID_NOT_FOUND for no group or one of another type, NON_EMPTY_GROUP
-// for members, NOT_COORDINATOR on a node that does not serve. The check
-// reads the group summaries; a member joining right after it is not seen
-// (Kafka checks inside the coordinator, Regent beside it).
-func (s *Server) shareGroupCheck(group string, needEmpty bool) (int16, string) {
-	if !s.cluster.Serving() {
-		return kerr.NotCoordinator.Code, ""
+// shareGroupCheck is the admin APIs' check of a group, asked of its
+// coordinator: reply gets 0 when it is a share group (and, with needEmpty,
+// has no members), else Kafka's code and message: GROUP_ID_NOT_FOUND for
+// no group or one of another type, NON_EMPTY_GROUP for members,
+// NOT_COORDINATOR on a node that does not serve. A member joining right
+// after the check is not seen (Kafka checks inside the coordinator's
+// write, Regent just before it).
+func (s *Server) shareGroupCheck(group string, needEmpty bool, reply func(code int16, msg string)) {
+	s.groups.ShareGroupEmpty(group, func(code int16) {
+		switch {
+		case code == kerr.NonEmptyGroup.Code && !needEmpty:
+			reply(0, "")
+		case code == kerr.NonEmptyGroup.Code:
+			reply(code, "The group "+group+" is not empty: its members must leave first.")
+		case code == kerr.GroupIDNotFound.Code:
+			reply(code, "Group "+group+" is not a share group.")
+		default:
+			reply(code, "")
+		}
+	})
+}
+
+// shareGroupCheckWait is shareGroupCheck waiting for the answer (off the
+// event loop only).
+func (s *Server) shareGroupCheckWait(group string, needEmpty bool) (int16, string) {
+	type answer struct {
+		code int16
+		msg  string
 	}
-	for _, g := range s.groups.ListGroups() {
-		if g.Group != group {
-			continue
-		}
-		if g.Type != "share" {
-			return kerr.GroupIDNotFound.Code, "Group " + group + " is not a share group."
-		}
-		if needEmpty && g.State != "Empty" {
-			return kerr.NonEmptyGroup.Code, "The group " + group + " is not empty: its members must leave first."
-		}
-		return 0, ""
-	}
-	return kerr.GroupIDNotFound.Code, "Group " + group + " not found."
+	ch := make(chan answer, 1)
+	s.shareGroupCheck(group, needEmpty, func(code int16, msg string) { ch <- answer{code, msg} })
+	a := <-ch
+	return a.code, a.msg
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/groupconfig"
 	"github.com/regent-broker/regent/actors/quotas"
+	"github.com/regent-broker/regent/actors/share"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/actors/users"
@@ -88,7 +89,16 @@ type liveState struct {
 		clientMetrics *clientmetrics.Store
 		// groupConfigs is set apart (setGroupConfigs), before set.
 		groupConfigs *groupconfig.Store
+		// share is set apart (setShare), before set.
+		share *share.Manager
 	}
+}
+
+// setShare hands install the share-partition manager.
+func (s *liveState) setShare(m *share.Manager) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.share = m
 }
 
 // setGroupConfigs hands install the GROUP config store.
@@ -146,7 +156,7 @@ func (s *liveState) install(restore func() error) error {
 	start := time.Now()
 	s.mu.acls.Close()
 	s.mu.quotas.Close()
-	errs := []error{s.mu.clientMetrics.Close(), s.mu.features.Close(), s.mu.txns.Close(), s.mu.groups.Close(), s.mu.groupConfigs.Close(), s.mu.users.Close(), s.mu.reg.Close()}
+	errs := []error{s.mu.clientMetrics.Close(), s.mu.features.Close(), s.mu.share.Close(), s.mu.txns.Close(), s.mu.groups.Close(), s.mu.groupConfigs.Close(), s.mu.users.Close(), s.mu.reg.Close()}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("close the state for the installed snapshot: %w", err)
 	}
@@ -165,6 +175,7 @@ func (s *liveState) install(restore func() error) error {
 		{"group configs", s.mu.groupConfigs.Reopen},
 		{"producer ids", s.mu.pids.Reload},
 		{"groups", s.mu.groups.Reopen},
+		{"share-partitions", s.mu.share.Reopen},
 		{"transactions", s.mu.txns.Reopen},
 		{"acls", s.mu.acls.Reopen},
 		{"finalized features", s.mu.features.Reopen},

@@ -204,6 +204,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
 	}
+	shareMgr, err := openShare(stateDir, system.Root, reg, groupConfigs, repl, sync == partition.SyncAlways, cfg.Clustered(), logger)
+	if err != nil {
+		return fmt.Errorf("open share-partitions: %w", err)
+	}
 	// Validate checked it: the error cannot happen here.
 	idExpiration, _ := cfg.txnIDExpiration()
 	txns, err := txn.NewCoordinator(txn.Options{
@@ -256,6 +260,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		live.setGroupConfigs(groupConfigs)
 		live.setQuotas(quotaStore)
 		live.setClientMetrics(cmStore)
+		live.setShare(shareMgr)
 		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
 	}
 	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
@@ -278,11 +283,15 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		pcfg.Cluster = view
 		raftRepl.OnLeadership(func(leader bool) {
 			if !leader {
+				shareMgr.Deactivate()
 				txns.Deactivate()
 				groups.Deactivate()
 				return
 			}
 			onLeader(raftRepl, nodes, self, peers, pids, groups, txns, featureStore, logger)
+			if err := shareMgr.Activate(); err != nil {
+				logger.Error("start the share-partitions", "err", err)
+			}
 		})
 		raftRepl.Start()
 		if cfg.AdminListen != "" {
@@ -308,6 +317,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	srv.SetUsers(userStore)
 	srv.SetFeatures(featureStore)
 	srv.SetGroupConfigs(groupConfigs)
+	wireShare(srv, groups, shareMgr, groupConfigs, logger)
 	quotaEnf := quotas.NewEnforcer(quotas.EnforcerConfig{}, quotaStore.Snapshot)
 	srv.SetQuotas(quotaStore, quotaEnf)
 	if err := tel.ObserveQuotas(quotaEnf); err != nil {
@@ -445,6 +455,9 @@ loop:
 				if err := txns.Sync(); err != nil {
 					logger.Error("fsync transaction store", "err", err)
 				}
+				if err := shareMgr.Sync(); err != nil {
+					logger.Error("fsync share-partition store", "err", err)
+				}
 			}
 		case <-maintain.C:
 			// Retention and compaction are decided by the raft leader
@@ -482,6 +495,9 @@ loop:
 		if err := raftRepl.Shutdown(); err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("stop raft: %w", err))
 		}
+	}
+	if err := shareMgr.Close(); err != nil {
+		runErr = errors.Join(runErr, fmt.Errorf("close share-partitions: %w", err))
 	}
 	if err := txns.Close(); err != nil {
 		runErr = errors.Join(runErr, fmt.Errorf("close transactions: %w", err))
