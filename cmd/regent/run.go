@@ -200,6 +200,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		GroupConsumerTimeouts: func(g string) (time.Duration, time.Duration) {
 			ct := groupConfigs.Consumer(g)
 			return ct.SessionTimeout, ct.HeartbeatInterval
+		},
+		GroupShareTimeouts: func(g string) (time.Duration, time.Duration) {
+			v := groupConfigs.Values(g)
+			return v.ShareSessionTimeout, v.ShareHeartbeatInterval
 		}})
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
