@@ -93,7 +93,7 @@ func startBroker(t *testing.T, name, bin string, args ...string) *broker {
 	// Export promptly: spans a sampled run buffered must not be exported
 	// while the next mode is being measured (see quiesce).
 	b.cmd.Env = append(os.Environ(), "OTEL_BSP_SCHEDULE_DELAY=100")
-	if err := b.cmd.Start(); err != nil {
+	if err := brokertest.StartProcess(b.cmd); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	t.Cleanup(func() {

@@ -1,6 +1,7 @@
 // Package brokertest builds the regent binary and runs it as a child
 // process for tests: on a free loopback port, with a temporary data
-// directory, killable with SIGKILL and restartable on the same data.
+// directory, killable with SIGKILL and restartable on the same data. On
+// Linux its children die with the test process (StartProcess).
 package brokertest
 
 import (
@@ -108,7 +109,7 @@ func (b *Broker) start() {
 	cmd := exec.Command(bin, args...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &lockedWriter{w: &buf, mu: &b.mu}, &lockedWriter{w: &buf, mu: &b.mu}
-	if err := cmd.Start(); err != nil {
+	if err := StartProcess(cmd); err != nil {
 		b.t.Fatalf("start regent: %v", err)
 	}
 	b.cmd, b.log = cmd, &buf

@@ -344,7 +344,7 @@ func (b *Broker) spawn() {
 	w := &lockedWriter{w: b.log, mu: &b.mu}
 	b.mu.Unlock()
 	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
+	if err := StartProcess(cmd); err != nil {
 		b.t.Fatalf("start regent: %v", err)
 	}
 	b.cmd = cmd
@@ -515,7 +515,11 @@ func (c *Cluster) CLI(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, Binary(c.t), append(append([]string{"cluster"}, args...), c.cli...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	err := StartProcess(cmd)
+	if err == nil {
+		err = cmd.Wait()
+	}
+	if err != nil {
 		return stdout.String(), fmt.Errorf("regent cluster %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.String(), nil

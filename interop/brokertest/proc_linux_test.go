@@ -1,0 +1,133 @@
+package brokertest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// holderEnv, set in a helper process's environment, names the regent
+// binary TestHoldBroker runs.
+const holderEnv = "REGENT_BROKERTEST_HOLDER_BIN"
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if os.Getenv(holderEnv) == "" { // a holder runs its parent's binary
+		RemoveBinary()
+	}
+	os.Exit(code)
+}
+
+// A test process killed with SIGKILL (as go test's -timeout does) takes
+// its brokers with it: this re-runs the test binary as a holder that
+// starts a broker, kills the holder, and waits for the broker to go.
+func TestBrokerDiesWithTestProcess(t *testing.T) {
+	bin := Binary(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := exec.Command(self, "-test.run=^TestHoldBroker$", "-test.v")
+	// The holder's temp dirs (the broker's data) go under ours, removed
+	// after the test.
+	holder.Env = append(os.Environ(), holderEnv+"="+bin, "TMPDIR="+t.TempDir())
+	stdin, err := holder.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := holder.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder.Stderr = os.Stderr
+	if err := StartProcess(holder); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = holder.Process.Kill()
+		_ = stdin.Close()
+		_ = holder.Wait()
+	})
+
+	pids := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "broker pid "); ok {
+				if pid, err := strconv.Atoi(rest); err == nil {
+					pids <- pid
+				}
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	var pid int
+	select {
+	case pid = <-pids:
+	case <-time.After(90 * time.Second):
+		t.Fatal("holder did not start a broker within 90s")
+	}
+	if gone, state := processGone(pid); gone {
+		t.Fatalf("broker %d not running before the holder is killed (%s)", pid, state)
+	}
+
+	if err := holder.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = holder.Wait()
+	killed := time.Now()
+	deadline := killed.Add(10 * time.Second)
+	for {
+		gone, state := processGone(pid)
+		if gone {
+			t.Logf("broker %d gone %v after its test process was killed (%s)", pid, time.Since(killed).Round(time.Millisecond), state)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d still running (%s) 10s after its test process was killed", pid, state)
+		}
+		time.Sleep(10 * time.Millisecond) // polling interval, not synchronization
+	}
+}
+
+// TestHoldBroker is TestBrokerDiesWithTestProcess's holder: it starts a
+// broker, prints its pid and holds it until its parent kills it (or
+// closes its stdin, then the broker is stopped as usual).
+func TestHoldBroker(t *testing.T) {
+	bin := os.Getenv(holderEnv)
+	if bin == "" {
+		t.Skip("the helper process of TestBrokerDiesWithTestProcess")
+	}
+	build.once.Do(func() { build.path = bin })
+	b := Start(t)
+	fmt.Printf("broker pid %d\n", b.PID())
+	_, _ = io.Copy(io.Discard, os.Stdin)
+}
+
+// processGone reports whether pid has exited (no such process, or a
+// zombie: exited and not yet reaped by whoever inherited it), with the
+// state read from /proc.
+func processGone(pid int) (bool, string) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, os.ErrNotExist) {
+		return true, "no such process"
+	}
+	if err != nil {
+		return false, err.Error()
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return false, "unreadable stat: " + s
+	}
+	state := s[i+2 : i+3]
+	return state == "Z" || state == "X", "state " + state
+}

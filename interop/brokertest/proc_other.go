@@ -1,0 +1,17 @@
+//go:build !linux
+
+package brokertest
+
+import (
+	"fmt"
+	"os/exec"
+)
+
+// StartProcess starts cmd. Only Linux has a parent-death signal: elsewhere
+// a child outlives a test process that is killed.
+func StartProcess(cmd *exec.Cmd) error {
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", cmd.Path, err)
+	}
+	return nil
+}
