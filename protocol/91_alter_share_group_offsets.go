@@ -3,9 +3,10 @@ package protocol
 // AlterShareGroupOffsets: version 0, as Kafka 4.3 serves it; what
 // kafka-share-groups.sh --reset-offsets sends. Each named share-partition
 // starts again at the given offset, its in-flight state dropped. Only for
-// an empty share group (NON_EMPTY_GROUP otherwise); a group that does not
-// exist answers GROUP_ID_NOT_FOUND (Kafka would create it empty: Regent
-// leaves creating share groups to ShareGroupHeartbeat).
+// an empty share group (NON_EMPTY_GROUP otherwise). Kafka creates a share
+// group that does not exist, empty, and sets its start offsets (franz-go's
+// TestShareGroupOffsetsAdmin relies on it); until the coordinator offers
+// that, such a group answers GROUP_ID_NOT_FOUND.
 // ACLs: READ on the group (else GROUP_AUTHORIZATION_FAILED), READ on each
 // topic (else its partitions answer TOPIC_AUTHORIZATION_FAILED).
 
