@@ -37,6 +37,9 @@ type shareMember struct {
 	clientHost string
 	subscribed []string // sorted, unique; topic names as sent
 	epoch      int32
+	// prevEpoch is the epoch before the last move: a heartbeat with it
+	// is accepted (the answer that moved the member on was lost).
+	prevEpoch int32
 	// assigned is what the member was last told (its target as of its
 	// last heartbeat).
 	assigned assignment
@@ -227,7 +230,7 @@ func (g *Group) sgHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbeatRequest,
 		bump = true
 	case req.MemberEpoch > m.epoch:
 		return sgError(kerr.FencedMemberEpoch, fmt.Sprintf("The share group member has a greater member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, m.epoch))
-	case req.MemberEpoch != 0 && req.MemberEpoch < m.epoch:
+	case req.MemberEpoch != 0 && req.MemberEpoch < m.epoch && req.MemberEpoch != m.prevEpoch:
 		return sgError(kerr.FencedMemberEpoch, fmt.Sprintf("The share group member has a smaller member epoch (%d) than the one known by the group coordinator (%d). The member must abandon all its partitions and rejoin.", req.MemberEpoch, m.epoch))
 	}
 	// Epoch 0 from a known member: it rejoins in place (a client that lost
@@ -245,6 +248,7 @@ func (g *Group) sgHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbeatRequest,
 	before := m.assigned
 	if m.epoch != s.assignmentEpoch || req.MemberEpoch == 0 {
 		if m.epoch != s.assignmentEpoch {
+			m.prevEpoch = m.epoch
 			s.dirty = true
 		}
 		m.epoch = s.assignmentEpoch
@@ -259,7 +263,8 @@ func (g *Group) sgHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbeatRequest,
 	id := m.id
 	resp.MemberID = &id
 	resp.MemberEpoch = m.epoch
-	if req.MemberEpoch == 0 || !before.equal(m.assigned) {
+	// A member behind (its last answer lost) is sent its assignment again.
+	if req.MemberEpoch != m.epoch || !before.equal(m.assigned) {
 		resp.Assignment = &kmsg.ShareGroupHeartbeatResponseAssignment{TopicPartitions: []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}}
 		for _, t := range m.assigned.topics() {
 			resp.Assignment.TopicPartitions = append(resp.Assignment.TopicPartitions,

@@ -7,7 +7,8 @@ package group
 //	version u8 | epoch i32 | assignmentEpoch i32
 //	topics: n u32, { name str | id [16] | partitions i32 }
 //	members: n u32, { id str | rack nstr | clientID str | clientHost str |
-//	  subscribed: n u32 {str} | epoch i32 | assigned asg | target asg }
+//	  subscribed: n u32 {str} | epoch i32 | prevEpoch i32 | assigned asg |
+//	  target asg }
 //
 // with str, nstr and asg as in cgcodec.go. Kafka persists the same facts
 // (ShareGroupMetadata, ShareGroupMemberMetadata, the target and current
@@ -52,6 +53,7 @@ func (s *shareGroup) encode() []byte {
 		w.str(m.clientHost)
 		w.strs(m.subscribed)
 		w.i32(m.epoch)
+		w.i32(m.prevEpoch)
 		w.asg(m.assigned)
 		w.asg(s.target[id])
 	}
@@ -80,6 +82,7 @@ func decodeShareGroup(b []byte) (*shareGroup, error) {
 		m.clientHost = r.str()
 		m.subscribed = r.strs()
 		m.epoch = r.i32()
+		m.prevEpoch = r.i32()
 		m.assigned = r.asg()
 		if t := r.asg(); t != nil {
 			s.target[m.id] = t

@@ -391,6 +391,16 @@ func TestShareGroupEpochFencing(t *testing.T) {
 	sgOK(t, "a", a.beat())
 	a.epoch++
 	sgWant(t, "epoch ahead", a.beat(), kerr.FencedMemberEpoch)
+	// One behind: the answer that moved a on was lost; it is told its
+	// assignment again.
+	a.epoch -= 2
+	if r := a.beat(); r.ErrorCode != 0 || r.Assignment == nil || r.MemberEpoch != 2 {
+		t.Fatalf("previous epoch %+v", r)
+	}
+	a.epoch = 0
+	sgOK(t, "a rejoins", a.beat())
+	sgOK(t, "c", h.sgMember(topics, "c", "t").beat())
+	sgOK(t, "a moves on", a.beat())
 	a.epoch -= 2
 	sgWant(t, "epoch behind", a.beat(), kerr.FencedMemberEpoch)
 	// A fenced member rejoins with epoch 0 and gets its assignment.
