@@ -60,6 +60,8 @@ type (
 	deleteMsg struct{ reply func(int16) }
 	// inspectMsg hands a copy of the state to tests.
 	inspectMsg struct{ reply func(*State) }
+	// expireMsg ends the locks past their deadline (the timer's tick).
+	expireMsg struct{}
 
 	tickMsg      struct{}
 	persistedMsg struct {
@@ -77,6 +79,7 @@ func (m *startMsg) fail(code int16) {
 func (m *alterMsg) fail(code int16)   { m.reply(code) }
 func (m *deleteMsg) fail(code int16)  { m.reply(code) }
 func (m *inspectMsg) fail(code int16) { m.reply(nil) }
+func (*expireMsg) fail(int16)         {}
 
 // The data path answers NOT_LEADER_OR_FOLLOWER (the client refreshes its
 // metadata); the admin calls NOT_COORDINATOR.
@@ -87,6 +90,7 @@ func (*startMsg) notServing() int16   { return kerr.NotCoordinator.Code }
 func (*alterMsg) notServing() int16   { return kerr.NotCoordinator.Code }
 func (*deleteMsg) notServing() int16  { return kerr.NotCoordinator.Code }
 func (*inspectMsg) notServing() int16 { return kerr.NotCoordinator.Code }
+func (*expireMsg) notServing() int16  { return 0 }
 
 // pending is the state write in flight and the answer it holds.
 type pending struct {
@@ -137,9 +141,7 @@ func (a *spActor) Receive(ctx actor.Context) {
 		if a.busy != nil {
 			return // rearmed when the write ends
 		}
-		next := a.st.Clone()
-		next.Expire(a.nowMs(), a.limits())
-		a.commit(next, func(int16) {})
+		a.handle(&expireMsg{})
 	case request:
 		if a.busy != nil {
 			a.queue = append(a.queue, msg)
@@ -195,6 +197,10 @@ func (a *spActor) handle(r request) {
 		})
 	case *inspectMsg:
 		msg.reply(a.st.Clone())
+	case *expireMsg:
+		next := a.st.Clone()
+		next.Expire(a.nowMs(), a.limits())
+		a.commit(next, func(int16) {})
 	}
 }
 

@@ -90,7 +90,7 @@ func (l *fakeLog) Bounds(from int64) (int64, int64, int64, []AbortedTxn) {
 func (l *fakeLog) OffsetForTimestamp(ts int64) (int64, bool, error) { return 0, false, nil }
 
 type harness struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	sys  *actor.ActorSystem
 	log  *fakeLog
@@ -101,7 +101,7 @@ type harness struct {
 
 func newHarness(t *testing.T, cfg Config) *harness { return newHarnessWith(t, cfg, nil) }
 
-func newHarnessWith(t *testing.T, cfg Config, repl replication.Replicator) *harness {
+func newHarnessWith(t testing.TB, cfg Config, repl replication.Replicator) *harness {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h := &harness{t: t, dir: t.TempDir(), log: newFakeLog(), cfg: cfg, repl: repl}
 	h.sys = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
@@ -145,7 +145,7 @@ func (h *harness) reopen() {
 var key = Key{Group: "g", Topic: "t", Partition: 0}
 
 // wait waits for a reply; replies must come, and come once.
-func wait[T any](t *testing.T, call func(func(T))) T {
+func wait[T any](t testing.TB, call func(func(T))) T {
 	t.Helper()
 	ch := make(chan T, 2)
 	call(func(v T) { ch <- v })
