@@ -26,6 +26,9 @@ type fakeLog struct {
 		next    int64
 		lso     int64 // -1: the high watermark
 		aborted []AbortedTxn
+		// byTime answers OffsetForTimestamp: the first offset at or
+		// after each timestamp (unix ms), ascending.
+		byTime []struct{ ts, off int64 }
 	}
 }
 
@@ -87,7 +90,16 @@ func (l *fakeLog) Bounds(from int64) (int64, int64, int64, []AbortedTxn) {
 	return l.mu.start, l.mu.next, lso, slices.Clone(l.mu.aborted)
 }
 
-func (l *fakeLog) OffsetForTimestamp(ts int64) (int64, bool, error) { return 0, false, nil }
+func (l *fakeLog) OffsetForTimestamp(ts int64) (int64, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, e := range l.mu.byTime {
+		if e.ts >= ts {
+			return e.off, true, nil
+		}
+	}
+	return 0, false, nil
+}
 
 type harness struct {
 	t    testing.TB
@@ -303,5 +315,27 @@ func TestManagerUnknownPartitionAndStandby(t *testing.T) {
 	}
 	if err := h.m.Activate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestManagerResetByDuration(t *testing.T) {
+	h := newHarness(t, Config{AutoOffsetReset: "by_duration:PT1H", ResetBy: time.Hour})
+	h.log.append(10, false, false, -1)
+	now := time.Now().UnixMilli()
+	h.log.mu.Lock()
+	h.log.mu.byTime = []struct{ ts, off int64 }{{now - 2*3600_000, 0}, {now - 1800_000, 6}}
+	h.log.mu.Unlock()
+	if r := h.acquire("a", 100); !slices.Equal(ranges(r), []AcquiredRange{{6, 9, 1}}) {
+		t.Fatalf("by_duration: %+v", r)
+	}
+	// Nothing that recent: from the end.
+	h.m.DeleteGroup("g", func(int16) {})
+	h.log.mu.Lock()
+	h.log.mu.byTime = h.log.mu.byTime[:1]
+	h.log.mu.Unlock()
+	testwait.For(t, "the group's state to be deleted", 10*time.Second, func() bool { return h.state() == "uninitialised" })
+	h.log.append(2, false, false, -1)
+	if r := h.acquire("a", 100); r.ErrorCode != 0 || len(r.Acquired) != 0 || h.state() != "spso=12 end=12" {
+		t.Fatalf("by_duration, nothing that recent: %+v, %s", r, h.state())
 	}
 }
