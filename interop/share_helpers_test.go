@@ -117,10 +117,30 @@ func shareGroupMembers(ctx context.Context, cl *kgo.Client, group string) (strin
 	return g.GroupState, ids, nil
 }
 
-// shareStartOffsets asks DescribeShareGroupOffsets for the share-partition
-// start offsets (SPSO) of a group's partitions of topic: -1 for a partition
-// the group has not initialised.
-func shareStartOffsets(ctx context.Context, cl *kgo.Client, group, topic string, partitions []int32) (map[int32]int64, error) {
+// shareOffset is one partition's DescribeShareGroupOffsets answer.
+type shareOffset struct {
+	Start int64 // the share-partition start offset (SPSO); -1 when not initialised
+	Lag   int64 // records not yet acknowledged or archived; -1 when unknown
+}
+
+// shareSettled reports whether every partition in hwm has nothing left to
+// deliver: lag 0, or the start offset at the end of the log. (Kafka 4.3
+// answers lag 0 with the start offset where the share-partition was
+// initialised, moving it only later; either answer means no record of the
+// partition can be delivered again.)
+func shareSettled(so map[int32]shareOffset, hwm map[int32]int64) bool {
+	for p, end := range hwm {
+		o, ok := so[p]
+		if !ok || !(o.Lag == 0 || o.Start == end) {
+			return false
+		}
+	}
+	return true
+}
+
+// shareStartOffsets asks DescribeShareGroupOffsets for the start offsets
+// and lags of a group's partitions of topic.
+func shareStartOffsets(ctx context.Context, cl *kgo.Client, group, topic string, partitions []int32) (map[int32]shareOffset, error) {
 	req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
 	g := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
 	g.GroupID = group
@@ -132,7 +152,7 @@ func shareStartOffsets(ctx context.Context, cl *kgo.Client, group, topic string,
 	if err != nil {
 		return nil, err
 	}
-	out := map[int32]int64{}
+	out := map[int32]shareOffset{}
 	for _, rg := range resp.Groups {
 		if err := kerr.ErrorForCode(rg.ErrorCode); err != nil {
 			return nil, fmt.Errorf("DescribeShareGroupOffsets %s: %w (%s)", group, err, deref(rg.ErrorMessage))
@@ -142,7 +162,7 @@ func shareStartOffsets(ctx context.Context, cl *kgo.Client, group, topic string,
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 					return nil, fmt.Errorf("DescribeShareGroupOffsets %s %s[%d]: %w (%s)", group, rt.Topic, p.Partition, err, deref(p.ErrorMessage))
 				}
-				out[p.Partition] = p.StartOffset
+				out[p.Partition] = shareOffset{p.StartOffset, p.Lag}
 			}
 		}
 	}

@@ -44,15 +44,23 @@ func TestShareJavaMembersKill9(t *testing.T) {
 	lib := kafkaLib(t)
 	b := brokertest.Start(t, "--broker-config", shareBrokerConfig)
 	requireShareGroups(t, b.Addr)
+	shareJavaMembersKill9(t, lib, b.Addr, "share-java")
+}
+
+// shareJavaMembersKill9 runs TestShareJavaMembersKill9 against the broker
+// at addr (Regent's, or to check the test itself, Kafka's) with a topic and
+// group named after name.
+func shareJavaMembersKill9(t *testing.T, lib, addr, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	const topic, group, n = "share-java", "share-java-group", 3000
+	topic, group := name, name+"-group"
+	const n = 3000
 	const limit = 3
-	adm := newAdmin(t, b.Addr)
+	adm := newAdmin(t, addr)
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,26 +69,27 @@ func TestShareJavaMembersKill9(t *testing.T) {
 	// the GROUP resource. Earliest, so records produced before a member's
 	// first fetch are delivered; short lock and session so the killed
 	// member's records come back within seconds.
-	kafkaTool(t, ctx, lib, "kafka.admin.ConfigCommand", "--bootstrap-server", b.Addr, "--alter", "--entity-type", "groups", "--entity-name", group,
+	kafkaTool(t, ctx, lib, "kafka.admin.ConfigCommand", "--bootstrap-server", addr, "--alter", "--entity-type", "groups", "--entity-name", group,
 		"--add-config", fmt.Sprintf("share.delivery.count.limit=%d,share.auto.offset.reset=earliest,share.record.lock.duration.ms=5000,share.session.timeout.ms=6000,share.heartbeat.interval.ms=1000", limit))
 
 	l := newShareLedger()
 	var procs []*shareProc
 	for i := 0; i < 3; i++ {
-		procs = append(procs, startShareMember(t, ctx, lib, b.Addr, group, topic, fmt.Sprintf("share-member-%d", i), l))
+		procs = append(procs, startShareMember(t, ctx, lib, addr, group, topic, fmt.Sprintf("share-member-%d", i), l))
 	}
 	testwait.For(t, "three share members in the group", 90*time.Second, func() bool {
 		_, ids, err := shareGroupMembers(ctx, cl, group)
 		return err == nil && len(ids) == 3
 	})
 
-	// The stream, paced; it stops half way until a member has been killed,
-	// so records are produced both before and after the kill.
+	// The stream, paced; the kill comes once a third of it has been
+	// processed, while records still flow (the stream waits for the kill
+	// at two thirds, so records are produced after it too).
 	killed := make(chan struct{})
 	streamed := make(chan error, 1)
 	go func() {
 		for i := 0; i < n; i += 50 {
-			if i == n/2 {
+			if i == 2*n/3 {
 				select {
 				case <-killed:
 				case <-ctx.Done():
@@ -139,17 +148,17 @@ func TestShareJavaMembersKill9(t *testing.T) {
 	if total != n {
 		t.Fatalf("end offsets %v, want %d records", hwm, n)
 	}
-	var lastSPSO map[int32]int64
+	var lastSPSO map[int32]shareOffset
 	var lastErr error
 	ok := testwait.Until(3*time.Minute, func() bool {
 		if l.distinct() < n {
 			return false
 		}
 		lastSPSO, lastErr = shareStartOffsets(ctx, cl, group, topic, []int32{0, 1})
-		return lastErr == nil && lastSPSO[0] == hwm[0] && lastSPSO[1] == hwm[1]
+		return lastErr == nil && shareSettled(lastSPSO, hwm)
 	})
 	if !ok {
-		t.Fatalf("not settled: %d of %d records delivered; start offsets %v (err %v), end offsets %v", l.distinct(), n, lastSPSO, lastErr, hwm)
+		t.Fatalf("not settled: %d of %d records delivered; start offsets and lags %v (err %v), end offsets %v", l.distinct(), n, lastSPSO, lastErr, hwm)
 	}
 	for _, p := range procs {
 		if p != victim {
@@ -170,8 +179,8 @@ func TestShareJavaMembersKill9(t *testing.T) {
 	}
 	problems, gaps, redelivered := l.shareVerdict(keys, limit)
 	after := l.countAfterKill()
-	t.Logf("%d records, %d redelivered at least once, %d deliveries printed after the kill, %d acquisitions not printed (the killed member's)",
-		n, redelivered, after, gaps)
+	t.Logf("%d records, %d redelivered at least once, %d deliveries printed after the kill, %d deliveries to %s unconfirmed when it was killed, %d acquisitions not printed (the killed member's)",
+		n, redelivered, after, l.unconfirmed(victim.name), victim.name, gaps)
 	if after == 0 {
 		t.Errorf("no member processed anything after %s was killed", victim.name)
 	}

@@ -249,3 +249,20 @@ func (l *shareLedger) confirm(ds []*shareDelivery, v int8) {
 		d.confirmed = v
 	}
 }
+
+// unconfirmed is how many of member's deliveries never had their
+// acknowledgement confirmed (for a killed member: what it held or had not
+// yet committed when it died).
+func (l *shareLedger) unconfirmed(member string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, ds := range l.byKey {
+		for _, d := range ds {
+			if d.member == member && d.confirmed != 1 {
+				n++
+			}
+		}
+	}
+	return n
+}

@@ -62,14 +62,21 @@ func TestShareGroupsTool(t *testing.T) {
 	lib := kafkaLib(t)
 	b := brokertest.Start(t, "--broker-config", shareBrokerConfig)
 	requireShareGroups(t, b.Addr)
+	shareGroupsTool(t, lib, b.Addr, "share-tools")
+}
+
+// shareGroupsTool runs TestShareGroupsTool against the broker at addr
+// with a topic and group named after name.
+func shareGroupsTool(t *testing.T, lib, addr, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	const topic, group, n = "share-tools", "share-tools-group", 100
-	adm := newAdmin(t, b.Addr)
+	topic, group := name, name+"-group"
+	const n = 100
+	adm := newAdmin(t, addr)
 	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,26 +99,27 @@ func TestShareGroupsTool(t *testing.T) {
 
 	l := newShareLedger()
 	procs := []*shareProc{
-		startShareMember(t, ctx, lib, b.Addr, group, topic, "share-tools-member-0", l),
-		startShareMember(t, ctx, lib, b.Addr, group, topic, "share-tools-member-1", l),
+		startShareMember(t, ctx, lib, addr, group, topic, "share-tools-member-0", l),
+		startShareMember(t, ctx, lib, addr, group, topic, "share-tools-member-1", l),
 	}
 	testwait.For(t, "both members in the group and every record delivered", 2*time.Minute, func() bool {
 		_, ids, err := shareGroupMembers(ctx, cl, group)
 		return err == nil && len(ids) == 2 && l.distinct() == n
 	})
-	testwait.For(t, "the start offsets at the end of both partitions", time.Minute, func() bool {
+	testwait.For(t, "nothing left to deliver in both partitions", time.Minute, func() bool {
 		so, err := shareStartOffsets(ctx, cl, group, topic, []int32{0, 1})
-		return err == nil && so[0] == hwm[0] && so[1] == hwm[1]
+		return err == nil && shareSettled(so, hwm)
 	})
 
 	tool := func(args ...string) string {
-		return kafkaTool(t, ctx, lib, shareGroupCommand, append([]string{"--bootstrap-server", b.Addr}, args...)...)
+		return kafkaTool(t, ctx, lib, shareGroupCommand, append([]string{"--bootstrap-server", addr}, args...)...)
 	}
 	if out := tool("--list"); !strings.Contains(out, group) {
 		t.Fatalf("--list does not list %s:\n%s", group, out)
 	}
-	startOffsets := func(out string) map[int32]string {
-		got := map[int32]string{}
+	// startOffsets parses --describe: partition -> start offset and lag.
+	startOffsets := func(out string) map[int32][2]string {
+		got := map[int32][2]string{}
 		for _, r := range shareToolTable(out, "START-OFFSET") {
 			if r["GROUP"] != group || r["TOPIC"] != topic {
 				continue
@@ -120,15 +128,19 @@ func TestShareGroupsTool(t *testing.T) {
 			if err != nil {
 				t.Fatalf("--describe: partition %q:\n%s", r["PARTITION"], out)
 			}
-			got[int32(p)] = r["START-OFFSET"]
+			got[int32(p)] = [2]string{r["START-OFFSET"], r["LAG"]}
 		}
 		return got
 	}
+	// Every record accepted: lag 0 (the start offset is where the
+	// share-partition began or the log end; Kafka 4.3 shows the former).
 	out := tool("--describe", "--group", group)
+	t.Logf("kafka-share-groups --describe:\n%s", out)
 	got := startOffsets(out)
 	for p, o := range hwm {
-		if got[p] != strconv.FormatInt(o, 10) {
-			t.Errorf("--describe: partition %d start offset %q, want %d:\n%s", p, got[p], o, out)
+		so, err := strconv.ParseInt(got[p][0], 10, 64)
+		if err != nil || so < 0 || so > o || got[p][1] != "0" {
+			t.Errorf("--describe: partition %d start offset %q lag %q, want a start offset in 0..%d and lag 0:\n%s", p, got[p][0], got[p][1], o, out)
 		}
 	}
 	out = tool("--describe", "--group", group, "--members")
@@ -155,17 +167,19 @@ func TestShareGroupsTool(t *testing.T) {
 	})
 	tool("--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
 	out = tool("--describe", "--group", group)
+	t.Logf("after --reset-offsets --to-earliest:\n%s", out)
 	got = startOffsets(out)
-	for p := range hwm {
-		if got[p] != "0" {
-			t.Errorf("after --reset-offsets --to-earliest: partition %d start offset %q, want 0:\n%s", p, got[p], out)
+	for p, o := range hwm {
+		if got[p] != [2]string{"0", strconv.FormatInt(o, 10)} {
+			t.Errorf("after --reset-offsets --to-earliest: partition %d start offset %q lag %q, want 0 and %d:\n%s", p, got[p][0], got[p][1], o, out)
 		}
 	}
 	tool("--delete-offsets", "--group", group, "--topic", topic)
 	out = tool("--describe", "--group", group)
+	t.Logf("after --delete-offsets:\n%s", out)
 	for p, o := range startOffsets(out) {
-		if _, err := strconv.ParseInt(o, 10, 64); err == nil {
-			t.Errorf("after --delete-offsets: partition %d still has start offset %s:\n%s", p, o, out)
+		if _, err := strconv.ParseInt(o[0], 10, 64); err == nil {
+			t.Errorf("after --delete-offsets: partition %d still has start offset %s:\n%s", p, o[0], out)
 		}
 	}
 	tool("--delete", "--group", group)

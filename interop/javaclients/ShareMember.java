@@ -71,7 +71,7 @@ public class ShareMember {
                     short dc = r.deliveryCount().orElse((short) 0);
                     AcknowledgeType ack = decide(r.key() == null ? "" : r.key(), dc);
                     out.append("R ").append(r.partition()).append(' ').append(r.offset()).append(' ')
-                        .append(dc).append(' ').append(ack).append(' ').append(r.key()).append('\n');
+                        .append(dc).append(' ').append(ack.name()).append(' ').append(r.key()).append('\n');
                     c.acknowledge(r, ack);
                 }
                 // Printed before the commit: a member killed during it has
