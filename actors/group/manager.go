@@ -1,7 +1,8 @@
 // Package group is the consumer-group coordinator: the classic protocol
 // (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, static membership),
-// committed offsets (with transactions' staged offsets), and the KIP-848
-// consumer protocol with server-side assignors.
+// committed offsets (with transactions' staged offsets), the KIP-848
+// consumer protocol with server-side assignors, and KIP-932 share group
+// membership (share*.go; the share-partitions themselves are actors/share).
 //
 // Each group is a pure state machine (Group) owned by one actor; the
 // Manager maps group ids to actors, creating them on demand. Offsets and

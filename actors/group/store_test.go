@@ -291,6 +291,11 @@ func FuzzDecodeRecord(f *testing.F) {
 	c.members["m"] = &cgMember{id: "m", assigned: assignment{{1}: {0}}}
 	k, v := (&Record{Kind: RecConsumerGroup, Group: "g", CG: &cgSnapshot{raw: c.encode()}}).encode()
 	f.Add(k, v)
+	sg := newShareGroup()
+	sg.members["m"] = &shareMember{id: "m", subscribed: []string{"t"}, assigned: assignment{{1}: {0}}}
+	sg.target["m"] = assignment{{1}: {0}}
+	k, v = (&Record{Kind: RecShareGroup, Group: "g", SG: &sgSnapshot{raw: sg.encode()}}).encode()
+	f.Add(k, v)
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		_, _ = decodeRecord(key, value)
 	})
