@@ -31,6 +31,10 @@ const DefaultMaxMemory = 512 << 20
 // garbage on top (see the process's GOMEMLIMIT, set from M in cmd/regent).
 type Budgets struct {
 	Request, Response, Fetch *protocol.Budget
+
+	// requestPeak is the request budget's highest use seen when bytes
+	// were taken from it (reserve), for tests and metrics.
+	requestPeak atomic.Int64
 }
 
 // NewBudgets splits maxMemory bytes (<= 0: DefaultMaxMemory) into the
@@ -73,11 +77,12 @@ var closeReasonNames = [numCloseReasons]string{
 // closeCounts counts connections closed by the server, by reason.
 type closeCounts [numCloseReasons]atomic.Int64
 
-// BudgetStat is one budget's use. Releasing (request budget) is what of
-// Used connections closed for the budget hold until their close runs.
+// BudgetStat is one budget's use. For the request budget, Releasing is
+// what of Used connections closed for the budget hold until their close
+// runs, and Peak the highest Used so far (0 for the others).
 type BudgetStat struct {
-	Name                      string
-	Used, Capacity, Releasing int64
+	Name                            string
+	Used, Capacity, Releasing, Peak int64
 }
 
 // CloseStat is how many connections were closed for one reason.
@@ -104,6 +109,7 @@ func (s *Server) MemoryStats() MemoryStats {
 	}
 	if len(st.Budgets) > 0 && s.budgets.Request != nil {
 		st.Budgets[0].Releasing = s.evicting.pending.Load()
+		st.Budgets[0].Peak = s.budgets.requestPeak.Load()
 	}
 	for r := range s.closed {
 		st.Closed = append(st.Closed, CloseStat{Reason: closeReasonNames[r], Count: s.closed[r].Load()})

@@ -286,13 +286,12 @@ func (s *Server) closeConn(cs *connState) {
 	cs.releaseOutput(cs.outSnap)
 	cs.outSnap = 0
 	cs.outSince.Store(0)
+	cs.frameMu.Lock()
 	s.budgets.Request.Release(int64(cap(cs.partial)) + cs.inCharged)
-	if e := cs.evicted.Swap(0); e > 0 {
-		s.evicting.pending.Add(-e)
-		s.evicting.add(-e)
-	}
+	s.evicting.closed(cs)
 	cs.reqHeld.Store(0)
 	cs.partial, cs.inCharged = nil, 0
+	cs.frameMu.Unlock()
 	cs.out.Lock()
 	cs.closed.Store(true)
 	var dropped, bytes int64
@@ -416,6 +415,8 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 // traffic frames what cs's input holds and accounts its output. On cs's
 // loop.
 func (s *Server) traffic(cs *connState) gnet.Action {
+	cs.frameMu.Lock()
+	defer cs.frameMu.Unlock()
 	c := cs.conn
 	if cs.closing.Load() {
 		// Closing (another connection chose it for the request budget,
@@ -552,58 +553,6 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 	}
 }
 
-// growFrame is the capacity of a frame buffer of want bytes that holds
-// need, grown from cur: by a quarter at least (copies stay linear in the
-// frame's size, the slack under a quarter) and 64 KiB, never past want. A
-// frame's first buffer is what has arrived (at least 4 KiB), so a
-// connection trickling a frame holds little.
-func growFrame(cur, need, want int) int {
-	return min(max(need, cur+cur/4, 64<<10), want)
-}
-
-// reserve takes n bytes of the request budget for cs. When none are free
-// it closes the connection holding the most request bytes that can be
-// freed by closing it, if that is not cs and holds more than cs would,
-// and takes the bytes ahead of that connection's release (it frees more).
-// false: cs must close. On cs's event loop.
-func (s *Server) reserve(cs *connState, n int64) bool {
-	b := s.budgets.Request
-	if b.TryAcquire(n) {
-		return true
-	}
-	if cs.closing.Load() {
-		return false // chosen to close: it takes nothing more
-	}
-	// Connections already closed for the budget give their bytes back
-	// once their close runs: take from those rather than close another.
-	if s.evicting.take(n) {
-		b.Force(n)
-		return true
-	}
-	var victim *connState
-	var most int64
-	s.conns.Range(func(_, v any) bool {
-		o := v.(*connState)
-		if h := o.reqHeld.Load(); o != cs && h > most && !o.closing.Load() {
-			victim, most = o, h
-		}
-		return true
-	})
-	if victim == nil || most <= cs.reqHeld.Load()+n {
-		return false
-	}
-	s.log.Warn("closing connection: request memory budget spent, this connection holds the most", "held", most, "remote", victim.info.RemoteAddr)
-	if victim.closing.CompareAndSwap(false, true) {
-		s.closed[closeRequestBudget].Add(1)
-		victim.evicted.Store(most)
-		s.evicting.pending.Add(most)
-		s.evicting.add(most - n)
-		_ = victim.conn.Close()
-	}
-	b.Force(n)
-	return true
-}
-
 // edgeConn is what a connection's state needs of its transport: a gnet
 // connection, or a TLS connection (tlsConn) that behaves like one. Input
 // methods and OutboundBuffered are called on the connection's loop; the
@@ -632,16 +581,21 @@ type connState struct {
 	// frameStart is when the first bytes of a frame not yet whole arrived
 	// (zero: none pending, or no observer); owned by the event loop.
 	frameStart time.Time
+	// frameMu guards partial, want and inCharged: the loop holds it while
+	// it frames and when the connection closes; another loop that closes
+	// this connection for the request budget takes it (TryLock, never
+	// waiting) to give the frame buffer back at once (see reserve).
+	frameMu sync.Mutex
 	// partial is the frame being read (nil: between frames) and want its
 	// size; cap(partial) is charged to the request budget. inCharged is
 	// what is charged for the bytes gnet holds for us between calls.
-	// outSnap is gnet's outbound buffer as last seen. watched says the
-	// drain poller wakes us. All owned by the event loop.
 	partial   []byte
 	want      int
 	inCharged int64
-	outSnap   int64
-	watched   bool
+	// outSnap is gnet's outbound buffer as last seen. watched says the
+	// drain poller wakes us. Owned by the event loop.
+	outSnap int64
+	watched bool
 
 	// reqHeld is cap(partial)+inCharged, read by other loops choosing
 	// whom to close for the request budget; written on our loop.
@@ -660,8 +614,11 @@ type connState struct {
 	inFlight   atomic.Int64 // requests read, response not yet written
 	paused     atomic.Bool  // OnTraffic stopped framing for the limits
 	closing    atomic.Bool  // a close is asked for: not a victim again
-	evicted    atomic.Int64 // request bytes it held when closed for the budget
-	closed     atomic.Bool  // set under out's lock by OnClose
+	// evicted is the request bytes it held when another connection
+	// closed it for the budget (0: not so closed; evictedGone: its close
+	// has run). See evictions.
+	evicted atomic.Int64
+	closed  atomic.Bool // set under out's lock by OnClose
 
 	out struct {
 		sync.Mutex
@@ -920,40 +877,6 @@ func (cs *connState) done(requests int64) {
 	if cs.paused.Load() && cs.inFlight.Load() < int64(cs.srv.cfg.MaxInFlight) && cs.output.Available() > 0 {
 		if cs.paused.CompareAndSwap(true, false) && !cs.closed.Load() {
 			_ = cs.conn.Wake(nil)
-		}
-	}
-}
-
-// evictions are the request bytes of connections closed for the request
-// budget and not yet gone. pending is what they held when chosen; credit
-// is what of it other connections may still take ahead of the release.
-// Taking from credit lets the budget's use pass its capacity by at most
-// pending, bytes that are being given back.
-type evictions struct {
-	pending atomic.Int64
-	credit  atomic.Int64
-}
-
-// take takes n bytes of credit if there are so many.
-func (e *evictions) take(n int64) bool {
-	for {
-		c := e.credit.Load()
-		if c < n {
-			return false
-		}
-		if e.credit.CompareAndSwap(c, c-n) {
-			return true
-		}
-	}
-}
-
-// add adds d (may be negative) to the credit, never below zero: a close
-// that runs takes back its credit, or what is left of it.
-func (e *evictions) add(d int64) {
-	for {
-		c := e.credit.Load()
-		if e.credit.CompareAndSwap(c, max(c+d, 0)) {
-			return
 		}
 	}
 }
