@@ -446,3 +446,31 @@ func (g *Group) shareHeartbeatInterval() time.Duration {
 	}
 	return g.cfg.ShareHeartbeatInterval
 }
+
+// EnsureShareGroup makes an empty share group of this id if no group has
+// it, as Kafka's AlterShareGroupOffsets does for a group that does not
+// exist. The answer (a ShareGroupHeartbeatResponse carrying the code) is
+// 0 for an empty share group (new or not), NON_EMPTY_GROUP for one with
+// members, GROUP_ID_NOT_FOUND for a group of another type.
+func (g *Group) EnsureShareGroup(now time.Time, ref Ref) Effects {
+	resp := kmsg.NewPtrShareGroupHeartbeatResponse()
+	switch {
+	case g.sg != nil && len(g.sg.members) > 0:
+		resp.ErrorCode = kerr.NonEmptyGroup.Code
+	case g.sg != nil:
+	case g.live:
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		msg := fmt.Sprintf("Group %s is not a share group.", g.id)
+		resp.ErrorMessage = &msg
+	case g.id == "":
+		resp.ErrorCode = kerr.InvalidGroupID.Code
+	default:
+		g.create(now)
+		g.sg = newShareGroup()
+		g.protocolType = "share"
+		g.sg.dirty = true
+		g.recordSG()
+	}
+	g.reply(ref, resp)
+	return g.take()
+}

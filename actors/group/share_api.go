@@ -139,3 +139,22 @@ func (m *Manager) ShareGroupEmpty(group string, reply func(errorCode int16)) {
 		},
 	})
 }
+
+// EnsureShareGroup makes an empty share group when no group of that id
+// exists, as Kafka's AlterShareGroupOffsets does. reply gets 0 (an empty
+// share group, made durable before the answer if new), NON_EMPTY_GROUP
+// (members), GROUP_ID_NOT_FOUND (a group of another type),
+// INVALID_GROUP_ID (empty id) or NOT_COORDINATOR (not serving, or the
+// write failed: whether the group was made is then unknown).
+func (m *Manager) EnsureShareGroup(group string, reply func(errorCode int16)) {
+	m.dispatch(group, &opMsg{
+		create: true,
+		do:     func(g *Group, now time.Time, ref Ref) Effects { return g.EnsureShareGroup(now, ref) },
+		reply:  func(r kmsg.Response) { reply(r.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrShareGroupHeartbeatResponse()
+			resp.ErrorCode = code
+			return resp
+		},
+	})
+}

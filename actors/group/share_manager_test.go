@@ -133,6 +133,19 @@ func TestManagerShareGroupLifecycle(t *testing.T) {
 	if l := m.ListGroups(); len(l) != 0 {
 		t.Fatalf("list after delete %+v", l)
 	}
+
+	// An empty share group made for the admin APIs is durable.
+	if c := await(t, func(r func(int16)) { m.EnsureShareGroup("made", r) }); c != 0 {
+		t.Fatalf("ensure: %v", kerr.ErrorForCode(c))
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	m = open()
+	defer m.Close()
+	if c := await(t, func(r func(int16)) { m.ShareGroupEmpty("made", r) }); c != 0 {
+		t.Fatalf("the made share group after a restart: %v", kerr.ErrorForCode(c))
+	}
 }
 
 // On standby (a raft follower) the share methods answer NOT_COORDINATOR.

@@ -645,3 +645,36 @@ func TestShareSnapshotCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// EnsureShareGroup (AlterShareGroupOffsets on a group nobody made):
+// an empty share group appears, durable; members or another type refuse.
+func TestShareGroupEnsure(t *testing.T) {
+	h := newHarness(t, testConfig())
+	topics := fakeTopics{}
+	topics.add("t", 1)
+	ensure := func() int16 {
+		ref := h.ref()
+		h.apply(h.g.EnsureShareGroup(h.now, ref))
+		return h.replies[ref].(*kmsg.ShareGroupHeartbeatResponse).ErrorCode
+	}
+	wantCode(t, "ensure on nothing", ensure(), nil)
+	if s, ok := h.g.Summary(); !ok || s.Type != "share" || s.State != "Empty" || len(h.records) != 1 {
+		t.Fatalf("summary %+v, %d records", s, len(h.records))
+	}
+	wantCode(t, "ensure again", ensure(), nil)
+	if len(h.records) != 1 {
+		t.Fatal("ensuring an existing share group wrote again")
+	}
+	a := h.sgMember(topics, "a", "t")
+	sgOK(t, "a joins the made group", a.beat())
+	if a.epoch != 1 {
+		t.Fatalf("first member's epoch %d", a.epoch)
+	}
+	wantCode(t, "ensure with a member", ensure(), kerr.NonEmptyGroup)
+
+	other := newHarness(t, testConfig())
+	mustOK(t, "cg", other.cgMember(topics, "c", "t").beat())
+	ref := other.ref()
+	other.apply(other.g.EnsureShareGroup(other.now, ref))
+	wantCode(t, "ensure on a consumer group", other.replies[ref].(*kmsg.ShareGroupHeartbeatResponse).ErrorCode, kerr.GroupIDNotFound)
+}
