@@ -2,12 +2,14 @@ package protocol
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/share"
 )
 
@@ -255,5 +257,62 @@ func TestShareAPIsAdvertisedOnlyWhenServed(t *testing.T) {
 	s.SetShare(&fakeShare{}, nil)
 	if a := advertised(); !a[78] || !a[79] || !a[90] || !a[91] || !a[92] {
 		t.Fatal("share APIs not advertised with a share manager")
+	}
+}
+
+// TestShareAuthorization: ShareFetch and ShareAcknowledge need READ on the
+// group (else GROUP_AUTHORIZATION_FAILED and nothing is done) and READ on
+// each topic (else its partitions answer TOPIC_AUTHORIZATION_FAILED and
+// nothing is acquired from them); the offset admin APIs check the group.
+func TestShareAuthorization(t *testing.T) {
+	var allowAll atomic.Bool
+	s, store, _ := aclServer(t, &allowAll)
+	f := &fakeShare{avail: []share.AcquiredRange{{First: 0, Last: 0, DeliveryCount: 1}}}
+	s.SetShare(f, nil)
+	id := s.topics.Get("t").ID
+
+	resp := call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 0))
+	code(t, "fetch without READ on the group", resp.ErrorCode, kerr.GroupAuthorizationFailed)
+	ar := kmsg.NewPtrShareAcknowledgeRequest()
+	ar.Version, ar.GroupID, ar.MemberID, ar.ShareSessionEpoch = 1, kmsg.StringPtr("g"), kmsg.StringPtr("m1"), 1
+	code(t, "ack without READ on the group", call[*kmsg.ShareAcknowledgeResponse](t, s, ar).ErrorCode, kerr.GroupAuthorizationFailed)
+	dr := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = "g"
+	dr.Groups = append(dr.Groups, dg)
+	code(t, "describe offsets without DESCRIBE on the group", call[*kmsg.DescribeShareGroupOffsetsResponse](t, s, dr).Groups[0].ErrorCode, kerr.GroupAuthorizationFailed)
+	alt := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	alt.GroupID = "g"
+	code(t, "alter offsets without READ on the group", call[*kmsg.AlterShareGroupOffsetsResponse](t, s, alt).ErrorCode, kerr.GroupAuthorizationFailed)
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = "g"
+	code(t, "delete offsets without DELETE on the group", call[*kmsg.DeleteShareGroupOffsetsResponse](t, s, del).ErrorCode, kerr.GroupAuthorizationFailed)
+	f.mu.Lock()
+	n := f.acquires
+	f.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d acquisitions without READ on the group", n)
+	}
+
+	if err := store.Create([]acls.ACL{anon(acls.Group, acls.Literal, "g", acls.Read, acls.Allow)}); err != nil {
+		t.Fatal(err)
+	}
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 0))
+	code(t, "fetch with READ on the group", resp.ErrorCode, nil)
+	code(t, "partition without READ on the topic", resp.Topics[0].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
+	f.mu.Lock()
+	n = f.acquires
+	f.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d acquisitions without READ on the topic", n)
+	}
+
+	if err := store.Create([]acls.ACL{anon(acls.Topic, acls.Literal, "t", acls.Read, acls.Allow)}); err != nil {
+		t.Fatal(err)
+	}
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 1))
+	code(t, "partition with READ on the topic", resp.Topics[0].Partitions[0].ErrorCode, nil)
+	if len(resp.Topics[0].Partitions[0].AcquiredRecords) != 1 {
+		t.Fatalf("acquired %+v", resp.Topics[0].Partitions[0].AcquiredRecords)
 	}
 }
