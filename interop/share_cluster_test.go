@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,7 +118,37 @@ func TestClusterShareGroupLeaderKill(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	produce(cl, 0, n/2)
+	// A third of the records before the members start, the rest streamed
+	// through the kill (the stream waits for it at two thirds).
+	produce(cl, 0, n/3)
+	killed := make(chan struct{})
+	streamed := make(chan struct{})
+	var produceErr atomic.Value // the stream's first error; read once it has ended
+	go func() {
+		defer close(streamed)
+		for i := n / 3; i < n; i += 50 {
+			if i == 2*n/3 {
+				select {
+				case <-killed:
+				case <-ctx.Done():
+					return
+				}
+			}
+			for j := i; j < i+50; j++ {
+				cl.Produce(ctx, &kgo.Record{Key: []byte(fmt.Sprintf("plain-%d", j)), Value: []byte("v")}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						produceErr.CompareAndSwap(nil, err)
+					}
+				})
+			}
+			if err := cl.Flush(ctx); err != nil {
+				produceErr.CompareAndSwap(nil, err)
+				return
+			}
+			time.Sleep(20 * time.Millisecond) // pacing the load, not synchronization
+		}
+	}()
+	defer func() { cancel(); <-streamed }()
 
 	l := newShareLedger()
 	stop := make(chan struct{})
@@ -141,15 +172,25 @@ func TestClusterShareGroupLeaderKill(t *testing.T) {
 		wg.Wait()
 	}()
 
-	testwait.For(t, "a third of the records delivered", 2*time.Minute, func() bool { return l.distinct() >= n/3 })
+	// The kill comes once a third of the records have confirmed ACCEPTs,
+	// which must hold on the next leader.
+	testwait.For(t, "a third of the records accepted", 2*time.Minute, func() bool { return l.confirmedRecords() >= n/3 })
 	leader := c.LeaderID(t)
 	l.markKilled()
+	confirmedBefore := l.confirmedRecords()
 	c.Kill(leader)
-	t.Logf("killed the leader, node %d, after %d records were delivered", leader, l.distinct())
+	t.Logf("killed the leader, node %d, after %d records were delivered, %d of them accepted", leader, l.distinct(), confirmedBefore)
+	close(killed)
 	newLeader := c.WaitLeader(t, time.Minute)
 	t.Logf("node %d leads", newLeader)
-	pcl := newClient(t, kgo.SeedBrokers(c.LiveSeeds()...), kgo.DefaultProduceTopic(topic))
-	produce(pcl, n/2, n)
+	select {
+	case <-streamed:
+	case <-ctx.Done():
+		t.Fatal("the stream did not end")
+	}
+	if err, _ := produceErr.Load().(error); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
 
 	// Settled: every record delivered and the start offsets at the end of
 	// both partitions (everything acknowledged, nothing in flight).

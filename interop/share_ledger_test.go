@@ -266,3 +266,20 @@ func (l *shareLedger) unconfirmed(member string) int {
 	}
 	return n
 }
+
+// confirmedRecords is how many records have a delivery whose
+// acknowledgement the broker confirmed.
+func (l *shareLedger) confirmedRecords() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, ds := range l.byKey {
+		for _, d := range ds {
+			if d.confirmed == 1 {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
