@@ -189,12 +189,7 @@ func (a *spActor) handle(r request) {
 		}
 		a.commit(next, msg.reply)
 	case *deleteMsg:
-		a.commit(&State{}, func(code int16) {
-			if code == 0 {
-				a.m.forget(a.key)
-			}
-			msg.reply(code)
-		})
+		a.commit(&State{}, msg.reply)
 	case *inspectMsg:
 		msg.reply(a.st.Clone())
 	case *expireMsg:
@@ -327,7 +322,7 @@ func (a *spActor) describe(msg *startMsg) {
 func (a *spActor) commit(next *State, answer func(code int16)) {
 	v := next.durable()
 	if bytes.Equal(v, a.persisted) {
-		a.st = next
+		a.adopt(next)
 		answer(0)
 		a.rearm()
 		return
@@ -347,6 +342,16 @@ func (a *spActor) commit(next *State, answer func(code int16)) {
 	})
 }
 
+// adopt makes next the state, and tells the Manager when the
+// share-partition gained or lost its state (what its group's listings and
+// deletions visit).
+func (a *spActor) adopt(next *State) {
+	if next.Initialized != a.st.Initialized {
+		a.m.track(a.key, next.Initialized)
+	}
+	a.st = next
+}
+
 // written ends the write in flight and serves what waited.
 func (a *spActor) written(msg *persistedMsg) {
 	p := a.busy
@@ -359,7 +364,8 @@ func (a *spActor) written(msg *persistedMsg) {
 		code = errorCode(msg.err)
 		a.logger.Warn("share-partition state write", "err", msg.err)
 	} else {
-		a.st, a.persisted = p.next, p.value
+		a.adopt(p.next)
+		a.persisted = p.value
 	}
 	p.answer(code)
 	a.rearm()

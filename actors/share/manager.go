@@ -45,9 +45,8 @@ type Manager struct {
 		actors map[partKey]*actor.PID
 		// loaded is the stored states not yet handed to an actor.
 		loaded map[partKey]*State
-		// groups is the share-partitions of each group that have (or
-		// may be getting) state: what DeleteGroup and a member's
-		// release visit.
+		// groups is the share-partitions of each group that have
+		// state: what DeleteGroup, a member's release and listings visit.
 		groups map[string]map[partKey]struct{}
 		active bool
 		closed bool
@@ -208,11 +207,18 @@ func (m *Manager) noteLocked(k partKey) {
 	g[k] = struct{}{}
 }
 
-// forget drops k from its group once its state is deleted (its actor
-// stays, uninitialised, for requests already on their way).
-func (m *Manager) forget(k partKey) {
+// track records whether k has state (called by k's actor when that
+// changes).
+func (m *Manager) track(k partKey, has bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.mu.active {
+		return // the next activation loads what the store holds
+	}
+	if has {
+		m.noteLocked(k)
+		return
+	}
 	if g := m.mu.groups[k.Group]; g != nil {
 		delete(g, k)
 		if len(g) == 0 {
@@ -243,9 +249,8 @@ func (m *Manager) keysOf(group string, match func(partKey) bool) []partKey {
 	return out
 }
 
-// dispatch hands r to k's actor, spawning it; note records k under its
-// group (a request that may create state).
-func (m *Manager) dispatch(k partKey, r request, note bool) {
+// dispatch hands r to k's actor, spawning it.
+func (m *Manager) dispatch(k partKey, r request) {
 	m.mu.Lock()
 	if !m.mu.active || m.mu.closed {
 		m.mu.Unlock()
@@ -258,9 +263,6 @@ func (m *Manager) dispatch(k partKey, r request, note bool) {
 		delete(m.mu.loaded, k)
 		pid = m.o.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 		m.mu.actors[k] = pid
-	}
-	if note {
-		m.noteLocked(k)
 	}
 	m.o.Root.Send(pid, r)
 	m.mu.Unlock()
@@ -277,7 +279,7 @@ func (m *Manager) later(fn func()) { m.cb.Add(func(any, error) { fn() }, nil, ni
 // and reply gets the code (REQUEST_TIMED_OUT: the outcome is unknown).
 // reply is called exactly once, never inline, and must not block.
 func (m *Manager) Acquire(req AcquireRequest, reply func(AcquireResult)) {
-	m.dispatch(req.Key.part(), &acquireMsg{req: req, reply: reply}, true)
+	m.dispatch(req.Key.part(), &acquireMsg{req: req, reply: reply})
 }
 
 // Acknowledge applies member's acknowledgements to k, all or none: an
@@ -286,13 +288,13 @@ func (m *Manager) Acquire(req AcquireRequest, reply func(AcquireResult)) {
 // changes nothing; a malformed batch INVALID_REQUEST. Durable before
 // reply (0).
 func (m *Manager) Acknowledge(k Key, member string, acks []AckBatch, reply func(errorCode int16)) {
-	m.dispatch(k.part(), &ackMsg{member: member, acks: acks, reply: reply}, false)
+	m.dispatch(k.part(), &ackMsg{member: member, acks: acks, reply: reply})
 }
 
 // ReleaseMember makes every record member holds acquired in k AVAILABLE
 // again (ARCHIVED at the delivery limit): its share session closed.
 func (m *Manager) ReleaseMember(k Key, member string, reply func(errorCode int16)) {
-	m.dispatch(k.part(), &releaseMsg{member: member, reply: reply}, false)
+	m.dispatch(k.part(), &releaseMsg{member: member, reply: reply})
 }
 
 // ReleaseGroupMember is ReleaseMember over every share-partition of
@@ -306,7 +308,7 @@ func (m *Manager) ReleaseGroupMember(group, member string, reply func(errorCode 
 		return
 	}
 	for _, k := range keys {
-		m.dispatch(k, &releaseMsg{member: member, reply: j.add}, false)
+		m.dispatch(k, &releaseMsg{member: member, reply: j.add})
 	}
 }
 
@@ -336,7 +338,7 @@ func (m *Manager) StartOffsets(group string, parts []TopicPartition, reply func(
 			if done {
 				reply(out)
 			}
-		}}, false)
+		}})
 	}
 }
 
@@ -366,7 +368,7 @@ func (m *Manager) AlterStartOffsets(group string, offs []StartOffset, reply func
 			m.later(func() { finish(i, kerr.InvalidRequest.Code) })
 			continue
 		}
-		m.dispatch(partKey{Group: group, Topic: o.Topic, Partition: o.Partition}, &alterMsg{off: o, reply: func(code int16) { finish(i, code) }}, true)
+		m.dispatch(partKey{Group: group, Topic: o.Topic, Partition: o.Partition}, &alterMsg{off: o, reply: func(code int16) { finish(i, code) }})
 	}
 }
 
@@ -397,14 +399,14 @@ func (m *Manager) deleteWhere(group string, match func(partKey) bool, reply func
 	}
 	j := newJoin(len(keys), reply)
 	for _, k := range keys {
-		m.dispatch(k, &deleteMsg{reply: j.add}, false)
+		m.dispatch(k, &deleteMsg{reply: j.add})
 	}
 }
 
 // inspect returns a copy of k's state (tests); nil when not serving.
 func (m *Manager) inspect(k Key) *State {
 	ch := make(chan *State, 1)
-	m.dispatch(k.part(), &inspectMsg{reply: func(s *State) { ch <- s }}, false)
+	m.dispatch(k.part(), &inspectMsg{reply: func(s *State) { ch <- s }})
 	return <-ch
 }
 

@@ -18,6 +18,7 @@ package share
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -96,8 +97,11 @@ func (c Config) limits() Limits {
 	if l.LockMs <= 0 {
 		l.LockMs = 30000
 	}
-	if c.DeliveryCountLimit <= 0 || c.DeliveryCountLimit > 1<<14 {
+	switch {
+	case c.DeliveryCountLimit <= 0:
 		l.DeliveryLimit = 5
+	case c.DeliveryCountLimit > math.MaxInt16:
+		l.DeliveryLimit = math.MaxInt16
 	}
 	if l.MaxInFlight <= 0 {
 		l.MaxInFlight = 2000
