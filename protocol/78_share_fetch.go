@@ -71,11 +71,14 @@ func (s *Server) shareFetch(r *Request) {
 	switch {
 	case !s.shareOn():
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
+	case group == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.ErrorMessage = kmsg.StringPtr("Invalid group id in the request.")
 	case !s.authorized(r, acls.Read, acls.Group, group):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	case group == "" || member == "":
+	case member == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ErrorMessage = kmsg.StringPtr("ShareFetch needs a group id and a member id")
+		resp.ErrorMessage = kmsg.StringPtr("Invalid member id in the request.")
 	}
 	if resp.ErrorCode != 0 {
 		r.Respond(resp)

@@ -27,11 +27,14 @@ func (s *Server) shareAcknowledge(r *Request) {
 	switch {
 	case !s.shareOn():
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
+	case group == "":
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.ErrorMessage = kmsg.StringPtr("Invalid group id in the request.")
 	case !s.authorized(r, acls.Read, acls.Group, group):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	case group == "" || member == "":
+	case member == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ErrorMessage = kmsg.StringPtr("ShareAcknowledge needs a group id and a member id")
+		resp.ErrorMessage = kmsg.StringPtr("Invalid member id in the request.")
 	case req.ShareSessionEpoch == 0:
 		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
 		resp.ErrorMessage = kmsg.StringPtr("ShareAcknowledge cannot open a share session (epoch 0)")
