@@ -146,7 +146,7 @@ func sgError(err *kerr.Error, msg string) *kmsg.ShareGroupHeartbeatResponse {
 // blank is Kafka's test for an empty string field: nothing left once
 // Java's trim removed every character at or below a space.
 func blank(s string) bool {
-	return strings.TrimLeft(s, "\x00\x01\x02\x03\x04\x05\x06\x07\x08\t\n\x0b\x0c\r\x0e\x0f\x10\x11\x12\x13\x14\x15\x16\x17\x18\x19\x1a\x1b\x1c\x1d\x1e\x1f ") == ""
+	return strings.TrimFunc(s, func(r rune) bool { return r <= ' ' }) == ""
 }
 
 // validateShareHeartbeat is Kafka's request validation (KafkaApis'
