@@ -14,7 +14,8 @@ package protocol
 // Epoch -1 applies the acknowledgements and closes the session.
 // MaxBytes, MaxRecords (500 when unset) and the connection's response
 // budget bound what is acquired; the first batch goes out whatever its
-// size, as Fetch.
+// size, as Fetch. Responses count against the client's
+// consumer_byte_rate quota and are throttled as fetches are.
 // ACLs: READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing done),
 // READ on each topic (else its partitions answer
 // TOPIC_AUTHORIZATION_FAILED).
@@ -30,6 +31,7 @@ import (
 
 	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/partition"
+	"github.com/regent-broker/regent/actors/quotas"
 	"github.com/regent-broker/regent/actors/share"
 )
 
@@ -96,6 +98,10 @@ func (s *Server) shareFetch(r *Request) {
 			out = r.Conn.Output
 		}
 		resp, held := s.doShareFetch(r, req, group, member, out)
+		if s.quotaLimits(quotas.ConsumerByteRate) {
+			// As Kafka: share fetches count against consumer_byte_rate.
+			resp.ThrottleMillis = s.recordQuota(r, quotas.ConsumerByteRate, float64(shareFetchSize(resp)))
+		}
 		r.RespondSized(resp, shareFetchSize(resp))
 		s.releaseFetch(out, held)
 	}()
