@@ -159,6 +159,18 @@ func (s *Server) doShareFetch(r *Request, req *kmsg.ShareFetchRequest, group, me
 		}
 	}
 
+	if !s.cluster.Serving() {
+		// Sessions live where the data is served: a node that does not
+		// serve keeps none (nothing would ever close them), and points
+		// the client at the leader for every partition.
+		for _, p := range reqParts {
+			itemOf(p)
+		}
+		s.shareCheckItems(r, items)
+		s.shareFetchAssemble(resp, items, true)
+		return resp, 0
+	}
+
 	// The session decides what is fetched.
 	var fetchParts []sharePart
 	closing := false

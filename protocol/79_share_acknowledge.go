@@ -72,20 +72,24 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 
 	// The epoch is checked and moved on before the acknowledgements are
 	// applied, so that a retried request with a stale epoch changes
-	// nothing.
-	if req.ShareSessionEpoch == -1 {
-		if err := st.sessions.check(key, -1); err != nil {
-			resp.ErrorCode = err.Code
-			return resp
-		}
-	} else if _, _, err := st.sessions.next(key, req.ShareSessionEpoch, nil, nil); err != nil {
-		resp.ErrorCode = err.Code
+	// nothing. A node that does not serve has no sessions: its answer
+	// points at the leader (shareCheckItems).
+	var sessErr *kerr.Error
+	switch serving := s.cluster.Serving(); {
+	case !serving:
+	case req.ShareSessionEpoch == -1:
+		sessErr = st.sessions.check(key, -1)
+	default:
+		_, _, sessErr = st.sessions.next(key, req.ShareSessionEpoch, nil, nil)
+	}
+	if sessErr != nil {
+		resp.ErrorCode = sessErr.Code
 		return resp
 	}
 
 	s.shareCheckItems(r, items)
 	s.shareApplyAcks(group, member, items)
-	if req.ShareSessionEpoch == -1 {
+	if req.ShareSessionEpoch == -1 && s.cluster.Serving() {
 		if parts, err := st.sessions.close(key); err == nil {
 			s.releaseParts(group, member, parts)
 		}

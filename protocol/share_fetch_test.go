@@ -316,3 +316,50 @@ func TestShareAuthorization(t *testing.T) {
 		t.Fatalf("acquired %+v", resp.Topics[0].Partitions[0].AcquiredRecords)
 	}
 }
+
+// TestShareFetchOnFollower: a node that does not serve answers every
+// partition NOT_LEADER_OR_FOLLOWER with the leader and its endpoint, opens
+// no session and acquires nothing.
+func TestShareFetchOnFollower(t *testing.T) {
+	s := groupServer(t)
+	f := &fakeShare{avail: []share.AcquiredRange{{First: 0, Last: 0, DeliveryCount: 1}}}
+	s.SetShare(f, nil)
+	id := s.topics.Get("t").ID
+	v := &fakeView{self: 2}
+	v.leader.Store(1)
+	s.cluster = v
+
+	resp := call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 0))
+	code(t, "top level", resp.ErrorCode, nil)
+	p := resp.Topics[0].Partitions[0]
+	code(t, "partition", p.ErrorCode, kerr.NotLeaderForPartition)
+	if p.CurrentLeader.LeaderID != 1 || len(resp.NodeEndpoints) != 1 || resp.NodeEndpoints[0].NodeID != 1 || resp.NodeEndpoints[0].Port != 9092 {
+		t.Fatalf("leader %+v endpoints %+v", p.CurrentLeader, resp.NodeEndpoints)
+	}
+	if n := s.share.sessions.len(); n != 0 {
+		t.Fatalf("%d sessions on a follower", n)
+	}
+	f.mu.Lock()
+	n := f.acquires
+	f.mu.Unlock()
+	if n != 0 {
+		t.Fatalf("%d acquisitions on a follower", n)
+	}
+
+	ar := kmsg.NewPtrShareAcknowledgeRequest()
+	ar.Version, ar.GroupID, ar.MemberID, ar.ShareSessionEpoch = 2, kmsg.StringPtr("g"), kmsg.StringPtr("m1"), 3
+	art := kmsg.NewShareAcknowledgeRequestTopic()
+	art.TopicID = id
+	arp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
+	arp.AcknowledgementBatches = append(arp.AcknowledgementBatches, ab)
+	art.Partitions = append(art.Partitions, arp)
+	ar.Topics = append(ar.Topics, art)
+	aresp := call[*kmsg.ShareAcknowledgeResponse](t, s, ar)
+	code(t, "ack top level", aresp.ErrorCode, nil)
+	code(t, "ack partition", aresp.Topics[0].Partitions[0].ErrorCode, kerr.NotLeaderForPartition)
+	if aresp.Topics[0].Partitions[0].CurrentLeader.LeaderID != 1 || len(aresp.NodeEndpoints) != 1 {
+		t.Fatalf("ack leader %+v endpoints %+v", aresp.Topics[0].Partitions[0].CurrentLeader, aresp.NodeEndpoints)
+	}
+}
