@@ -3,10 +3,9 @@ package protocol
 // AlterShareGroupOffsets: version 0, as Kafka 4.3 serves it; what
 // kafka-share-groups.sh --reset-offsets sends. Each named share-partition
 // starts again at the given offset, its in-flight state dropped. Only for
-// an empty share group (NON_EMPTY_GROUP otherwise). Kafka creates a share
-// group that does not exist, empty, and sets its start offsets (franz-go's
-// TestShareGroupOffsetsAdmin relies on it); until the coordinator offers
-// that, such a group answers GROUP_ID_NOT_FOUND.
+// an empty share group (NON_EMPTY_GROUP otherwise); a group that does not
+// exist is made, an empty share group, as Kafka makes it (GROUP_ID_NOT_FOUND
+// for a group of another type).
 // ACLs: READ on the group (else GROUP_AUTHORIZATION_FAILED), READ on each
 // topic (else its partitions answer TOPIC_AUTHORIZATION_FAILED).
 
@@ -33,7 +32,7 @@ func (s *Server) alterShareGroupOffsets(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	s.shareGroupCheck(req.GroupID, true, func(code int16, msg string) {
+	s.shareGroupCheck(req.GroupID, true, true, func(code int16, msg string) {
 		if code != 0 {
 			resp.ErrorCode = code
 			if msg != "" {

@@ -30,7 +30,7 @@ func (s *Server) deleteShareGroupOffsets(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	s.shareGroupCheck(req.GroupID, true, func(code int16, msg string) {
+	s.shareGroupCheck(req.GroupID, true, false, func(code int16, msg string) {
 		if code != 0 {
 			resp.ErrorCode = code
 			if msg != "" {

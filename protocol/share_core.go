@@ -157,11 +157,16 @@ func shareAcks(n int, at func(i int) (first, last int64, types []int8), renew bo
 // coordinator: reply gets 0 when it is a share group (and, with needEmpty,
 // has no members), else Kafka's code and message: GROUP_ID_NOT_FOUND for
 // no group or one of another type, NON_EMPTY_GROUP for members,
-// NOT_COORDINATOR on a node that does not serve. A member joining right
-// after the check is not seen (Kafka checks inside the coordinator's
-// write, Regent just before it).
-func (s *Server) shareGroupCheck(group string, needEmpty bool, reply func(code int16, msg string)) {
-	s.groups.ShareGroupEmpty(group, func(code int16) {
+// NOT_COORDINATOR on a node that does not serve. With create, a group
+// that does not exist is made, an empty share group (needEmpty holds for
+// it). A member joining right after the check is not seen (Kafka checks
+// inside the coordinator's write, Regent just before it).
+func (s *Server) shareGroupCheck(group string, needEmpty, create bool, reply func(code int16, msg string)) {
+	ask := s.groups.ShareGroupEmpty
+	if create {
+		ask = s.groups.EnsureShareGroup
+	}
+	ask(group, func(code int16) {
 		switch {
 		case code == kerr.NonEmptyGroup.Code && !needEmpty:
 			reply(0, "")
@@ -183,7 +188,7 @@ func (s *Server) shareGroupCheckWait(group string, needEmpty bool) (int16, strin
 		msg  string
 	}
 	ch := make(chan answer, 1)
-	s.shareGroupCheck(group, needEmpty, func(code int16, msg string) { ch <- answer{code, msg} })
+	s.shareGroupCheck(group, needEmpty, false, func(code int16, msg string) { ch <- answer{code, msg} })
 	a := <-ch
 	return a.code, a.msg
 }
