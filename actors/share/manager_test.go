@@ -339,3 +339,92 @@ func TestManagerResetByDuration(t *testing.T) {
 		t.Fatalf("by_duration, nothing that recent: %+v, %s", r, h.state())
 	}
 }
+
+// heldRepl applies at once (as Local) but holds the answers until
+// released: a write in flight, as a slow raft commit leaves it.
+type heldRepl struct {
+	local *replication.Local
+	mu    sync.Mutex
+	held  []func()
+}
+
+func (r *heldRepl) Register(key string, a replication.Applier) { r.local.Register(key, a) }
+func (r *heldRepl) Unregister(key string)                      { r.local.Unregister(key) }
+func (r *heldRepl) Propose(key string, cmd replication.Command, done func(any, error)) {
+	r.local.Propose(key, cmd, func(res any, err error) {
+		r.mu.Lock()
+		r.held = append(r.held, func() { done(res, err) })
+		r.mu.Unlock()
+	})
+}
+
+func (r *heldRepl) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.held)
+}
+
+func (r *heldRepl) release() {
+	r.mu.Lock()
+	held := r.held
+	r.held = nil
+	r.mu.Unlock()
+	for _, f := range held {
+		f()
+	}
+}
+
+// TestManagerWriteInFlight: requests wait behind a write in flight and are
+// served in order once it lands; a deactivation answers the write in
+// flight REQUEST_TIMED_OUT and what waits NOT_LEADER_OR_FOLLOWER, each
+// exactly once, even when the write's answer arrives afterwards.
+func TestManagerWriteInFlight(t *testing.T) {
+	repl := &heldRepl{local: replication.NewLocal()}
+	h := newHarnessWith(t, Config{AutoOffsetReset: "earliest"}, repl)
+	h.log.append(4, false, false, -1)
+
+	first := make(chan AcquireResult, 2)
+	h.m.Acquire(AcquireRequest{Key: key, Member: "a", MaxRecords: 2, RecordLimit: true}, func(r AcquireResult) { first <- r })
+	testwait.For(t, "the first write", 10*time.Second, func() bool { return repl.count() == 1 })
+	second := make(chan AcquireResult, 2)
+	h.m.Acquire(AcquireRequest{Key: key, Member: "b", MaxRecords: 2, RecordLimit: true}, func(r AcquireResult) { second <- r })
+	repl.release()
+	if r := <-first; !slices.Equal(r.Acquired, []AcquiredRange{{0, 1, 1}}) {
+		t.Fatalf("first: %+v", r)
+	}
+	testwait.For(t, "the second write", 10*time.Second, func() bool { return repl.count() == 1 })
+	repl.release()
+	if r := <-second; !slices.Equal(r.Acquired, []AcquiredRange{{2, 3, 1}}) {
+		t.Fatalf("second (served after the first): %+v", r)
+	}
+
+	// A write in flight and a request behind it, then a deactivation.
+	acks := make(chan int16, 2)
+	h.m.Acknowledge(key, "a", []AckBatch{{0, 1, []AckType{AckAccept}}}, func(c int16) { acks <- c })
+	testwait.For(t, "the ack's write", 10*time.Second, func() bool { return repl.count() == 1 })
+	waiting := make(chan int16, 2)
+	h.m.ReleaseMember(key, "b", func(c int16) { waiting <- c })
+	h.m.Deactivate()
+	if c := <-acks; c != kerr.RequestTimedOut.Code {
+		t.Fatalf("write in flight at deactivation: %d", c)
+	}
+	if c := <-waiting; c != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("waiting at deactivation: %d", c)
+	}
+	repl.release() // the write's answer, late: nobody is answered twice
+	if err := h.m.Activate(); err != nil {
+		t.Fatal(err)
+	}
+	// The ack was written (the outcome the client could not know): the
+	// new activation loads it.
+	if got := h.state(); got != "spso=2 end=4 [2-3 available n=1]" {
+		t.Fatalf("after reactivation: %s", got)
+	}
+	select {
+	case c := <-acks:
+		t.Fatalf("ack answered twice: %d", c)
+	case c := <-waiting:
+		t.Fatalf("release answered twice: %d", c)
+	default:
+	}
+}
