@@ -56,8 +56,9 @@ type AcquireRequest struct {
 	Key    Key
 	Member string
 	// MaxRecords bounds the records acquired (<= 0: 500, the client's
-	// default); BatchSize is ShareFetch's (accepted, as Kafka's broker
-	// uses it only to shape the acquired ranges).
+	// default). BatchSize is ShareFetch's; it is not used: the acquired
+	// ranges are not split to it (each range is one run of offsets with
+	// one delivery count).
 	MaxRecords, BatchSize int32
 	// RecordLimit is ShareAcquireMode record_limit: at most MaxRecords,
 	// strictly. Otherwise (batch_optimized) whole stored batches are
