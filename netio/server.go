@@ -48,6 +48,15 @@ type Handler interface {
 	Decode(h protocol.Header, body []byte) (*protocol.Request, error)
 }
 
+// ConnCloseHandler is implemented by handlers that keep state of a
+// connection beyond its requests (share sessions end with the connection
+// that opened them, as in Kafka): ConnClosed is called once per closed
+// connection with its ConnInfo.ID, on the connection's loop; it must not
+// block.
+type ConnCloseHandler interface {
+	ConnClosed(id uint64)
+}
+
 // Config holds the network limits. Zero values mean the defaults.
 type Config struct {
 	Addr string // host:port
@@ -283,6 +292,9 @@ func (s *Server) closeConn(cs *connState) {
 	s.open.Add(-1)
 	s.conns.Delete(cs.info.ID)
 	s.unwatch(cs)
+	if h, ok := s.handler.(ConnCloseHandler); ok {
+		h.ConnClosed(cs.info.ID)
+	}
 	cs.releaseOutput(cs.outSnap)
 	cs.outSnap = 0
 	cs.outSince.Store(0)

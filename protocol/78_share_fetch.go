@@ -182,7 +182,11 @@ func (s *Server) doShareFetch(r *Request, req *kmsg.ShareFetchRequest, group, me
 			resp.ErrorMessage = kmsg.StringPtr("a ShareFetch opening a share session (epoch 0) must not acknowledge")
 			return resp, 0
 		}
-		released, err := st.sessions.open(key, reqParts)
+		var conn uint64
+		if r.Conn != nil {
+			conn = r.Conn.ID
+		}
+		released, err := st.sessions.open(key, reqParts, conn)
 		s.releaseParts(group, member, released)
 		if err != nil {
 			resp.ErrorCode = err.Code

@@ -97,6 +97,20 @@ func (s *Server) ShareMemberLeft(group, member string) {
 	})
 }
 
+// ConnClosed ends the share sessions connection id opened and releases
+// the records their members held, as Kafka does when a share consumer's
+// connection closes. netio calls it once per closed connection, on the
+// connection's loop: it does not block.
+func (s *Server) ConnClosed(id uint64) {
+	st := s.share
+	if st == nil {
+		return
+	}
+	for k, parts := range st.sessions.closeConn(id) {
+		s.releaseParts(k.group, k.member, parts)
+	}
+}
+
 // ShareGroupDeleted closes the sessions of a deleted share group. Its
 // share-partition state is dropped by the share manager (wired beside).
 func (s *Server) ShareGroupDeleted(group string) {

@@ -363,3 +363,36 @@ func TestShareFetchOnFollower(t *testing.T) {
 		t.Fatalf("ack leader %+v endpoints %+v", aresp.Topics[0].Partitions[0].CurrentLeader, aresp.NodeEndpoints)
 	}
 }
+
+// TestShareConnClosed: the close of the connection that opened a session
+// ends it and releases its member's records on its partitions.
+func TestShareConnClosed(t *testing.T) {
+	s := groupServer(t)
+	f := &fakeShare{}
+	s.SetShare(f, nil)
+	p := sharePart{topicID: s.topics.Get("t").ID, topic: "t", partition: 1}
+	if _, err := s.share.sessions.open(shareSessionKey{"g", "m"}, []sharePart{p}, 42); err != nil {
+		t.Fatal(err)
+	}
+	s.ConnClosed(41)
+	if s.share.sessions.len() != 1 {
+		t.Fatal("another connection's close ended the session")
+	}
+	s.ConnClosed(42)
+	if s.share.sessions.len() != 0 {
+		t.Fatal("the session outlived its connection")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		f.mu.Lock()
+		rel := f.released
+		f.mu.Unlock()
+		if len(rel) == 1 && rel[0].Topic == "t" && rel[0].Partition == 1 && rel[0].Group == "g" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("released %v, want g/t-1", rel)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -12,9 +12,9 @@ package protocol
 // group.share.max.share.sessions sessions (Kafka's default, 2000); one more
 // is refused with SHARE_SESSION_LIMIT_REACHED.
 //
-// Kafka also closes a session when the connection that opened it closes;
-// Regent does not (netio tells handlers of no closes): the member's records
-// go back when it leaves the group, is fenced, or their locks expire.
+// As Kafka's, a session also ends when the connection that opened it
+// closes (Server.ConnClosed): a client that is gone holds no records until
+// their locks expire.
 //
 // Sessions are this node's own (as on each Kafka broker): they are not
 // replicated, and a restart or a leader change makes clients open new ones
@@ -50,6 +50,8 @@ type shareSession struct {
 	epoch int32
 	// parts are the session's partitions in the order they were added.
 	parts []sharePart
+	// conn is the connection that opened the session (0: unknown).
+	conn uint64
 }
 
 // shareSessions is the bounded session cache. Safe from any goroutine.
@@ -58,6 +60,10 @@ type shareSessions struct {
 	mu  struct {
 		sync.Mutex
 		m map[shareSessionKey]*shareSession
+		// byConn indexes the sessions by the connection that opened
+		// them (conn 0 is not indexed). Invariant: k is in
+		// byConn[c] exactly when m[k] exists with conn c != 0.
+		byConn map[uint64]map[shareSessionKey]struct{}
 	}
 }
 
@@ -67,6 +73,7 @@ func newShareSessions(max int) *shareSessions {
 	}
 	c := &shareSessions{max: max}
 	c.mu.m = map[shareSessionKey]*shareSession{}
+	c.mu.byConn = map[uint64]map[shareSessionKey]struct{}{}
 	return c
 }
 
@@ -79,25 +86,45 @@ func nextShareEpoch(e int32) int32 {
 	return e + 1
 }
 
-// open starts k's session with parts, replacing k's earlier session, whose
-// partitions are returned as released (the caller releases the member's
-// records on them). SHARE_SESSION_LIMIT_REACHED when the cache is full.
-func (c *shareSessions) open(k shareSessionKey, parts []sharePart) (released []sharePart, err *kerr.Error) {
+// open starts k's session with parts on connection conn (0: unknown),
+// replacing k's earlier session, whose partitions are returned as released
+// (the caller releases the member's records on them).
+// SHARE_SESSION_LIMIT_REACHED when the cache is full.
+func (c *shareSessions) open(k shareSessionKey, parts []sharePart, conn uint64) (released []sharePart, err *kerr.Error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.mu.m[k]; ok {
 		released = old.parts
-		delete(c.mu.m, k)
+		c.dropLocked(old)
 	}
 	if len(c.mu.m) >= c.max {
 		return released, kerr.ShareSessionLimitReached
 	}
-	s := &shareSession{key: k, epoch: 1}
+	s := &shareSession{key: k, epoch: 1, conn: conn}
 	for _, p := range parts {
 		s.add(p)
 	}
 	c.mu.m[k] = s
+	if conn != 0 {
+		ks := c.mu.byConn[conn]
+		if ks == nil {
+			ks = map[shareSessionKey]struct{}{}
+			c.mu.byConn[conn] = ks
+		}
+		ks[k] = struct{}{}
+	}
 	return released, nil
+}
+
+// dropLocked removes s from the cache and its connection's index.
+func (c *shareSessions) dropLocked(s *shareSession) {
+	delete(c.mu.m, s.key)
+	if ks := c.mu.byConn[s.conn]; ks != nil {
+		delete(ks, s.key)
+		if len(ks) == 0 {
+			delete(c.mu.byConn, s.conn)
+		}
+	}
 }
 
 // next checks epoch against k's session and moves it on: add joins
@@ -137,7 +164,7 @@ func (c *shareSessions) close(k shareSessionKey) ([]sharePart, *kerr.Error) {
 	if !ok {
 		return nil, kerr.ShareSessionNotFound
 	}
-	delete(c.mu.m, k)
+	c.dropLocked(s)
 	return s.parts, nil
 }
 
@@ -174,8 +201,26 @@ func (c *shareSessions) closeGroup(group string) map[shareSessionKey][]sharePart
 	for k, s := range c.mu.m {
 		if k.group == group {
 			out[k] = s.parts
-			delete(c.mu.m, k)
+			c.dropLocked(s)
 		}
+	}
+	return out
+}
+
+// closeConn ends the sessions connection conn opened (it closed) and
+// returns them.
+func (c *shareSessions) closeConn(conn uint64) map[shareSessionKey][]sharePart {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ks := c.mu.byConn[conn]
+	if conn == 0 || len(ks) == 0 {
+		return nil
+	}
+	out := make(map[shareSessionKey][]sharePart, len(ks))
+	for k := range ks {
+		s := c.mu.m[k]
+		out[k] = s.parts
+		c.dropLocked(s)
 	}
 	return out
 }

@@ -15,7 +15,7 @@ func TestShareSessionEpochs(t *testing.T) {
 	if _, _, err := c.next(k, 1, nil, nil); err != kerr.ShareSessionNotFound {
 		t.Fatalf("next without a session: %v, want SHARE_SESSION_NOT_FOUND", err)
 	}
-	if rel, err := c.open(k, []sharePart{p0, p0}); err != nil || rel != nil {
+	if rel, err := c.open(k, []sharePart{p0, p0}, 0); err != nil || rel != nil {
 		t.Fatalf("open: released %v, err %v", rel, err)
 	}
 	if _, _, err := c.next(k, 2, nil, nil); err != kerr.InvalidShareSessionEpoch {
@@ -39,7 +39,7 @@ func TestShareSessionEpochs(t *testing.T) {
 		t.Fatalf("check -1: %v", err)
 	}
 	// Opening again replaces the session and hands back its partitions.
-	rel, err := c.open(k, []sharePart{p0})
+	rel, err := c.open(k, []sharePart{p0}, 0)
 	if err != nil || len(rel) != 1 || rel[0] != p1 {
 		t.Fatalf("reopen: released %v err %v", rel, err)
 	}
@@ -67,15 +67,15 @@ func TestShareSessionEpochWraps(t *testing.T) {
 func TestShareSessionLimit(t *testing.T) {
 	c := newShareSessions(2)
 	for _, m := range []string{"a", "b"} {
-		if _, err := c.open(shareSessionKey{"g", m}, nil); err != nil {
+		if _, err := c.open(shareSessionKey{"g", m}, nil, 0); err != nil {
 			t.Fatalf("open %s: %v", m, err)
 		}
 	}
-	if _, err := c.open(shareSessionKey{"g", "c"}, nil); err != kerr.ShareSessionLimitReached {
+	if _, err := c.open(shareSessionKey{"g", "c"}, nil, 0); err != kerr.ShareSessionLimitReached {
 		t.Fatalf("third session: %v, want SHARE_SESSION_LIMIT_REACHED", err)
 	}
 	// A member reopening its own session is not a new one.
-	if _, err := c.open(shareSessionKey{"g", "a"}, nil); err != nil {
+	if _, err := c.open(shareSessionKey{"g", "a"}, nil, 0); err != nil {
 		t.Fatalf("reopen within the limit: %v", err)
 	}
 	if got := c.closeMember("g", "b"); got != nil {
@@ -84,7 +84,7 @@ func TestShareSessionLimit(t *testing.T) {
 	if c.len() != 1 {
 		t.Fatalf("len %d, want 1", c.len())
 	}
-	if _, err := c.open(shareSessionKey{"h", "c"}, nil); err != nil {
+	if _, err := c.open(shareSessionKey{"h", "c"}, nil, 0); err != nil {
 		t.Fatalf("open after a close: %v", err)
 	}
 	if got := c.closeGroup("g"); len(got) != 1 {
@@ -92,5 +92,42 @@ func TestShareSessionLimit(t *testing.T) {
 	}
 	if c.len() != 1 {
 		t.Fatalf("len %d after closeGroup, want 1", c.len())
+	}
+}
+
+func TestShareSessionsByConnection(t *testing.T) {
+	c := newShareSessions(10)
+	p := sharePart{topicID: [16]byte{1}, topic: "t"}
+	a, b, d := shareSessionKey{"g", "a"}, shareSessionKey{"g", "b"}, shareSessionKey{"g", "d"}
+	for _, o := range []struct {
+		k    shareSessionKey
+		conn uint64
+	}{{a, 7}, {b, 7}, {d, 8}} {
+		if _, err := c.open(o.k, []sharePart{p}, o.conn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a reopens on connection 9: connection 7's close no longer ends it.
+	if _, err := c.open(a, []sharePart{p}, 9); err != nil {
+		t.Fatal(err)
+	}
+	got := c.closeConn(7)
+	if len(got) != 1 || got[b] == nil {
+		t.Fatalf("closeConn(7) = %v, want b's session", got)
+	}
+	if got := c.closeConn(7); got != nil {
+		t.Fatalf("closeConn(7) again = %v", got)
+	}
+	if _, err := c.close(d); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.closeConn(8); got != nil {
+		t.Fatalf("closeConn(8) after d closed = %v", got)
+	}
+	if got := c.closeConn(9); len(got) != 1 || got[a] == nil {
+		t.Fatalf("closeConn(9) = %v, want a's session", got)
+	}
+	if c.len() != 0 || len(c.mu.byConn) != 0 {
+		t.Fatalf("left %d sessions, %d connections indexed", c.len(), len(c.mu.byConn))
 	}
 }
