@@ -133,53 +133,13 @@ func (r *FileRange) Release() {
 // caller must Release it. Batch headers are read to find whole batches;
 // bodies are not.
 func (l *Log) ReadRange(offset int64, maxBytes int, strictMax bool) (*FileRange, error) {
-	for {
-		l.mu.RLock()
-		if l.mu.closed {
-			l.mu.RUnlock()
-			return nil, ErrClosed
-		}
-		if offset < l.mu.start || offset > l.mu.next {
-			start, next := l.mu.start, l.mu.next
-			l.mu.RUnlock()
-			return nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, next)
-		}
-		if offset == l.mu.next {
-			l.mu.RUnlock()
-			return nil, nil
-		}
-		i := max(l.segmentFor(offset), 0)
-		s := l.mu.segs[i]
-		v := s.view()
-		nextBase := int64(-1)
-		if i+1 < len(l.mu.segs) {
-			nextBase = l.mu.segs[i+1].base
-		}
-		gen := l.mu.gen
-		ok := s.acquire()
-		l.mu.RUnlock()
-		if !ok {
-			continue // removed meanwhile; the fresh snapshot will tell
-		}
+	return readAt(l, offset, func(v segView, offset int64) (*FileRange, bool, error) {
 		r, found, err := v.readRange(offset, maxBytes, strictMax)
 		if r == nil {
-			s.release()
+			v.s.release()
 		}
-		if l.genChanged(gen) {
-			r.Release()
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading offset %d: %w", offset, err)
-		}
-		if found {
-			return r, nil
-		}
-		if nextBase < 0 {
-			return nil, nil // a hole at the log end (Truncate to mid-batch)
-		}
-		offset = nextBase
-	}
+		return r, found, err
+	}, (*FileRange).Release)
 }
 
 // readRange builds the range for read's batches; the caller holds a

@@ -16,20 +16,36 @@ import (
 // NextOffset] fail with ErrOffsetOutOfRange. The result is a fresh slice
 // owned by the caller. Batches come from one segment per call.
 func (l *Log) Read(offset int64, maxBytes int, strictMax bool) ([]byte, error) {
+	return readAt(l, offset, func(v segView, offset int64) ([]byte, bool, error) {
+		data, found, err := v.read(offset, maxBytes, strictMax)
+		v.s.release()
+		return data, found, err
+	}, nil)
+}
+
+// readAt serves Read and ReadRange: it finds the segment holding offset
+// (or the next one, where compaction left nothing at or after offset in
+// it), takes a reference to it and calls read with a view of it and the
+// offset. read must release the reference unless its result holds it.
+// When the segments changed meanwhile (retention, compaction, Truncate),
+// the result is dropped (drop, unless nil) and the read is done again on
+// a fresh snapshot.
+func readAt[T any](l *Log, offset int64, read func(v segView, offset int64) (T, bool, error), drop func(T)) (T, error) {
+	var none T
 	for {
 		l.mu.RLock()
 		if l.mu.closed {
 			l.mu.RUnlock()
-			return nil, ErrClosed
+			return none, ErrClosed
 		}
 		if offset < l.mu.start || offset > l.mu.next {
 			start, next := l.mu.start, l.mu.next
 			l.mu.RUnlock()
-			return nil, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, next)
+			return none, fmt.Errorf("%w: %d not in [%d, %d]", ErrOffsetOutOfRange, offset, start, next)
 		}
 		if offset == l.mu.next {
 			l.mu.RUnlock()
-			return nil, nil
+			return none, nil
 		}
 		i := max(l.segmentFor(offset), 0)
 		s := l.mu.segs[i]
@@ -44,19 +60,21 @@ func (l *Log) Read(offset int64, maxBytes int, strictMax bool) ([]byte, error) {
 		if !ok {
 			continue // removed meanwhile; the fresh snapshot will tell
 		}
-		data, found, err := v.read(offset, maxBytes, strictMax)
-		s.release()
+		res, found, err := read(v, offset)
 		if l.genChanged(gen) {
+			if drop != nil {
+				drop(res)
+			}
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading offset %d: %w", offset, err)
+			return none, fmt.Errorf("reading offset %d: %w", offset, err)
 		}
 		if found {
-			return data, nil
+			return res, nil
 		}
 		if nextBase < 0 {
-			return nil, nil // a hole at the log end (Truncate to mid-batch)
+			return none, nil // a hole at the log end (Truncate to mid-batch)
 		}
 		// Nothing at or after offset in this segment (compaction removed
 		// its tail): continue at the next segment.
