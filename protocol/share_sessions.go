@@ -147,8 +147,8 @@ func (c *shareSessions) next(k shareSessionKey, epoch int32, add []sharePart, fo
 		s.add(p)
 	}
 	for _, p := range forget {
-		if s.remove(p) {
-			forgotten = append(forgotten, p)
+		if q, ok := s.remove(p); ok {
+			forgotten = append(forgotten, q)
 		}
 	}
 	s.epoch = nextShareEpoch(s.epoch)
@@ -239,12 +239,15 @@ func (s *shareSession) add(p sharePart) {
 	}
 }
 
-// remove drops p from the session; false when it was not there.
-func (s *shareSession) remove(p sharePart) bool {
+// remove drops the session's partition p names (by topic id and index)
+// and returns it; false when it was not there. A forgotten partition is
+// named by id only: the returned one has the topic's name.
+func (s *shareSession) remove(p sharePart) (sharePart, bool) {
 	i := slices.IndexFunc(s.parts, func(q sharePart) bool { return q.topicID == p.topicID && q.partition == p.partition })
 	if i < 0 {
-		return false
+		return sharePart{}, false
 	}
+	q := s.parts[i]
 	s.parts = slices.Delete(s.parts, i, i+1)
-	return true
+	return q, true
 }

@@ -28,7 +28,9 @@ func TestShareSessionEpochs(t *testing.T) {
 	if _, _, err := c.next(k, 1, nil, nil); err != kerr.InvalidShareSessionEpoch {
 		t.Fatalf("epoch 1 again: %v, want INVALID_SHARE_SESSION_EPOCH", err)
 	}
-	parts, forgotten, err = c.next(k, 2, nil, []sharePart{p0, {topicID: [16]byte{9}}})
+	// Forgotten partitions come by id only; the session's own entry (with
+	// the topic's name) is handed back.
+	parts, forgotten, err = c.next(k, 2, nil, []sharePart{{topicID: p0.topicID, partition: 0}, {topicID: [16]byte{9}}})
 	if err != nil || len(parts) != 1 || parts[0] != p1 || len(forgotten) != 1 || forgotten[0] != p0 {
 		t.Fatalf("forget: parts %v forgotten %v err %v", parts, forgotten, err)
 	}
