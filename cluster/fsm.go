@@ -75,6 +75,7 @@ func (f *fsm) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
 // so a snapshot taken between batches sees all of them.
 func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	<-f.readyCh
+	start := time.Now()
 	out := make([]any, len(logs))
 	if f.restarting.Load() {
 		return out
@@ -124,6 +125,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	f.wait(&wg)
+	f.r.stats.applyBatches.Add(1)
+	f.r.stats.applyEntries.Add(int64(len(logs)))
+	f.r.stats.applyNs.Add(int64(time.Since(start)))
 	if n := len(logs); n > 0 {
 		// Invariant: lastApplied only grows (entries come in log order).
 		f.lastApplied.Store(logs[n-1].Index)

@@ -12,6 +12,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
+	"github.com/hashicorp/raft-wal/segment"
 )
 
 // logStore is what raft.NewRaft needs from the node's raft log: the log
@@ -33,7 +34,7 @@ const (
 )
 
 // openLogStore opens the node's raft log and stable store under dir (the
-// raft directory).
+// raft directory); io, if not nil, counts its segment writes and fsyncs.
 //
 // The log is raft-wal: it appends with one fsync instead of bolt's two
 // and truncates the head by deleting whole 64 MiB segment files. Measured
@@ -53,7 +54,7 @@ const (
 // it). The copy is made in wal.tmp and renamed into place only when
 // complete, so a crash during it leaves raft.db in charge and the next
 // start copies again.
-func openLogStore(dir string) (logStore, error) {
+func openLogStore(dir string, io *walIOStats) (logStore, error) {
 	walDir := filepath.Join(dir, walDirName)
 	bolt := filepath.Join(dir, boltFileName)
 	if _, err := os.Stat(walDir); errors.Is(err, os.ErrNotExist) {
@@ -63,18 +64,24 @@ func openLogStore(dir string) (logStore, error) {
 			}
 		}
 	}
-	return openWALStore(walDir)
+	return openWALStore(walDir, io)
 }
 
 // openWALStore opens (or creates) a raft-wal in dir; raft-wal needs the
-// directory to exist. Close closes its meta database too (since v0.4.1;
+// directory to exist. io, if not nil, times its segment writes and fsyncs. Close closes its meta database too (since v0.4.1;
 // v0.4.0 left it open and locked, so a node reopened in the same process
 // blocked forever).
-func openWALStore(dir string) (*raftwal.WAL, error) {
+func openWALStore(dir string, io *walIOStats) (*raftwal.WAL, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create raft wal dir: %w", err)
 	}
-	w, err := raftwal.Open(dir)
+	var w *raftwal.WAL
+	var err error
+	if io == nil {
+		w, err = raftwal.Open(dir)
+	} else {
+		w, err = raftwal.Open(dir, raftwal.WithSegmentFiler(segment.NewFiler(dir, newTimedVFS(io))))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open raft wal %s: %w", dir, err)
 	}
@@ -107,7 +114,7 @@ func migrateBoltToWAL(boltPath, walDir string) (err error) {
 	if err := os.RemoveAll(tmp); err != nil {
 		return fmt.Errorf("clear %s: %w", tmp, err)
 	}
-	dst, err := openWALStore(tmp)
+	dst, err := openWALStore(tmp, nil)
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ var storeKinds = []storeKind{
 		return s
 	}},
 	{"wal", func(b testing.TB, dir string) logStore {
-		s, err := openWALStore(filepath.Join(dir, walDirName))
+		s, err := openWALStore(filepath.Join(dir, walDirName), nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestOpenLogStoreMigratesBolt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s, err := openLogStore(dir)
+	s, err := openLogStore(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestOpenLogStoreMigratesBolt(t *testing.T) {
 		t.Fatalf("raft.db.migrated: %v", err)
 	}
 	// The second open takes the wal as it is.
-	s, err = openLogStore(dir)
+	s, err = openLogStore(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 // killed; it must read its log back.
 func TestWALTailTruncationSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := openWALStore(dir)
+	s, err := openWALStore(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestWALTailTruncationSurvivesReopen(t *testing.T) {
 	// Not closed: the process is killed. (The wal's meta db stays locked in
 	// this process, so reopen a copy of the directory.)
 	copyDir(t, dir, dir+".copy")
-	s2, err := openWALStore(dir + ".copy")
+	s2, err := openWALStore(dir+".copy", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

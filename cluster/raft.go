@@ -114,6 +114,7 @@ type Raft struct {
 	store logStore
 	snaps *snapStore
 	fsm   *fsm
+	stats pipeStats
 
 	// appliers is written by Register/Unregister (any goroutine) and read
 	// by Propose and the FSM goroutine.
@@ -163,6 +164,7 @@ type Raft struct {
 }
 
 type proposal struct {
+	at   time.Time // when Propose queued it (pipeStats)
 	ec   entryCommand
 	done func(any, error)
 }
@@ -173,6 +175,7 @@ type proposal struct {
 // future left in raft's apply queue when it shut down).
 type pendingEntry struct {
 	f        raft.ApplyFuture
+	at       time.Time // when it went to raft.Apply (pipeStats)
 	props    []*proposal
 	err      error
 	answered chan struct{}
@@ -253,7 +256,7 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 
-	store, err := openLogStore(o.Dir)
+	store, err := openLogStore(o.Dir, &r.stats.wal)
 	if err != nil {
 		return nil, fmt.Errorf("open raft log: %w", err)
 	}
@@ -413,7 +416,7 @@ func (r *Raft) Propose(key string, cmd Command, done func(any, error)) {
 	if s, ok := enc.(CommandSizer); ok {
 		size = s.CommandSize()
 	}
-	p := &proposal{ec: entryCommand{key: key, kind: enc.CommandKind(), trace: tp, cmd: enc, size: size}, done: done}
+	p := &proposal{at: time.Now(), ec: entryCommand{key: key, kind: enc.CommandKind(), trace: tp, cmd: enc, size: size}, done: done}
 	r.queue.Lock()
 	if r.queue.closed {
 		r.queue.Unlock()
@@ -501,7 +504,10 @@ func (r *Raft) batcher() {
 			for i, p := range props {
 				cmds[i] = p.ec
 			}
-			e := &pendingEntry{f: r.raft.Apply(encodeEntry(cmds), 0), props: props, answered: make(chan struct{})}
+			data := encodeEntry(cmds)
+			now := time.Now()
+			r.stats.proposed(props, len(data), now)
+			e := &pendingEntry{f: r.raft.Apply(data, 0), at: now, props: props, answered: make(chan struct{})}
 			go e.await()
 			r.inflight <- e
 		}
@@ -564,6 +570,7 @@ func (r *Raft) complete(e *pendingEntry) {
 		}
 	}
 	<-r.slots
+	r.stats.answeredNs.Add(int64(time.Since(e.at)))
 	if err != nil {
 		err = applyError(err)
 		for _, p := range e.props {
@@ -740,6 +747,9 @@ type Status struct {
 	LastContact string `json:"last_contact"`
 	Ready       bool   `json:"ready"`
 	Voters      []Peer `json:"voters"`
+	// Pipeline is where proposals' time went on this node since it
+	// started (pipestats.go).
+	Pipeline PipelineStats `json:"pipeline"`
 }
 
 // Status reports the node's raft state. nodes resolves voter addresses.
@@ -758,6 +768,7 @@ func (r *Raft) Status(nodes func(int32) (Peer, bool)) Status {
 		LastIndex:    r.raft.LastIndex(),
 		LastContact:  st["last_contact"],
 		Ready:        r.ready.Load(),
+		Pipeline:     r.stats.snapshot(),
 	}
 	for _, id := range r.Voters() {
 		p, ok := nodes(id)
