@@ -10,7 +10,8 @@ package protocol
 // acquired and MaxWaitMs > 0 the fetch waits for appends to its
 // partitions, and re-checks every shareRecheck for records other members
 // released or whose locks expired, until MinBytes are acquired or the wait
-// ends. A fetch with IsRenewAck only renews locks (no records), as Kafka.
+// ends. A fetch with IsRenewAck only acknowledges (RENEW keeps the locks)
+// and must ask for no records (INVALID_REQUEST otherwise), as Kafka's.
 // Epoch -1 applies the acknowledgements and closes the session.
 // MaxBytes, MaxRecords (500 when unset) and the connection's response
 // budget bound what is acquired; the first batch goes out whatever its
@@ -81,6 +82,10 @@ func (s *Server) shareFetch(r *Request) {
 	case member == "":
 		resp.ErrorCode = kerr.InvalidRequest.Code
 		resp.ErrorMessage = kmsg.StringPtr("Invalid member id in the request.")
+	case req.IsRenewAck && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0):
+		// As Kafka: a renewing fetch asks for no records.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.ErrorMessage = kmsg.StringPtr("a ShareFetch with IsRenewAck must have MaxBytes, MinBytes, MaxRecords and MaxWaitMs 0")
 	}
 	if resp.ErrorCode != 0 {
 		r.Respond(resp)

@@ -141,6 +141,24 @@ func TestShareFetchSessionsAndAcks(t *testing.T) {
 	renew := ack(5, 9, 4)
 	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 3, renew))
 	code(t, "renew without IsRenewAck", resp.Topics[0].Partitions[0].AcknowledgeErrorCode, kerr.InvalidRequest)
+	// A renewing fetch asks for no records, and gets none.
+	rf := shareFetchReq(2, id, 4, renew)
+	rf.IsRenewAck = true
+	resp = call[*kmsg.ShareFetchResponse](t, s, rf)
+	code(t, "renewing fetch asking for records", resp.ErrorCode, kerr.InvalidRequest)
+	rf.MaxRecords, rf.BatchSize, rf.MaxBytes = 0, 0, 0
+	f.mu.Lock()
+	f.calls = nil
+	f.mu.Unlock()
+	resp = call[*kmsg.ShareFetchResponse](t, s, rf)
+	code(t, "renewing fetch", resp.ErrorCode, nil)
+	code(t, "renew ack", resp.Topics[0].Partitions[0].AcknowledgeErrorCode, kerr.InvalidRecordState)
+	f.mu.Lock()
+	calls = f.calls
+	f.mu.Unlock()
+	if len(calls) != 1 || calls[0] != "ack" {
+		t.Fatalf("renewing fetch made calls %v, want one ack and no acquisition", calls)
+	}
 
 	// ShareAcknowledge: epoch 0 is refused; -1 closes the session and
 	// releases the member's records.
@@ -174,7 +192,7 @@ func TestShareFetchSessionsAndAcks(t *testing.T) {
 	if released != 1 {
 		t.Fatalf("released %d partitions on close, want 1", released)
 	}
-	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 4))
+	resp = call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, id, 6))
 	code(t, "fetch after close", resp.ErrorCode, kerr.ShareSessionNotFound)
 
 	// An id that names no topic.
