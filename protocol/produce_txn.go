@@ -78,8 +78,15 @@ func transactionalProducer(records []byte) txnProducer {
 // when they hold transactional batches of a transactional produce. done is
 // called once.
 func (s *Server) appendProduce(req *kmsg.ProduceRequest, topic string, part int32, p *partition.Partition, tr partition.Tracer, records []byte, done func(partition.ProduceResult)) {
+	if req.TransactionID == nil || s.txns == nil {
+		// Without a transactional id, untaggedTransactionalRecords has
+		// walked the batches already and found none transactional: the
+		// records are not walked a second time.
+		p.ProduceTraced(tr, records, req.Acks, done)
+		return
+	}
 	prod := transactionalProducer(records)
-	if req.TransactionID == nil || s.txns == nil || !prod.found {
+	if !prod.found {
 		p.ProduceTraced(tr, records, req.Acks, done)
 		return
 	}
