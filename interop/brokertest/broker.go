@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -30,11 +32,18 @@ func moduleRoot() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// binaryDirPrefix starts the name of the temp dir Binary builds into; the
+// building process's pid follows, then a dash.
+const binaryDirPrefix = "regent-bin-"
+
 // Binary builds ./cmd/regent once per test process and returns its path.
+// It first removes the builds of test processes that are gone without
+// calling RemoveBinary (killed, as go test's -timeout does).
 func Binary(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
-		dir, err := os.MkdirTemp("", "regent-bin-")
+		removeOrphanBinaries()
+		dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", binaryDirPrefix, os.Getpid()))
 		if err != nil {
 			build.err = err
 			return
@@ -59,6 +68,21 @@ func Binary(t testing.TB) string {
 func RemoveBinary() {
 	if build.path != "" {
 		_ = os.RemoveAll(filepath.Dir(build.path))
+	}
+}
+
+// removeOrphanBinaries deletes the build dirs of processes no longer
+// running. Dirs named without a pid (older builds) are left alone, as are
+// those of live processes (their pid may have been reused: kept).
+func removeOrphanBinaries() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), binaryDirPrefix+"*-*"))
+	for _, d := range dirs {
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), binaryDirPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(d)
 	}
 }
 

@@ -1,6 +1,7 @@
 package brokertest
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"runtime"
@@ -48,4 +49,11 @@ func StartProcess(cmd *exec.Cmd) error {
 		return fmt.Errorf("start %s: %w", cmd.Path, err)
 	}
 	return nil
+}
+
+// processAlive reports whether pid names a process (a zombie counts), as
+// far as signal 0 tells.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -130,4 +131,41 @@ func processGone(pid int) (bool, string) {
 	}
 	state := s[i+2 : i+3]
 	return state == "Z" || state == "X", "state " + state
+}
+
+// The builds of test processes that are gone are removed; those of live
+// processes, and dirs named without a pid, are kept.
+func TestRemoveOrphanBinaries(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command(self, "-test.run=^$")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dirs := map[string]bool{ // name: removed
+		fmt.Sprintf("%s%d-1", binaryDirPrefix, gone.Process.Pid):  true,
+		fmt.Sprintf("%s%d-2", binaryDirPrefix, os.Getpid()):       false,
+		fmt.Sprintf("%s%d-3", binaryDirPrefix, os.Getppid()):      false,
+		binaryDirPrefix + "123456789":                             false,
+		fmt.Sprintf("%sx%d-4", binaryDirPrefix, gone.Process.Pid): false,
+	}
+	for d := range dirs {
+		if err := os.MkdirAll(filepath.Join(tmp, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tmp, d, "regent"), []byte("x"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeOrphanBinaries()
+	for d, removed := range dirs {
+		_, err := os.Stat(filepath.Join(tmp, d))
+		if got := errors.Is(err, os.ErrNotExist); got != removed {
+			t.Errorf("%s: removed %v, want %v (stat: %v)", d, got, removed, err)
+		}
+	}
 }

@@ -15,3 +15,7 @@ func StartProcess(cmd *exec.Cmd) error {
 	}
 	return nil
 }
+
+// processAlive reports true: without Linux's parent-death signal, a gone
+// test process's brokers may still run its build.
+func processAlive(int) bool { return true }
