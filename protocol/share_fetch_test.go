@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/share"
 )
 
@@ -413,4 +414,48 @@ func TestShareConnClosed(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// TestShareVersionGatesShareGroups: with share.version finalized at 1 (a
+// new cluster) the share APIs are advertised and served; downgraded to 0
+// they are neither, and ShareFetch answers UNSUPPORTED_VERSION, as Kafka's
+// broker does.
+func TestShareVersionGatesShareGroups(t *testing.T) {
+	s := groupServer(t)
+	fs, err := features.Open(features.Options{DataDir: t.TempDir(), NodeID: 1, Logger: s.log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fs.Close() })
+	if err := fs.Init(); err != nil {
+		t.Fatal(err)
+	}
+	s.SetFeatures(fs)
+	s.SetShare(&fakeShare{}, nil)
+	advertised := func() bool {
+		for _, k := range call[*kmsg.ApiVersionsResponse](t, s, &kmsg.ApiVersionsRequest{Version: 2}).ApiKeys {
+			if k.ApiKey == 78 {
+				return true
+			}
+		}
+		return false
+	}
+	if !advertised() {
+		t.Fatal("ShareFetch not advertised at share.version 1")
+	}
+	done := make(chan error, 1)
+	fs.Update([]features.Update{{Feature: features.ShareVersion, Level: 0, Type: features.SafeDowngrade}}, func(err error) { done <- err })
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("downgrade not answered")
+	}
+	if advertised() {
+		t.Fatal("ShareFetch advertised at share.version 0")
+	}
+	resp := call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, s.topics.Get("t").ID, 0))
+	code(t, "fetch at share.version 0", resp.ErrorCode, kerr.UnsupportedVersion)
 }
