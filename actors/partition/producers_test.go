@@ -2,6 +2,7 @@ package partition
 
 import (
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -88,4 +89,28 @@ func TestProducerTableMatchesMap(t *testing.T) {
 	if tb.len() != 0 || len(tb.slab.chunks) != 0 || len(tb.slab.free) != 0 || len(tb.pages) != 0 {
 		t.Fatalf("emptied table holds %d entries, %d chunks, %d free, %d pages", tb.len(), len(tb.slab.chunks), len(tb.slab.free), len(tb.pages))
 	}
+}
+
+// TestFewProducersHoldLittle: a partition with a few producers holds one
+// block of entries, not a whole chunk (~180 KB each, which 24 partitions
+// of 4 idempotent producers paid before).
+func TestFewProducersHoldLittle(t *testing.T) {
+	const tables = 100
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tbs := make([]producerTable, tables)
+	for i := range tbs {
+		for pid := range int64(4) {
+			tbs[i].add(1000 + pid)
+		}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (int64(after.HeapAlloc) - int64(before.HeapAlloc)) / tables
+	t.Logf("%d B per table of 4 producers", per)
+	if per > 16<<10 {
+		t.Fatalf("a table of 4 producers holds %d B", per)
+	}
+	runtime.KeepAlive(tbs)
 }
