@@ -41,7 +41,8 @@ const maxEvictionRounds = 4
 //
 // Lock order: a goroutine holding a frameMu never waits for another (it
 // may TryLock one), and waits for one only holding none, so loops cannot
-// wait on each other.
+// wait on each other. (A TLS reader waits holding its own loop lock, which
+// nothing holding a frameMu takes.)
 func (s *Server) reserve(cs *connState, n int64) bool {
 	b := s.budgets.Request
 	for range maxEvictionRounds {
