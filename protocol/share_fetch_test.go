@@ -459,3 +459,77 @@ func TestShareVersionGatesShareGroups(t *testing.T) {
 	resp := call[*kmsg.ShareFetchResponse](t, s, shareFetchReq(2, s.topics.Get("t").ID, 0))
 	code(t, "fetch at share.version 0", resp.ErrorCode, kerr.UnsupportedVersion)
 }
+
+// TestShareOffsetAdmin: AlterShareGroupOffsets makes a missing share group
+// and sets start offsets through the share core; with a member it answers
+// NON_EMPTY_GROUP (as DeleteShareGroupOffsets does); a consumer group's id
+// is GROUP_ID_NOT_FOUND; unknown topics and partitions are refused per
+// entry; DescribeShareGroupOffsets answers the core's start offsets.
+func TestShareOffsetAdmin(t *testing.T) {
+	s := groupServer(t)
+	s.SetShare(&fakeShare{}, nil)
+
+	alter := func(group string, part int32, off int64, topic string) *kmsg.AlterShareGroupOffsetsResponse {
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = group
+		rt := kmsg.NewAlterShareGroupOffsetsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewAlterShareGroupOffsetsRequestTopicPartition()
+		rp.Partition, rp.StartOffset = part, off
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		return call[*kmsg.AlterShareGroupOffsetsResponse](t, s, req)
+	}
+	resp := alter("sg", 1, 5, "t")
+	code(t, "alter on a new group", resp.ErrorCode, nil)
+	code(t, "alter partition", resp.Topics[0].Partitions[0].ErrorCode, nil)
+	if resp.Topics[0].TopicID != s.topics.Get("t").ID {
+		t.Fatalf("alter topic id %x", resp.Topics[0].TopicID)
+	}
+	code(t, "alter unknown partition", alter("sg", 7, 5, "t").Topics[0].Partitions[0].ErrorCode, kerr.UnknownTopicOrPartition)
+	code(t, "alter unknown topic", alter("sg", 0, 5, "nope").Topics[0].Partitions[0].ErrorCode, kerr.UnknownTopicOrPartition)
+	code(t, "alter negative offset", alter("sg", 0, -2, "t").Topics[0].Partitions[0].ErrorCode, kerr.InvalidRequest)
+
+	dr := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+	dr.Version = 1 // with the lag
+	dg := kmsg.NewDescribeShareGroupOffsetsRequestGroup()
+	dg.GroupID = "sg"
+	dt := kmsg.NewDescribeShareGroupOffsetsRequestGroupTopic()
+	dt.Topic, dt.Partitions = "t", []int32{1, 9}
+	dg.Topics = append(dg.Topics, dt)
+	dr.Groups = append(dr.Groups, dg)
+	dresp := call[*kmsg.DescribeShareGroupOffsetsResponse](t, s, dr)
+	code(t, "describe", dresp.Groups[0].ErrorCode, nil)
+	got := map[int32]kmsg.DescribeShareGroupOffsetsResponseGroupTopicPartition{}
+	for _, p := range dresp.Groups[0].Topics[0].Partitions {
+		got[p.Partition] = p
+	}
+	if p := got[1]; p.StartOffset != 7 || p.Lag != 3 || p.ErrorCode != 0 {
+		t.Fatalf("describe partition 1: %+v", p)
+	}
+	code(t, "describe unknown partition", got[9].ErrorCode, kerr.UnknownTopicOrPartition)
+
+	// A member makes the group non-empty.
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version, hb.GroupID, hb.MemberID, hb.MemberEpoch, hb.SubscribedTopicNames = 1, "sg", "member-1", 0, []string{"t"}
+	code(t, "join", call[*kmsg.ShareGroupHeartbeatResponse](t, s, hb).ErrorCode, nil)
+	code(t, "alter with a member", alter("sg", 1, 5, "t").ErrorCode, kerr.NonEmptyGroup)
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID = "sg"
+	dtp := kmsg.NewDeleteShareGroupOffsetsRequestTopic()
+	dtp.Topic = "t"
+	del.Topics = append(del.Topics, dtp)
+	code(t, "delete with a member", call[*kmsg.DeleteShareGroupOffsetsResponse](t, s, del).ErrorCode, kerr.NonEmptyGroup)
+
+	// A consumer group's id is not a share group.
+	cg := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+	cg.Version, cg.Group, cg.MemberID, cg.MemberEpoch, cg.RebalanceTimeoutMillis, cg.SubscribedTopicNames = 1, "cg", "c-1", 0, 30000, []string{"t"}
+	cg.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	code(t, "consumer join", call[*kmsg.ConsumerGroupHeartbeatResponse](t, s, cg).ErrorCode, nil)
+	code(t, "alter a consumer group", alter("cg", 0, 1, "t").ErrorCode, kerr.GroupIDNotFound)
+	dg.GroupID = "cg"
+	dr.Groups[0] = dg
+	code(t, "describe a consumer group", call[*kmsg.DescribeShareGroupOffsetsResponse](t, s, dr).Groups[0].ErrorCode, kerr.GroupIDNotFound)
+	del.GroupID = "nope"
+	code(t, "delete offsets of no group", call[*kmsg.DeleteShareGroupOffsetsResponse](t, s, del).ErrorCode, kerr.GroupIDNotFound)
+}
