@@ -8,8 +8,10 @@ package protocol
 // session's partitions (share_sessions.go) and locked for the group's
 // share.record.lock.duration.ms (AcquisitionLockTimeoutMs). With nothing
 // acquired and MaxWaitMs > 0 the fetch waits for appends to its
-// partitions, and re-checks every shareRecheck for records other members
-// released or whose locks expired, until MinBytes are acquired or the wait
+// partitions and for records of its group released through this node
+// (acknowledged RELEASE, given back by a member that left, closed its
+// session or its connection), and looks again every shareRecheck for
+// records whose locks expired, until MinBytes are acquired or the wait
 // ends. A fetch with IsRenewAck only acknowledges (RENEW keeps the locks)
 // and must ask for no records (INVALID_REQUEST otherwise), as Kafka's.
 // Epoch -1 applies the acknowledgements and closes the session.
@@ -25,6 +27,7 @@ package protocol
 // NodeEndpoints, as Kafka points a client at the partition's leader.
 
 import (
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -42,9 +45,9 @@ const (
 	// shareDefaultMaxRecords is what a fetch without MaxRecords acquires
 	// at most (the Java client's max.poll.records default).
 	shareDefaultMaxRecords = 500
-	// shareRecheck paces a waiting fetch's look for records that became
-	// available without an append (released, rejected locks expired).
-	shareRecheck = 200 * time.Millisecond
+	// shareRecheck paces a waiting fetch's look for records whose locks
+	// expired (releases through this node wake it at once: shareWake).
+	shareRecheck = time.Second
 	// shareDefaultLockMs is the lock duration answered when no
 	// share-partition told one (Kafka's default).
 	shareDefaultLockMs = 30000
@@ -291,6 +294,9 @@ func (s *Server) shareApplyAcks(group, member string, items []*shareItem) {
 	}
 	done := make(chan struct{})
 	part := fanIn(len(pending), func() { close(done) })
+	if releases(pending) {
+		defer s.shareReleased(group)
+	}
 	for _, it := range pending {
 		k := share.Key{Group: group, Topic: it.part.topic, TopicID: it.part.topicID, Partition: it.part.partition}
 		core.Acknowledge(k, member, it.acks, func(code int16) {
@@ -299,6 +305,19 @@ func (s *Server) shareApplyAcks(group, member string, items []*shareItem) {
 		})
 	}
 	<-done
+}
+
+// releases reports whether any of the items' acknowledgements releases
+// records (RELEASE), which makes them available to other members.
+func releases(items []*shareItem) bool {
+	for _, it := range items {
+		for _, b := range it.acks {
+			if slices.Contains(b.Types, share.AckRelease) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // shareAcquireLoop acquires records for the fetched items until MinBytes
@@ -332,6 +351,9 @@ func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group
 		for _, p := range parked {
 			p.RemoveWaiter(waiter)
 		}
+		if waiter != nil {
+			s.share.released.remove(group, waiter)
+		}
 	}()
 	total, records := 0, int64(0)
 	start := 0 // rotates, so no partition is always served last
@@ -353,6 +375,7 @@ func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group
 			// Park first, then look again, so an append between the
 			// look and the park is not missed.
 			waiter = partition.NewWaiter()
+			s.share.released.add(group, waiter)
 			for _, it := range fetchable {
 				if p := s.topics.Partition(it.part.topic, it.part.partition); p != nil {
 					p.AddWaiter(waiter)

@@ -8,10 +8,12 @@ package protocol
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/regent-broker/regent/actors/features"
+	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/share"
 )
 
@@ -33,6 +35,9 @@ type ShareCore interface {
 type shareState struct {
 	core     ShareCore
 	sessions *shareSessions
+	// released wakes the group's waiting fetches when records of theirs
+	// may have become available through this node (shareReleased).
+	released shareWake
 	// config gives a group's share configs in force (nil: Kafka's
 	// defaults); AcquisitionLockTimeoutMs answers its lock duration.
 	config func(group string) share.Config
@@ -47,7 +52,64 @@ func (s *Server) SetShare(core ShareCore, config func(group string) share.Config
 		s.share = nil
 		return
 	}
-	s.share = &shareState{core: core, sessions: newShareSessions(defaultMaxShareSessions), config: config}
+	st := &shareState{core: core, sessions: newShareSessions(defaultMaxShareSessions), config: config}
+	st.released.mu.m = map[string]map[*partition.Waiter]struct{}{}
+	s.share = st
+}
+
+// shareWake parks waiting ShareFetches by group, to be woken when records
+// of the group may have become available without an append: released,
+// rejected or given back by a departed member through this node. Lock
+// expiries are not told here (the share-partition's timer); waiting
+// fetches look again every shareRecheck for those. Safe from any
+// goroutine.
+type shareWake struct {
+	mu struct {
+		sync.Mutex
+		m map[string]map[*partition.Waiter]struct{}
+	}
+}
+
+func (w *shareWake) add(group string, wt *partition.Waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ws := w.mu.m[group]
+	if ws == nil {
+		ws = map[*partition.Waiter]struct{}{}
+		w.mu.m[group] = ws
+	}
+	ws[wt] = struct{}{}
+}
+
+func (w *shareWake) remove(group string, wt *partition.Waiter) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ws := w.mu.m[group]; ws != nil {
+		delete(ws, wt)
+		if len(ws) == 0 {
+			delete(w.mu.m, group)
+		}
+	}
+}
+
+// wake signals the group's waiting fetches; it never blocks.
+func (w *shareWake) wake(group string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for wt := range w.mu.m[group] {
+		select {
+		case wt.C <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// shareReleased tells group's waiting fetches that records may be
+// available again.
+func (s *Server) shareReleased(group string) {
+	if st := s.share; st != nil {
+		st.released.wake(group)
+	}
 }
 
 // shareLockMs is group's acquisition lock duration in milliseconds.
@@ -91,6 +153,7 @@ func (s *Server) ShareMemberLeft(group, member string) {
 	}
 	st.sessions.closeMember(group, member)
 	st.core.ReleaseGroupMember(group, member, func(code int16) {
+		s.shareReleased(group)
 		if code != 0 {
 			s.log.Warn("share: releasing a departed member's records failed", "group", group, "member", member, "error", kerr.ErrorForCode(code))
 		}
@@ -130,6 +193,7 @@ func (s *Server) releaseParts(group, member string, parts []sharePart) {
 		}
 		k := share.Key{Group: group, Topic: p.topic, TopicID: p.topicID, Partition: p.partition}
 		st.core.ReleaseMember(k, member, func(code int16) {
+			s.shareReleased(group)
 			if code != 0 && code != kerr.UnknownTopicOrPartition.Code {
 				s.log.Warn("share: releasing a member's records failed", slog.String("group", group), slog.String("member", member),
 					slog.String("topic", k.Topic), slog.Int("partition", int(k.Partition)), slog.Any("error", kerr.ErrorForCode(code)))

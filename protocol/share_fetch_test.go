@@ -202,9 +202,8 @@ func TestShareFetchSessionsAndAcks(t *testing.T) {
 }
 
 // TestShareFetchLongPoll: a fetch that finds nothing waits, and answers
-// once the share-partition has records again (as after another member's
-// release) well before its MaxWaitMs; with nothing, it answers empty at
-// MaxWaitMs.
+// as soon as another member's release makes records available, well
+// before its MaxWaitMs; with nothing, it answers empty at MaxWaitMs.
 func TestShareFetchLongPoll(t *testing.T) {
 	s := groupServer(t)
 	f := &fakeShare{}
@@ -222,20 +221,26 @@ func TestShareFetchLongPoll(t *testing.T) {
 		t.Fatalf("empty long poll: %+v", resp)
 	}
 
+	f.mu.Lock()
+	base := f.acquires
+	f.mu.Unlock()
 	req = shareFetchReq(2, id, 1)
 	req.MaxWaitMillis = 20000
 	done := make(chan *kmsg.ShareFetchResponse, 1)
 	go func() { done <- call[*kmsg.ShareFetchResponse](t, s, req) }()
-	// Once the fetch has looked (and found nothing), records appear.
+	// Once the fetch has looked twice (before and after parking) and
+	// found nothing, another member leaves: its records come back, and
+	// the release wakes the waiting fetch at once, not at its next
+	// recheck.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		f.mu.Lock()
-		n := f.acquires
-		if n >= 3 {
+		n := f.acquires - base
+		if n >= 2 {
 			f.avail = []share.AcquiredRange{{First: 3, Last: 4, DeliveryCount: 2}}
 		}
 		f.mu.Unlock()
-		if n >= 3 {
+		if n >= 2 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -247,10 +252,15 @@ func TestShareFetchLongPoll(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	released := time.Now()
+	s.ShareMemberLeft("g", "another-member")
 	select {
 	case resp = <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiting fetch did not pick the records up")
+	}
+	if el := time.Since(released); el >= shareRecheck {
+		t.Fatalf("picked up %v after the release: the release did not wake the fetch", el)
 	}
 	got := resp.Topics[0].Partitions[0].AcquiredRecords
 	if len(got) != 1 || got[0].FirstOffset != 3 || got[0].DeliveryCount != 2 {
