@@ -62,20 +62,36 @@ func TestShareGroupsTool(t *testing.T) {
 	lib := kafkaLib(t)
 	b := brokertest.Start(t, "--broker-config", shareBrokerConfig)
 	requireShareGroups(t, b.Addr)
-	shareGroupsTool(t, lib, b.Addr, "share-tools")
+	shareGroupsTool(t, lib, b.Addr, "share-tools", 1)
+}
+
+// TestClusterShareGroupsTool is TestShareGroupsTool against a 3-node
+// cluster, every client and tool bootstrapped from a follower: the share
+// APIs are served or forwarded wherever a client sends them.
+func TestClusterShareGroupsTool(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: not in -short")
+	}
+	lib := kafkaLib(t)
+	c := brokertest.StartCluster(t, 3, "--broker-config", shareBrokerConfig)
+	leader := c.WaitLeader(t, time.Minute)
+	requireShareGroups(t, c.Seeds()[0])
+	follower := c.Node(followerOf(c, leader))
+	shareGroupsTool(t, lib, follower.Addr, "share-tools-cluster", 3)
 }
 
 // shareGroupsTool runs TestShareGroupsTool against the broker at addr
-// with a topic and group named after name.
-func shareGroupsTool(t *testing.T, lib, addr, name string) {
+// with a topic (replication factor rf) and group named after name.
+func shareGroupsTool(t *testing.T, lib, addr, name string, rf int16) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	topic, group := name, name+"-group"
 	const n = 100
 	adm := newAdmin(t, addr)
-	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
+	testwait.For(t, "topic created", time.Minute, func() bool {
+		r, err := adm.CreateTopic(ctx, 2, rf, nil, topic)
+		return err == nil && r.Err == nil
+	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
