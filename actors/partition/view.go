@@ -1,5 +1,11 @@
 package partition
 
+import (
+	"sort"
+
+	"github.com/regent-broker/regent/storage"
+)
+
 // ReadView is what a fetch needs of a partition's state — high watermark,
 // last stable offset and aborted transactions — as of one moment. The
 // actor publishes a new one, whole, after each change; readers take one
@@ -46,4 +52,41 @@ func (v *ReadView) AbortedIn(from, to int64) []AbortedTxn {
 // parked fetches are not woken for nothing).
 func (v *ReadView) sameAs(w *ReadView) bool {
 	return v.HighWatermark == w.HighWatermark && v.LastStable == w.LastStable && v.abortedGen == w.abortedGen
+}
+
+// AbortedInRead is AbortedIn for a read of the log made after v was
+// taken, holding every batch in [from, to): has reports whether the read
+// holds a batch at an offset. It leaves out the transactions whose ABORT
+// marker lies in [from, to) but not in the read.
+//
+// Why: the cleaner drops an aborted transaction from the state's list in
+// one pass and its marker in a later one (storage/compact_txn.go), and a
+// fetch's read may come after both while its view is from before them.
+// Handed such an entry, Kafka's consumer skips the producer's
+// transactional batches until an ABORT marker that is gone, so the
+// producer's later committed transactions would be lost to it. Leaving
+// the entry out is exact: its marker was listed, so it was dropped, which
+// happens only after a pass removed every record of the transaction; the
+// read holds none of them. The other way round cannot happen: a
+// transaction leaves the list only after its records are gone, so a read
+// after the view never holds aborted records its view does not list.
+func (v *ReadView) AbortedInRead(from, to int64, has func(offset int64) bool) []AbortedTxn {
+	all := v.aborted.in(from, to)
+	out := all[:0]
+	for _, t := range all {
+		if t.LastOffset < to && !has(t.LastOffset) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// SpansHold returns AbortedInRead's has for a read of the batches spans
+// (in offset order).
+func SpansHold(spans []storage.BatchSpan) func(offset int64) bool {
+	return func(off int64) bool {
+		i := sort.Search(len(spans), func(i int) bool { return spans[i].LastOffset >= off })
+		return i < len(spans) && spans[i].BaseOffset <= off
+	}
 }
