@@ -88,6 +88,10 @@ func newRaftTransport(o RaftOptions, adv net.Addr, snaps *snapStore, log *slog.L
 	snaps.setFetch(o.Self.Raft, o.StateDir, nil)
 	mux := newMuxStream(inner, log, snaps.server.serve)
 	snaps.dialFetch = mux.dialFetch
+	// MaxRPCsInFlight stays raft's 2: a follower stores one AppendEntries
+	// at a time (one fsync each), so more in flight only queue there; 8
+	// measured no different (1 KiB acks=all produce, 3 alternating runs on
+	// the loaded VM: 19, 36, 32 MB/s with 2, 26, 30, 29 with 8).
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: mux, MaxPool: 4, Timeout: raftIOTimeout, Logger: hlog})
 	// Followers pull a snapshot's files inside the InstallSnapshot RPC:
 	// its deadline follows the data, through the pad (installDeadline).
