@@ -553,7 +553,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 					break
 				}
 				if readCommitted {
-					rp.AbortedTransactions = abortedIn(view, it.offset, end)
+					rp.AbortedTransactions = abortedIn(view, it.offset, end, partition.SpansHold(fr.Batches()))
 				}
 				if files == nil {
 					files = make([]*storage.FileRange, len(items))
@@ -583,7 +583,7 @@ func setRecords(rp *kmsg.FetchResponseTopicPartition, b []byte, hw, limit int64,
 		var end int64
 		b, end = trimToOffset(b, limit)
 		if len(b) > 0 {
-			rp.AbortedTransactions = abortedIn(view, from, end)
+			rp.AbortedTransactions = abortedIn(view, from, end, batchesHold(b))
 		}
 	}
 	rp.RecordBatches = b
@@ -591,13 +591,37 @@ func setRecords(rp *kmsg.FetchResponseTopicPartition, b []byte, hw, limit int64,
 }
 
 // abortedIn lists the aborted transactions of [from, end) in view, as the
-// response carries them (nil: none).
-func abortedIn(view *partition.ReadView, from, end int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+// response carries them (nil: none). has tells which offsets the read
+// holds: the view was taken before the read, and a compaction pass in
+// between may have dropped the ABORT marker of a transaction the view
+// lists (see partition.ReadView.AbortedInRead).
+func abortedIn(view *partition.ReadView, from, end int64, has func(int64) bool) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
 	var out []kmsg.FetchResponseTopicPartitionAbortedTransaction
-	for _, a := range view.AbortedIn(from, end) {
+	for _, a := range view.AbortedInRead(from, end, has) {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 		out = append(out, at)
 	}
 	return out
+}
+
+// batchesHold returns abortedIn's has for the whole batches of b (the
+// batch headers are walked only if it is asked).
+func batchesHold(b []byte) func(int64) bool {
+	var hold func(int64) bool
+	return func(off int64) bool {
+		if hold == nil {
+			var spans []storage.BatchSpan
+			for pos := 0; pos+recordbatch.HeaderSize <= len(b); {
+				h, err := recordbatch.ParseHeader(b[pos:])
+				if err != nil || pos+h.TotalSize() > len(b) {
+					break
+				}
+				pos += h.TotalSize()
+				spans = append(spans, storage.BatchSpan{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), End: int64(pos)})
+			}
+			hold = partition.SpansHold(spans)
+		}
+		return hold(off)
+	}
 }
