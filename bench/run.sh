@@ -436,12 +436,14 @@ run_regent_cluster() {
     peers+="${peers:+,}$i=127.0.0.1:$kp/127.0.0.1:$rp/127.0.0.1:$ap"
     bs+="${bs:+,}127.0.0.1:$kp"
   done
+  # A plaintext admin endpoint needs the cluster secret (the same on every node).
+  "$regent_bin" cluster secret >"$dir/cluster.secret"
   for ((i = 1; i <= regent_nodes; i++)); do
     mkdir -p "$dir/data$i"
     # shellcheck disable=SC2086 # REGENT_ARGS is a list of flags
     "$regent_bin" --node-id "$i" --listen "127.0.0.1:${kports[i]}" --raft-listen "127.0.0.1:${rports[i]}" \
       --admin-listen "127.0.0.1:${aports[i]}" --peers "$peers" --data "$dir/data$i" \
-      --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$dir/regent$i.log" 2>&1 &
+      --cluster-secret-file "$dir/cluster.secret" --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$dir/regent$i.log" 2>&1 &
     pids[i]=$!
   done
   cluster_pids=("${pids[@]}")

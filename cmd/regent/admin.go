@@ -28,6 +28,8 @@ import (
 //	POST   /kafka/forward         a follower's admin request (admin_forward.go)
 //
 // Membership changes run on the leader; other nodes forward them there.
+// Every POST and DELETE passes auth.guard: signed with the cluster secret
+// when one is set (admin_auth.go), and of bounded size.
 type adminServer struct {
 	repl   *cluster.Raft
 	nodes  *cluster.Nodes
@@ -37,18 +39,22 @@ type adminServer struct {
 	// node's certificate when cluster links are over mutual TLS.
 	client *http.Client
 	scheme string
+	// auth signs this node's requests to other nodes' endpoints and
+	// verifies the ones it serves; nil without a cluster secret.
+	auth *linkAuth
 }
 
 // startAdmin serves the admin endpoint on addr; with linkCerts (non-nil) over
 // TLS that requires a client certificate of the cluster CA, so only
-// nodes and holders of a cluster certificate may read or change it.
-func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, linkCerts *certs.Store, logger *slog.Logger) (*adminServer, error) {
-	a := &adminServer{repl: repl, nodes: nodes, logger: logger.With("component", "admin")}
+// nodes and holders of a cluster certificate may read or change it; with
+// auth (non-nil) changes must be signed with the cluster secret.
+func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, linkCerts *certs.Store, auth *linkAuth, logger *slog.Logger) (*adminServer, error) {
+	a := &adminServer{repl: repl, nodes: nodes, auth: auth, logger: logger.With("component", "admin")}
 	a.client, a.scheme = adminHTTP(linkCerts, 60*time.Second)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cluster/status", a.status)
-	mux.HandleFunc("POST /cluster/voters", a.addVoter)
-	mux.HandleFunc("DELETE /cluster/voters/{id}", a.removeVoter)
+	mux.HandleFunc("POST /cluster/voters", a.auth.guard(maxMembershipBytes, a.logger, a.addVoter))
+	mux.HandleFunc("DELETE /cluster/voters/{id}", a.auth.guard(maxMembershipBytes, a.logger, a.removeVoter))
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin listen %s: %w", addr, err)
@@ -72,6 +78,9 @@ func (a *adminServer) close() {
 	defer cancel()
 	_ = a.srv.Shutdown(ctx)
 }
+
+// maxMembershipBytes bounds a membership change's body (one cluster.Peer).
+const maxMembershipBytes = 1 << 16
 
 func (a *adminServer) status(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, a.repl.Status(a.nodes.Get))
@@ -99,6 +108,7 @@ func (a *adminServer) forward(w http.ResponseWriter, r *http.Request, body []byt
 	}
 	req.Header.Set("X-Regent-Forwarded", "1")
 	req.Header.Set("Content-Type", "application/json")
+	a.auth.sign(req, body)
 	resp, err := a.client.Do(req)
 	if err != nil {
 		writeJSON(w, http.StatusBadGateway, map[string]string{"error": fmt.Sprintf("forward to leader %d: %v", leader.ID, err)})
@@ -112,7 +122,7 @@ func (a *adminServer) forward(w http.ResponseWriter, r *http.Request, body []byt
 }
 
 func (a *adminServer) addVoter(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<16))
+	body, err := io.ReadAll(r.Body) // bounded by guard
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return

@@ -26,19 +26,28 @@ const stateIndexHeader = "X-Regent-State-Index"
 // serveForwarding adds POST /kafka/forward to the admin endpoint and makes
 // srv forward a follower's changes to replicated metadata there on the
 // leader (protocol/forward.go). The hop is the endpoint's own: a.client,
-// over mutual TLS with the cluster CA when cluster links are, so only
-// nodes (and holders of a cluster certificate) can forward, and the
-// principal a forward carries is as trusted as the membership changes the
-// endpoint already accepts. The leader authorizes that principal.
+// over mutual TLS with the cluster CA when cluster links are, and signed
+// with the cluster secret when one is set (admin_auth.go), so only nodes
+// (and holders of a cluster certificate or the secret) can forward, and
+// the principal a forward carries is as trusted as the membership changes
+// the endpoint accepts. The leader authorizes that principal. With
+// neither (Config.Validate refuses that) nothing is forwarded: followers
+// answer NOT_CONTROLLER.
 func (a *adminServer) serveForwarding(srv *protocol.Server) {
 	mux, ok := a.srv.Handler.(*http.ServeMux)
 	if !ok {
 		a.logger.Error("admin endpoint has no mux: admin requests on followers answer NOT_CONTROLLER")
 		return
 	}
-	mux.HandleFunc("POST /kafka/forward", func(w http.ResponseWriter, r *http.Request) {
+	if a.scheme == "http://" && a.auth == nil {
+		// The endpoint could not tell a node from anyone else who
+		// reaches it, and a forward names its principal.
+		a.logger.Error("admin requests are not forwarded (followers answer NOT_CONTROLLER): the admin endpoint is plaintext and no --cluster-secret-file is set")
+		return
+	}
+	mux.HandleFunc("POST /kafka/forward", a.auth.guard(maxForwardBytes, a.logger, func(w http.ResponseWriter, r *http.Request) {
 		var fr protocol.ForwardedRequest
-		if err := json.NewDecoder(io.LimitReader(r.Body, maxForwardBytes)).Decode(&fr); err != nil {
+		if err := json.NewDecoder(r.Body).Decode(&fr); err != nil { // bounded by guard
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "forwarded request: " + err.Error()})
 			return
 		}
@@ -55,16 +64,11 @@ func (a *adminServer) serveForwarding(srv *protocol.Server) {
 			w.Header().Set(stateIndexHeader, strconv.FormatUint(index, 10))
 			_, _ = w.Write(body)
 		}
-	})
+	}))
 	client := forwardClient(a.client)
 	srv.SetForwarder(func(ctx context.Context, leader int32, fr protocol.ForwardedRequest) ([]byte, uint64, error) {
 		return a.forwardKafka(ctx, client, leader, fr)
 	})
-	if a.scheme == "http://" {
-		// Without cluster TLS the endpoint cannot tell a node from anyone
-		// else who reaches it, and a forward names its principal.
-		a.logger.Warn("admin requests are forwarded over plaintext HTTP with the client's principal: keep the admin port private to the nodes, or set --cluster-tls-cert/-key/-ca")
-	}
 }
 
 // forwardClient is base (the admin endpoint's client, with its TLS) on a
@@ -101,6 +105,7 @@ func (a *adminServer) forwardKafka(ctx context.Context, client *http.Client, lea
 		return nil, 0, fmt.Errorf("%w: %v", protocol.ErrForwardRefused, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	a.auth.sign(req, raw)
 	resp, err := client.Do(req)
 	if err != nil {
 		var op *net.OpError
@@ -121,9 +126,13 @@ func (a *adminServer) forwardKafka(ctx context.Context, client *http.Client, lea
 		return body, index, nil
 	case http.StatusServiceUnavailable:
 		return nil, 0, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRetry, leader, bytes.TrimSpace(body))
-	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge:
 		// Refused, or a node that does not serve forwards.
 		return nil, 0, fmt.Errorf("%w: leader %d: %s", protocol.ErrForwardRefused, leader, bytes.TrimSpace(body))
+	case http.StatusUnauthorized:
+		// Refused before it was served: the nodes' cluster secrets
+		// differ, or their clocks.
+		return nil, 0, fmt.Errorf("%w: leader %d refused this node's signature (do the nodes share one --cluster-secret-file, and clocks within %v?): %s", protocol.ErrForwardRefused, leader, linkSkew, bytes.TrimSpace(body))
 	}
 	return nil, 0, fmt.Errorf("forward to leader %d: %s: %s", leader, resp.Status, bytes.TrimSpace(body))
 }

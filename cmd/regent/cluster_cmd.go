@@ -14,19 +14,29 @@ import (
 )
 
 // clusterCommand runs `regent cluster status|add-voter|remove-voter`
-// against a node's admin endpoint and returns the exit status.
+// against a node's admin endpoint, or `regent cluster secret`, and returns
+// the exit status.
 func clusterCommand(args []string, stdout, stderr io.Writer) int {
 	usage := func() int {
 		fmt.Fprintln(stderr, `usage:
   regent cluster status       --admin host:port
   regent cluster add-voter    --admin host:port --id N --kafka host:port --raft host:port [--node-admin host:port]
   regent cluster remove-voter --admin host:port --id N
+  regent cluster secret       print a new random cluster secret (for --cluster-secret-file)
 with cluster links over mutual TLS, add --tls-cert F --tls-key F --tls-ca F
-(a certificate the cluster CA signed)`)
+(a certificate the cluster CA signed); with a cluster secret, add
+--secret-file F (the nodes' --cluster-secret-file) to add-voter and remove-voter`)
 		return 2
 	}
 	if len(args) == 0 {
 		return usage()
+	}
+	if args[0] == "secret" {
+		if len(args) != 1 {
+			return usage()
+		}
+		fmt.Fprintln(stdout, newSecret())
+		return 0
 	}
 	fs := flag.NewFlagSet("regent cluster "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -38,6 +48,7 @@ with cluster links over mutual TLS, add --tls-cert F --tls-key F --tls-ca F
 	tlsCert := fs.String("tls-cert", "", "PEM certificate signed by the cluster CA, for an admin endpoint on mutual TLS")
 	tlsKey := fs.String("tls-key", "", "PEM private key of --tls-cert")
 	tlsCA := fs.String("tls-ca", "", "PEM cluster CA bundle the endpoint's certificate must chain to")
+	secretFile := fs.String("secret-file", "", "the cluster secret file (the nodes' --cluster-secret-file), to sign membership changes")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
@@ -53,8 +64,17 @@ with cluster links over mutual TLS, add --tls-cert F --tls-key F --tls-ca F
 			return 1
 		}
 	}
+	var auth *linkAuth
+	if *secretFile != "" {
+		var err error
+		if auth, err = readSecretFile(*secretFile); err != nil {
+			fmt.Fprintln(stderr, "regent cluster:", err)
+			return 1
+		}
+	}
 	client, scheme := adminHTTP(linkCerts, 60*time.Second)
 	var req *http.Request
+	var body []byte
 	var err error
 	switch args[0] {
 	case "status":
@@ -63,7 +83,7 @@ with cluster links over mutual TLS, add --tls-cert F --tls-key F --tls-ca F
 		if *id <= 0 || *kafka == "" || *raftAddr == "" {
 			return usage()
 		}
-		body, _ := json.Marshal(cluster.Peer{ID: int32(*id), Kafka: *kafka, Raft: *raftAddr, Admin: *nodeAdmin})
+		body, _ = json.Marshal(cluster.Peer{ID: int32(*id), Kafka: *kafka, Raft: *raftAddr, Admin: *nodeAdmin})
 		req, err = http.NewRequest(http.MethodPost, scheme+*admin+"/cluster/voters", bytes.NewReader(body))
 	case "remove-voter":
 		if *id <= 0 {
@@ -76,6 +96,9 @@ with cluster links over mutual TLS, add --tls-cert F --tls-key F --tls-ca F
 	if err != nil {
 		fmt.Fprintln(stderr, "regent cluster:", err)
 		return 1
+	}
+	if req.Method != http.MethodGet {
+		auth.sign(req, body)
 	}
 	resp, err := client.Do(req)
 	if err != nil {

@@ -70,6 +70,10 @@ type Config struct {
 	TLSCert, TLSKey, TLSClientCA                string
 	TLSClientAuth                               string // none, requested, required
 	ClusterTLSCert, ClusterTLSKey, ClusterTLSCA string
+	// ClusterSecretFile holds the secret every node signs its admin
+	// requests with (admin_auth.go); a cluster node with an admin
+	// endpoint needs it or the ClusterTLS files.
+	ClusterSecretFile string
 
 	// Telemetry, all off by default.
 	OtelExporter    string  // none, otlp-grpc, otlp-http, stdout
@@ -233,6 +237,14 @@ func (c Config) Validate() error {
 		if _, _, err := splitHostPort(c.AdminListen); err != nil {
 			return fmt.Errorf("--admin-listen %q: %w", c.AdminListen, err)
 		}
+	}
+	if c.ClusterSecretFile != "" && !c.Clustered() {
+		return errors.New("--cluster-secret-file is for cluster links: set --raft-listen too")
+	}
+	if c.Clustered() && c.AdminListen != "" && c.ClusterTLSCert == "" && c.ClusterSecretFile == "" {
+		// Plaintext and unauthenticated, the endpoint would let anyone
+		// who reaches it change the membership or act as any principal.
+		return errors.New("--admin-listen over plaintext cluster links needs --cluster-secret-file (make one with 'regent cluster secret'; the same file on every node) or --cluster-tls-cert/-key/-ca")
 	}
 	return nil
 }

@@ -97,6 +97,7 @@ var validEnv = map[string]string{
 	"cluster-tls-cert":          "/etc/regent/node.pem",
 	"cluster-tls-key":           "/etc/regent/node-key.pem",
 	"cluster-tls-ca":            "/etc/regent/cluster-ca.pem",
+	"cluster-secret-file":       "/etc/regent/cluster.secret",
 
 	"sasl-oauthbearer-unsecured":      "true",
 	"sasl-oauthbearer-sub-claim":      "client_id",

@@ -57,8 +57,10 @@ Usage:
                                 regent cluster status --admin host:port
                                 regent cluster add-voter --admin host:port --id N --kafka host:port --raft host:port [--node-admin host:port]
                                 regent cluster remove-voter --admin host:port --id N
+                                regent cluster secret (a new --cluster-secret-file's content)
                               (admin endpoints on mutual TLS: add --tls-cert F
-                              --tls-key F --tls-ca F, a cluster CA's certificate)
+                              --tls-key F --tls-ca F, a cluster CA's certificate;
+                              with a cluster secret: add --secret-file F)
   regent users add NAME --mechanism SCRAM-SHA-512 --password-file F --data DIR
                               a SCRAM user in a stopped single node's store
   regent version              print the version and commit

@@ -107,6 +107,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	raftTLS, raftDialTLS := clusterTLS(clusterCerts)
+	// The admin endpoint's signing key (nil: mutual TLS alone).
+	var linkSecret *linkAuth
+	if cfg.ClusterSecretFile != "" {
+		if linkSecret, err = readSecretFile(cfg.ClusterSecretFile); err != nil {
+			return err
+		}
+	}
 
 	// The replicator: a Local one, or raft. In cluster mode the broker
 	// state lives in data/state; at start raft restores its latest snapshot
@@ -299,7 +306,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		})
 		raftRepl.Start()
 		if cfg.AdminListen != "" {
-			if admin, err = startAdmin(cfg.AdminListen, raftRepl, nodes, clusterCerts, logger); err != nil {
+			if admin, err = startAdmin(cfg.AdminListen, raftRepl, nodes, clusterCerts, linkSecret, logger); err != nil {
 				return err
 			}
 			defer admin.close()

@@ -3,6 +3,8 @@ package brokertest
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,6 +117,9 @@ type Cluster struct {
 	t     testing.TB
 	extra []string
 	cli   []string // appended to every `regent cluster` command (TLS flags)
+	// secretFile is the nodes' --cluster-secret-file ("" when extra
+	// gave cluster TLS and no secret).
+	secretFile string
 	// listeners are the extra listeners' names every node gets (e.g.
 	// SASL_PLAINTEXT), each on its own port beside the PLAINTEXT Addr.
 	listeners []string
@@ -165,6 +170,7 @@ func startCluster(t testing.TB, n int, listeners, extra []string) *Cluster {
 	// dead, not while one still writes there ("directory not empty").
 	_ = t.TempDir()
 	t.Cleanup(c.shutdown)
+	c.useSecret()
 	per := 3 + len(listeners)
 	ports := freePorts(t, per*n)
 	var nodes []*Node
@@ -196,6 +202,30 @@ func startCluster(t testing.TB, n int, listeners, extra []string) *Cluster {
 	c.WaitLeader(t, leaderTimeout)
 	return c
 }
+
+// useSecret gives the nodes a cluster secret unless extra has one or
+// cluster TLS: a node refuses a plaintext admin endpoint without one.
+// `regent cluster` commands sign with it.
+func (c *Cluster) useSecret() {
+	if i := slices.Index(c.extra, "--cluster-secret-file"); i >= 0 && i+1 < len(c.extra) {
+		c.secretFile = c.extra[i+1]
+	} else if !slices.Contains(c.extra, "--cluster-tls-cert") {
+		var b [32]byte
+		_, _ = crand.Read(b[:])
+		c.secretFile = filepath.Join(c.t.TempDir(), "cluster.secret")
+		if err := os.WriteFile(c.secretFile, []byte(hex.EncodeToString(b[:])+"\n"), 0o600); err != nil {
+			c.t.Fatalf("cluster secret: %v", err)
+		}
+		c.extra = append(slices.Clip(c.extra), "--cluster-secret-file", c.secretFile)
+	}
+	if c.secretFile != "" {
+		c.cli = append(c.cli, "--secret-file", c.secretFile)
+	}
+}
+
+// SecretFile is the file holding the nodes' cluster secret ("" when the
+// cluster has TLS links and no secret).
+func (c *Cluster) SecretFile() string { return c.secretFile }
 
 // newNode takes ports for Kafka, raft, admin and then one per extra
 // listener.
