@@ -37,14 +37,19 @@ func (l *shareLedger) prefixed(prefix string) int {
 func TestShareIsolationLevel(t *testing.T) {
 	b := brokertest.Start(t, "--broker-config", shareBrokerConfig)
 	requireShareGroups(t, b.Addr)
+	shareIsolationLevel(t, b.Addr, "share-isolation")
+}
+
+// shareIsolationLevel runs TestShareIsolationLevel against the broker at
+// addr with a topic, groups and transactional id named after topic.
+func shareIsolationLevel(t *testing.T, addr, topic string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	const topic = "share-isolation"
-	cl := newClient(t, kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic))
+	cl := newClient(t, kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
-	txn := newClient(t, kgo.SeedBrokers(b.Addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID("share-isolation-txn"))
+	txn := newClient(t, kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic), kgo.TransactionalID(topic+"-txn"))
 	produce := func(p *kgo.Client, prefix string, from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
@@ -77,7 +82,7 @@ func TestShareIsolationLevel(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for _, level := range []string{"read_committed", "read_uncommitted"} {
-		group := "share-isolation-" + level
+		group := topic + "-" + level
 		setShareGroupConfigs(t, ctx, cl, group, map[string]string{
 			"share.auto.offset.reset": "earliest",
 			"share.isolation.level":   level,
@@ -87,7 +92,7 @@ func TestShareIsolationLevel(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := kgoShareMember(ctx, []string{b.Addr}, group, topic, level, l, stop); err != nil {
+			if err := kgoShareMember(ctx, []string{addr}, group, topic, level, l, stop); err != nil {
 				t.Errorf("%s member: %v", level, err)
 			}
 		}()
