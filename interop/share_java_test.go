@@ -44,27 +44,49 @@ func TestShareJavaMembersKill9(t *testing.T) {
 	lib := kafkaLib(t)
 	b := brokertest.Start(t, "--broker-config", shareBrokerConfig)
 	requireShareGroups(t, b.Addr)
-	shareJavaMembersKill9(t, lib, b.Addr, "share-java")
+	shareJavaMembersKill9(t, lib, b.Addr, "share-java", 1, nil)
 }
 
-// shareJavaMembersKill9 runs TestShareJavaMembersKill9 against the broker
-// at addr (Regent's, or to check the test itself, Kafka's) with a topic and
-// group named after name.
-func shareJavaMembersKill9(t *testing.T, lib, addr, name string) {
+// TestClusterShareJavaMembersKill9 is TestShareJavaMembersKill9 on a
+// 3-node cluster where the raft leader is killed with SIGKILL together
+// with the member: the members carry on against the new leader, and the
+// acknowledged state they left on the old one holds.
+func TestClusterShareJavaMembersKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: not in -short")
+	}
+	lib := kafkaLib(t)
+	c := brokertest.StartCluster(t, 3, "--broker-config", shareBrokerConfig)
+	c.WaitLeader(t, time.Minute)
+	requireShareGroups(t, c.Seeds()[0])
+	shareJavaMembersKill9(t, lib, strings.Join(c.Seeds(), ","), "share-java-cluster", 3, func() {
+		leader := c.LeaderID(t)
+		c.Kill(leader)
+		t.Logf("killed the leader, node %d; node %d leads", leader, c.WaitLeader(t, time.Minute))
+	})
+}
+
+// shareJavaMembersKill9 runs TestShareJavaMembersKill9 against the brokers
+// at addr (comma-separated; Regent's, or to check the test itself, Kafka's)
+// with a topic (replication factor rf) and group named after name; also,
+// when set, is called right after the member is killed.
+func shareJavaMembersKill9(t *testing.T, lib, addr, name string, rf int16, also func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	topic, group := name, name+"-group"
 	const n = 3000
 	const limit = 3
-	adm := newAdmin(t, addr)
-	if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic(topic))
+	seeds := strings.Split(addr, ",")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	testwait.For(t, "topic created", time.Minute, func() bool {
+		r, err := adm.CreateTopic(ctx, 2, rf, nil, topic)
+		return err == nil && r.Err == nil
+	})
 	// The group's limit set the way an operator sets it: kafka-configs on
 	// the GROUP resource. Earliest, so records produced before a member's
 	// first fetch are delivered; short lock and session so the killed
@@ -130,6 +152,9 @@ func shareJavaMembersKill9(t *testing.T, lib, addr, name string) {
 	_ = victim.cmd.Process.Signal(syscall.SIGKILL)
 	<-victim.done
 	t.Logf("killed %s after it printed %d deliveries (%d distinct records processed so far)", victim.name, l.printed(victim.name), l.distinct())
+	if also != nil {
+		also()
+	}
 	close(killed)
 	if err := <-streamed; err != nil {
 		t.Fatalf("produce: %v", err)
@@ -179,7 +204,7 @@ func shareJavaMembersKill9(t *testing.T, lib, addr, name string) {
 	}
 	problems, gaps, redelivered := l.shareVerdict(keys, limit)
 	after := l.countAfterKill()
-	t.Logf("%d records, %d redelivered at least once, %d deliveries printed after the kill, %d deliveries to %s unconfirmed when it was killed, %d acquisitions not printed (the killed member's)",
+	t.Logf("%d records, %d redelivered at least once, %d deliveries printed after the kill, %d deliveries to %s unconfirmed when it was killed, %d acquisitions never printed (the killed member's, or answers lost with a killed leader)",
 		n, redelivered, after, l.unconfirmed(victim.name), victim.name, gaps)
 	if after == 0 {
 		t.Errorf("no member processed anything after %s was killed", victim.name)
