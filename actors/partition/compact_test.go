@@ -33,6 +33,7 @@ func compactActor(t *testing.T, segmentBytes int64, repl cluster.Replicator) *pa
 	}
 	p := &Partition{Topic: "t", log: lg}
 	p.waiters.set = map[*Waiter]struct{}{}
+	p.view.Store(st.st.View()) // as the partition's open does
 	return &partitionActor{p: p, sl: st, repl: repl, key: "partition/t/0", logger: slog.New(slog.DiscardHandler)}
 }
 

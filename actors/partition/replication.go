@@ -206,9 +206,9 @@ func (a *partitionActor) apply(cmd replication.Command) any {
 // stay here too, and a later pass reports them again); it is logged, and
 // the leader's next pass does not restore the records.
 func (a *partitionActor) compact(c *compactCmd) compactResult {
-	// This pass may drop the ABORT markers of transactions forgotten by
-	// an earlier one: the snapshot on disk must have stopped listing them.
-	if err := a.sl.snapshotForgotten(); err != nil {
+	// The snapshot on disk must be past what this pass cleans and must
+	// not list transactions whose markers it may drop (snapshotBefore).
+	if err := a.sl.snapshotBefore(c.end); err != nil {
 		a.logger.Error("compaction skipped: producer-state snapshot failed", "end", c.end, "err", err)
 		return compactResult{err: fmt.Errorf("%w: compaction [%d, %d): producer-state snapshot: %v", kerr.KafkaStorageError, c.dirtyStart, c.end, err)}
 	}

@@ -35,9 +35,11 @@ type stateLog struct {
 	log Log
 	// snapshotPath is where producer state is snapshotted ("" = never).
 	snapshotPath string
-	// snapshotAt is the state's change count the last snapshot holds.
-	snapshotAt  uint64
-	snapshotted bool
+	// snapshotAt is the state's change count the last snapshot holds,
+	// snapshotOffset the log end it was taken at.
+	snapshotAt     uint64
+	snapshotOffset int64
+	snapshotted    bool
 	// diverged is set when the log and the state disagree on an offset (a
 	// broken invariant, never expected): every later write is refused with
 	// it, so no record goes at an offset the state did not decide. A
@@ -187,13 +189,22 @@ func (sl *stateLog) deleteRecords(off int64) deleteRecordsResult {
 	return deleteRecordsResult{lowWatermark: sl.st.StartOffset()}
 }
 
-// snapshotForgotten writes the snapshot if the state forgot aborted
-// transactions (ForgetAborted) since the one on disk was written: a
-// compaction pass may then drop their ABORT markers, and a restart from
-// a snapshot still listing them would hand read_committed consumers
-// transactions with no marker.
-func (sl *stateLog) snapshotForgotten() error {
-	if sl.snapshotPath == "" || sl.st.forgottenAt == 0 || (sl.snapshotted && sl.snapshotAt >= sl.st.forgottenAt) {
+// snapshotBefore writes the snapshot, before a compaction pass cleans the
+// log below end, unless the one on disk was taken at or past end and
+// after the last ForgetAborted. Why both:
+//   - The state is rebuilt (restart, or a raft snapshot installed on
+//     another node: it links the segments and this file as they are
+//     between two applies) from the snapshot's offset by replaying the
+//     log after it. Replayed over batches a pass removed, it would miss
+//     them: an aborted transaction begun after the snapshot would not be
+//     listed, an idempotent producer's older batches not tracked
+//     (TestStateRebuiltFromCaptureMatchesLive). With the snapshot at or
+//     past every pass's end, the replayed tail is never cleaned.
+//   - The pass may drop the ABORT markers of transactions forgotten since
+//     the snapshot on disk: a state rebuilt from one still listing them
+//     would hand read_committed consumers transactions with no marker.
+func (sl *stateLog) snapshotBefore(end int64) error {
+	if sl.snapshotPath == "" || (sl.snapshotted && sl.snapshotOffset >= end && sl.snapshotAt >= sl.st.forgottenAt) {
 		return nil
 	}
 	return sl.snapshot()
@@ -211,6 +222,6 @@ func (sl *stateLog) snapshot() error {
 	if err := writeSnapshot(sl.snapshotPath, sl.st.encodeSnapshot()); err != nil {
 		return err
 	}
-	sl.snapshotAt, sl.snapshotted = sl.st.changes, true
+	sl.snapshotAt, sl.snapshotOffset, sl.snapshotted = sl.st.changes, sl.st.next, true
 	return nil
 }

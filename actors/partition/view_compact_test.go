@@ -131,7 +131,6 @@ func TestFetchViewAcrossAbortCleanup(t *testing.T) {
 	local := cluster.NewLocal()
 	a := compactActor(t, 700, local)
 	local.Register(a.key, a)
-	a.p.view.Store(a.sl.st.View()) // as the partition's open does
 	a.sl.snapshotPath = filepath.Join(t.TempDir(), producerSnapshotFile)
 	w := &txnWriter{t: t, a: a, now: time.Now().UnixMilli(), seq: map[int64]int32{}}
 	const p = 2
