@@ -5,8 +5,9 @@ package protocol
 // send admin requests to any broker and expect an answer, not
 // NOT_CONTROLLER. A follower hands such a request, with the principal and
 // client address of its connection, to a Forwarder (cmd/regent carries it
-// to the leader's admin endpoint, over the cluster's mutual TLS when that
-// is configured); the leader serves it as its own handler would, with the
+// to the leader's admin endpoint, over the cluster's mutual TLS and/or
+// signed with the cluster secret, so that only nodes can name a
+// principal); the leader serves it as its own handler would, with the
 // authorizer checking the original principal, and the follower answers the
 // client with the leader's response once its own state holds the change
 // (StateIndexer), so the client reads its write on the node it asked.

@@ -250,3 +250,15 @@ func TestClusterSecretConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestClusterSecretCommand: `regent cluster secret` prints a new secret
+// long enough for --cluster-secret-file.
+func TestClusterSecretCommand(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := clusterCommand([]string{"secret"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if s := strings.TrimSpace(out.String()); len(s) < minSecretBytes {
+		t.Fatalf("secret %q too short", s)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -89,5 +90,55 @@ func TestForwardKafkaOutcomes(t *testing.T) {
 		if err == nil || errors.Is(err, protocol.ErrForwardRetry) != c.retry || errors.Is(err, protocol.ErrForwardRefused) != c.refused {
 			t.Errorf("leader %d, status %d: %v (want retry %v, refused %v)", c.leader, c.status, err, c.retry, c.refused)
 		}
+	}
+}
+
+// TestForwardKafkaSigned: with a cluster secret the follower signs its
+// forward and the leader's endpoint serves it; a leader with another
+// secret refuses it unread (401), which the follower takes as refused.
+func TestForwardKafkaSigned(t *testing.T) {
+	leaderAuth, err := newLinkAuth([]byte(strings.Repeat("L", minSecretBytes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served int
+	leader := httptest.NewServer(leaderAuth.guard(maxForwardBytes, slog.New(slog.DiscardHandler), func(w http.ResponseWriter, r *http.Request) {
+		served++
+		_, _ = w.Write([]byte("body"))
+	}))
+	defer leader.Close()
+	nodes, err := cluster.OpenNodes(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := nodes.Apply(cluster.UpsertNode(cluster.Peer{ID: 1, Kafka: "127.0.0.1:1", Raft: "127.0.0.1:2", Admin: strings.TrimPrefix(leader.URL, "http://")})); res != nil {
+		if err, ok := res.(error); ok {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fr := protocol.ForwardedRequest{Key: 30, Version: 3, Principal: "User:admin", Body: []byte{0}}
+	for _, c := range []struct {
+		secret  string
+		refused bool
+	}{
+		{strings.Repeat("L", minSecretBytes), false},
+		{strings.Repeat("F", minSecretBytes), true},
+		{"", true}, // unsigned
+	} {
+		a := &adminServer{nodes: nodes, scheme: "http://", client: &http.Client{Timeout: 10 * time.Second}}
+		if c.secret != "" {
+			if a.auth, err = newLinkAuth([]byte(c.secret)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		body, _, err := a.forwardKafka(ctx, forwardClient(a.client), 1, fr)
+		if c.refused != (err != nil) || (err != nil && !errors.Is(err, protocol.ErrForwardRefused)) || (err == nil && string(body) != "body") {
+			t.Errorf("secret %q: %q %v (want refused %v)", c.secret[:min(1, len(c.secret))], body, err, c.refused)
+		}
+	}
+	if served != 1 {
+		t.Fatalf("the leader served %d forwards, want 1", served)
 	}
 }
