@@ -38,6 +38,10 @@ import (
 //     state is one a reader copes with: entry, marker and no records; then
 //     a marker no entry names (a consumer just passes it). Kafka drops
 //     the marker and its .txnindex entry together in one segment swap.
+//     A fetch whose view of the list predates the forgetting pass and
+//     whose read follows the dropping one still meets an entry without
+//     its marker: the fetch leaves out listed transactions whose marker
+//     falls in its read but is not there (partition's AbortedInRead).
 //   - A producer's last data batch is kept (emptied if need be) for its
 //     sequence, and its last batch if that is a marker, for its epoch, so
 //     producer state rebuilt from the log still fences and deduplicates;
