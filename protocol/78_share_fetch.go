@@ -28,6 +28,7 @@ package protocol
 
 import (
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -297,6 +298,19 @@ func (s *Server) shareApplyAcks(group, member string, items []*shareItem) {
 	if releases(pending) {
 		defer s.shareReleased(group)
 	}
+	if b, ok := core.(shareBatcher); ok {
+		// Written together: one state write for the fetch's acks.
+		reqs := make([]share.AckRequest, len(pending))
+		for i, it := range pending {
+			reqs[i] = share.AckRequest{Key: share.Key{Group: group, Topic: it.part.topic, TopicID: it.part.topicID, Partition: it.part.partition}, Acks: it.acks}
+		}
+		b.AcknowledgeAll(member, reqs, func(i int, code int16) {
+			pending[i].ackErr = code
+			part()
+		})
+		<-done
+		return
+	}
 	for _, it := range pending {
 		k := share.Key{Group: group, Topic: it.part.topic, TopicID: it.part.topicID, Partition: it.part.partition}
 		core.Acknowledge(k, member, it.acks, func(code int16) {
@@ -406,31 +420,84 @@ func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group
 	}
 }
 
-// shareAcquirePass asks each fetchable partition for records in turn,
-// from the first-th, within budget bytes (0: one batch, when first says
-// nothing is acquired yet) and maxRecords records. It returns the bytes
-// and records acquired.
+// shareAcquirePass asks the fetchable partitions for records all at
+// once, so that their acquisitions are written together (the share
+// manager coalesces the state writes of share-partitions that wait at the
+// same time: one replicated write per round, not one per partition).
+// A round splits the budget bytes and maxRecords records evenly between
+// its partitions, as Kafka splits a share fetch's bytes, the remainders
+// going to the partitions from the first-th on (rotated, so none is always
+// served last); a partition whose share is zero is not asked. Partitions
+// that filled their share may hold more: up to shareAcquireRounds rounds
+// share what is left between them, so records on few partitions still fill
+// a fetch. A partition asked reads at least its first batch, whatever its
+// size (the overshoot is charged to the budgets); with no bytes left only
+// the first partition is asked, when the fetch has nothing yet. It returns
+// the bytes and records acquired.
 func (s *Server) shareAcquirePass(req *kmsg.ShareFetchRequest, group, member string, items []*shareItem, first, budget int, maxRecords int64, firstBatch bool) (read int, records int64) {
-	core := s.share.core
+	round := make([]*shareItem, 0, len(items))
 	for i := range items {
-		it := items[(first+i)%len(items)]
-		room := budget - read
-		if records >= maxRecords || (room <= 0 && !(firstBatch && read == 0)) {
+		round = append(round, items[(first+i)%len(items)])
+	}
+	for r := 0; r < shareAcquireRounds && len(round) > 0; r++ {
+		if records >= maxRecords || (budget-read <= 0 && !(firstBatch && read == 0)) {
 			break
 		}
-		if room <= 0 {
-			room = 1 // the first batch, whatever its size
+		n, recs, full := s.shareAcquireRound(req, group, member, round, max(budget-read, 0), maxRecords-records, firstBatch && read == 0)
+		read += n
+		records += recs
+		round = full
+	}
+	return read, records
+}
+
+// shareAcquireRounds bounds the rounds of one pass (each is a state write).
+const shareAcquireRounds = 3
+
+// shareAcquireRound is one round of shareAcquirePass over items, in order.
+// It returns the bytes and records acquired and the items that filled
+// their share.
+func (s *Server) shareAcquireRound(req *kmsg.ShareFetchRequest, group, member string, items []*shareItem, budget int, maxRecords int64, firstBatch bool) (read int, records int64, full []*shareItem) {
+	n := len(items)
+	type asked struct {
+		it   *shareItem
+		recs int64
+		room int
+		res  share.AcquireResult
+	}
+	var asks []*asked
+	var reqs []share.AcquireRequest
+	for i, it := range items {
+		recs := maxRecords / int64(n)
+		if int64(i) < maxRecords%int64(n) {
+			recs++
 		}
-		ch := make(chan share.AcquireResult, 1)
-		core.Acquire(share.AcquireRequest{
+		room := budget / n
+		if i < budget%n {
+			room++
+		}
+		if recs == 0 || (room == 0 && !(firstBatch && i == 0)) {
+			continue
+		}
+		asks = append(asks, &asked{it: it, recs: recs, room: room})
+		reqs = append(reqs, share.AcquireRequest{
 			Key:         share.Key{Group: group, Topic: it.part.topic, TopicID: it.part.topicID, Partition: it.part.partition},
 			Member:      member,
-			MaxRecords:  int32(min(maxRecords-records, 1<<31-1)),
+			MaxRecords:  int32(min(recs, 1<<31-1)),
 			BatchSize:   req.BatchSize,
 			RecordLimit: req.ShareAcquireMode == 1,
-			MaxBytes:    int32(min(room, 1<<31-1)),
-		}, func(res share.AcquireResult) { ch <- res })
-		res := <-ch
+			MaxBytes:    int32(min(max(room, 1), 1<<31-1)),
+		})
+	}
+	var wg sync.WaitGroup
+	wg.Add(len(reqs))
+	s.shareAcquireAll(reqs, func(i int, res share.AcquireResult) {
+		asks[i].res = res
+		wg.Done()
+	})
+	wg.Wait()
+	for _, a := range asks {
+		it, res := a.it, a.res
 		if res.ErrorCode != 0 {
 			it.err = res.ErrorCode
 			continue
@@ -441,11 +508,36 @@ func (s *Server) shareAcquirePass(req *kmsg.ShareFetchRequest, group, member str
 		it.records = append(it.records, res.Records...)
 		it.acquired = append(it.acquired, res.Acquired...)
 		read += len(res.Records)
-		for _, a := range res.Acquired {
-			records += a.Last - a.First + 1
+		got := int64(0)
+		for _, r := range res.Acquired {
+			got += r.Last - r.First + 1
+		}
+		records += got
+		if got >= a.recs || len(res.Records) >= a.room {
+			full = append(full, it)
 		}
 	}
-	return read, records
+	return read, records, full
+}
+
+// shareBatcher is a ShareCore that writes several share-partitions'
+// acquisitions or acknowledgements together (*share.Manager).
+type shareBatcher interface {
+	AcquireAll(reqs []share.AcquireRequest, reply func(i int, res share.AcquireResult))
+	AcknowledgeAll(member string, reqs []share.AckRequest, reply func(i int, errorCode int16))
+}
+
+// shareAcquireAll asks for reqs together when the core can, else one by
+// one (all at once still); reply(i, res) answers reqs[i].
+func (s *Server) shareAcquireAll(reqs []share.AcquireRequest, reply func(i int, res share.AcquireResult)) {
+	core := s.share.core
+	if b, ok := core.(shareBatcher); ok {
+		b.AcquireAll(reqs, reply)
+		return
+	}
+	for i, r := range reqs {
+		core.Acquire(r, func(res share.AcquireResult) { reply(i, res) })
+	}
 }
 
 // shareFetchAssemble writes the items into the response: every partition

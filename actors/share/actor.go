@@ -39,11 +39,14 @@ type (
 	acquireMsg struct {
 		req   AcquireRequest
 		reply func(AcquireResult)
+		// g, when set, writes this acquisition with its fetch's others.
+		g *gather
 	}
 	ackMsg struct {
 		member string
 		acks   []AckBatch
 		reply  func(int16)
+		g      *gather
 	}
 	releaseMsg struct {
 		member string
@@ -81,6 +84,19 @@ func (m *deleteMsg) fail(code int16)  { m.reply(code) }
 func (m *inspectMsg) fail(code int16) { m.reply(nil) }
 func (*expireMsg) fail(int16)         {}
 
+// gathered is a request that may belong to a gather; detach takes it out
+// (reporting nothing), and returns the gather it left or nil.
+type gathered interface{ detach() *gather }
+
+func (m *acquireMsg) detach() *gather { return detachGather(&m.g) }
+func (m *ackMsg) detach() *gather     { return detachGather(&m.g) }
+
+func detachGather(gp **gather) *gather {
+	g := *gp
+	*gp = nil
+	return g
+}
+
 // The data path answers NOT_LEADER_OR_FOLLOWER (the client refreshes its
 // metadata); the admin calls NOT_COORDINATOR.
 func (*acquireMsg) notServing() int16 { return kerr.NotLeaderForPartition.Code }
@@ -113,8 +129,11 @@ type spActor struct {
 	queue     []request
 	timer     *time.Timer
 	timerAt   int64
-	self      *actor.PID
-	root      *actor.RootContext
+	// gather is the gather of the request being handled, until its put
+	// (or nothing) is reported to it.
+	gather *gather
+	self   *actor.PID
+	root   *actor.RootContext
 }
 
 func newActor(m *Manager, k partKey, st *State) *spActor {
@@ -144,6 +163,12 @@ func (a *spActor) Receive(ctx actor.Context) {
 		a.handle(&expireMsg{})
 	case request:
 		if a.busy != nil {
+			// It waits for the write in flight: its gather must not.
+			if gm, ok := msg.(gathered); ok {
+				if g := gm.detach(); g != nil {
+					g.report(nil)
+				}
+			}
 			a.queue = append(a.queue, msg)
 			return
 		}
@@ -154,11 +179,18 @@ func (a *spActor) Receive(ctx actor.Context) {
 // handle runs one request; a panic answers it (protoactor would drop the
 // message) and keeps the state as it was.
 func (a *spActor) handle(r request) {
+	if gm, ok := r.(gathered); ok {
+		a.gather = gm.detach()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			a.logger.Error("share-partition request panicked", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 			a.busy = nil
 			r.fail(kerr.UnknownServerError.Code)
+		}
+		if g := a.gather; g != nil {
+			a.gather = nil
+			g.report(nil) // nothing to write
 		}
 	}()
 	switch msg := r.(type) {
@@ -327,8 +359,7 @@ func (a *spActor) commit(next *State, answer func(code int16)) {
 		a.rearm()
 		return
 	}
-	cmd, err := newPutCmd(map[partKey][]byte{a.key: v})
-	if err != nil {
+	if err := checkKeyLens(a.key); err != nil {
 		a.logger.Error("share-partition state", "err", err)
 		answer(kerr.InvalidRequest.Code)
 		return
@@ -336,10 +367,17 @@ func (a *spActor) commit(next *State, answer func(code int16)) {
 	p := &pending{next: next, value: v, answer: answer}
 	a.busy = p
 	root, self := a.root, a.self
-	a.m.o.Repl.Propose(replKey, cmd, func(res any, err error) {
-		_, err = replication.As[any](res, err)
+	// Through the Manager's writer: written with the other
+	// share-partitions' states that wait meanwhile.
+	w := put{key: a.key, value: v, done: func(err error) {
 		root.Send(self, &persistedMsg{p: p, err: err})
-	})
+	}}
+	if g := a.gather; g != nil {
+		a.gather = nil
+		g.report(&w)
+		return
+	}
+	a.m.w.put(w)
 }
 
 // adopt makes next the state, and tells the Manager when the

@@ -30,6 +30,8 @@ type Manager struct {
 	// cb gives the answers known without an actor, off the caller's
 	// goroutine (the methods never answer inline).
 	cb replication.Callbacks
+	// w writes the actors' states, coalesced.
+	w writer
 
 	// life serializes Activate, Deactivate, Close and Reopen; held while
 	// they wait for actors, which never take it.
@@ -74,6 +76,7 @@ func NewManager(o Options) (*Manager, error) {
 		o.Now = time.Now
 	}
 	m := &Manager{o: o, logger: o.Logger.With("component", "share"), storeDir: filepath.Join(o.DataDir, "share")}
+	m.w.repl = o.Repl
 	store, err := OpenStore(m.storeDir, o.Fsync, m.logger)
 	if err != nil {
 		return nil, err
@@ -159,6 +162,8 @@ func (m *Manager) Close() error {
 		return nil
 	}
 	m.mu.closed = true
+	ws := m.w.stats()
+	m.logger.Info("share-partition state writes", "proposals", ws.Proposals, "puts", ws.Puts)
 	m.o.Repl.Unregister(replKey)
 	return m.mu.store.Close()
 }
@@ -189,6 +194,9 @@ func (m *Manager) Sync() error {
 	m.mu.Unlock()
 	return s.Sync()
 }
+
+// WriteStats counts the state writes so far (metrics, measurements).
+func (m *Manager) WriteStats() WriteStats { return m.w.stats() }
 
 func (m *Manager) config(group string) Config {
 	if m.o.Config == nil {
@@ -254,6 +262,11 @@ func (m *Manager) dispatch(k partKey, r request) {
 	m.mu.Lock()
 	if !m.mu.active || m.mu.closed {
 		m.mu.Unlock()
+		if gm, ok := r.(gathered); ok {
+			if g := gm.detach(); g != nil {
+				g.report(nil)
+			}
+		}
 		m.later(func() { r.fail(r.notServing()) })
 		return
 	}
@@ -280,6 +293,33 @@ func (m *Manager) later(fn func()) { m.cb.Add(func(any, error) { fn() }, nil, ni
 // reply is called exactly once, never inline, and must not block.
 func (m *Manager) Acquire(req AcquireRequest, reply func(AcquireResult)) {
 	m.dispatch(req.Key.part(), &acquireMsg{req: req, reply: reply})
+}
+
+// AcquireAll is Acquire for several share-partitions at once (one
+// ShareFetch's): their acquisitions are written together, one replicated
+// write for all of them except those that wait behind a write of their
+// own. reply(i, res) answers reqs[i], once each.
+func (m *Manager) AcquireAll(reqs []AcquireRequest, reply func(i int, res AcquireResult)) {
+	g := newGather(&m.w, len(reqs))
+	for i, req := range reqs {
+		m.dispatch(req.Key.part(), &acquireMsg{req: req, g: g, reply: func(res AcquireResult) { reply(i, res) }})
+	}
+}
+
+// AckRequest is one share-partition's part of AcknowledgeAll.
+type AckRequest struct {
+	Key  Key
+	Acks []AckBatch
+}
+
+// AcknowledgeAll is Acknowledge for several share-partitions of member at
+// once, written together as AcquireAll's acquisitions are. reply(i, code)
+// answers reqs[i], once each.
+func (m *Manager) AcknowledgeAll(member string, reqs []AckRequest, reply func(i int, errorCode int16)) {
+	g := newGather(&m.w, len(reqs))
+	for i, r := range reqs {
+		m.dispatch(r.Key.part(), &ackMsg{member: member, acks: r.Acks, g: g, reply: func(code int16) { reply(i, code) }})
+	}
 }
 
 // Acknowledge applies member's acknowledgements to k, all or none: an

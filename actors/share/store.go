@@ -82,16 +82,10 @@ func (c *putCmd) CommandKind() string           { return putKind }
 func (c *putCmd) AppendCommand(b []byte) []byte { return append(b, c.frames...) }
 func (c *putCmd) CommandSize() int              { return len(c.frames) }
 
-// newPutCmd encodes the states (nil: forget the key).
-func newPutCmd(states map[partKey][]byte) (*putCmd, error) {
-	var frames []byte
-	for k, v := range states {
-		if err := checkKeyLens(k); err != nil {
-			return nil, err
-		}
-		frames = recordlog.LayoutKey16.AppendFrame(frames, encodeKey(k), v, len(v) == 0)
-	}
-	return &putCmd{frames: frames}, nil
+// appendPutFrame appends k's frame carrying v (empty: forget k); the
+// caller has checked k (checkKeyLens).
+func appendPutFrame(frames []byte, k partKey, v []byte) []byte {
+	return recordlog.LayoutKey16.AppendFrame(frames, encodeKey(k), v, len(v) == 0)
 }
 
 // decodePutCmd is putCmd's replication.Decoder: it refuses frames the
