@@ -78,20 +78,31 @@ func chunkedFrames(tb testing.TB, cfg Config, size, chunk int) (*Server, *connSt
 }
 
 // BenchmarkFrameChunks assembles request frames of 16 KiB to 1 MiB that
-// arrive in 64 KiB reads: the bytes allocated and copied per frame.
+// arrive in 64 KiB reads: the bytes allocated and copied per frame. With
+// the default memory, and with a tight one (request budget 3 MiB) where a
+// large frame's rest does not fit the share it may take at once.
 func BenchmarkFrameChunks(b *testing.B) {
 	const chunk = 64 << 10
-	for _, size := range []int{16 << 10, 100 << 10, 256 << 10, 1 << 20} {
-		b.Run(fmt.Sprintf("frame=%dKiB", size>>10), func(b *testing.B) {
-			s, _, feed := chunkedFrames(b, Config{}, size, chunk)
-			b.ReportAllocs()
-			b.SetBytes(int64(size))
-			for b.Loop() {
-				feed()
-			}
-			if u := s.budgets.Request.Used(); u != 0 {
-				b.Fatalf("request budget holds %d after the frames", u)
-			}
-		})
+	for _, mem := range []struct {
+		name string
+		max  int64
+	}{{"default", 0}, {"tight", 8 << 20}} {
+		for _, size := range []int{16 << 10, 100 << 10, 256 << 10, 1 << 20} {
+			b.Run(fmt.Sprintf("mem=%s/frame=%dKiB", mem.name, size>>10), func(b *testing.B) {
+				benchFrames(b, Config{MaxMemory: mem.max}, size, chunk)
+			})
+		}
+	}
+}
+
+func benchFrames(b *testing.B, cfg Config, size, chunk int) {
+	s, _, feed := chunkedFrames(b, cfg, size, chunk)
+	b.ReportAllocs()
+	b.SetBytes(int64(size))
+	for b.Loop() {
+		feed()
+	}
+	if u := s.budgets.Request.Used(); u != 0 {
+		b.Fatalf("request budget holds %d after the frames", u)
 	}
 }

@@ -319,21 +319,24 @@ func TestTricklingFrameIsClosed(t *testing.T) {
 }
 
 func TestGrowFrame(t *testing.T) {
-	for _, c := range []struct{ cur, need, want, got int }{
-		{0, 10, 100, 100},                         // small frames: whole at once
-		{0, 1 << 20, 99 << 20, 1 << 20},           // what has arrived
-		{1 << 20, 1<<20 + 1, 99 << 20, 5 << 18},   // a quarter more
-		{96 << 20, 97 << 20, 99 << 20, 99 << 20},  // never past the frame
-		{64 << 10, 80 << 20, 99 << 20, 80 << 20},  // what has arrived, when more
-		{0, 0, 0, 0},                              // empty frame
-		{0, 100 << 10, 200 << 10, 100 << 10},      // above the minimum step
-		{0, 1, 1 << 20, 64 << 10},                 // the minimum step
-		{64 << 10, 65 << 10, 1 << 20, 80 << 10},   // a quarter of 64 KiB
-		{80 << 10, 81 << 10, 90 << 10, 90 << 10},  // capped at the frame
-		{100 << 10, 90 << 10, 1 << 20, 125 << 10}, // grows even if need < cur (not called so)
+	for _, c := range []struct{ cur, need, want, room, got int }{
+		{0, 10, 100, 0, 100},                                  // small frames: whole at once
+		{0, 1 << 20, 99 << 20, 0, 1 << 20},                    // what has arrived
+		{1 << 20, 1<<20 + 1, 99 << 20, 0, 2 << 20},            // doubled
+		{96 << 20, 97 << 20, 99 << 20, 0, 99 << 20},           // never past the frame
+		{64 << 10, 80 << 20, 99 << 20, 0, 80 << 20},           // what has arrived, when more
+		{0, 0, 0, 0, 0},                                       // empty frame
+		{0, 100 << 10, 200 << 10, 0, 100 << 10},               // above the minimum step
+		{0, 1, 1 << 20, 0, 64 << 10},                          // the minimum step
+		{64 << 10, 65 << 10, 1 << 20, 0, 128 << 10},           // 64 KiB doubled
+		{80 << 10, 81 << 10, 90 << 10, 0, 90 << 10},           // capped at the frame
+		{100 << 10, 90 << 10, 1 << 20, 0, 200 << 10},          // grows even if need < cur (not called so)
+		{64 << 10, 65 << 10, 1 << 20, 960 << 10, 1 << 20},     // the rest fits the room: the whole frame
+		{64 << 10, 65 << 10, 1 << 20, 960<<10 - 1, 128 << 10}, // a byte short: doubled
+		{8 << 20, 8<<20 + 1, 99 << 20, 1 << 20, 16 << 20},     // room far short of the claim
 	} {
-		if got := growFrame(c.cur, c.need, c.want); got != c.got {
-			t.Errorf("growFrame(%d, %d, %d) = %d, want %d", c.cur, c.need, c.want, got, c.got)
+		if got := growFrame(c.cur, c.need, c.want, c.room); got != c.got {
+			t.Errorf("growFrame(%d, %d, %d, %d) = %d, want %d", c.cur, c.need, c.want, c.room, got, c.got)
 		}
 	}
 }

@@ -7,12 +7,39 @@ import (
 )
 
 // growFrame is the capacity of a frame buffer of want bytes that holds
-// need, grown from cur: by a quarter at least (copies stay linear in the
-// frame's size, the slack under a quarter) and 64 KiB, never past want. A
-// frame's first buffer is what has arrived (at least 4 KiB), so a
-// connection trickling a frame holds little.
-func growFrame(cur, need, want int) int {
-	return min(max(need, cur+cur/4, 64<<10), want)
+// need, grown from cur. A frame's claimed size is not trusted: a buffer
+// doubles (at least 64 KiB), so what a connection holds stays under twice
+// what it has sent and each byte is copied about once more. It goes
+// straight to want, copied no more, when the rest fits room: the share of
+// the request budget a client sending at speed may take at once (see
+// frameRoom).
+func growFrame(cur, need, want, room int) int {
+	if want-cur <= room {
+		return want
+	}
+	return min(max(need, 2*cur, 64<<10), want)
+}
+
+// fastRead is the bytes of a frame (its length prefix included) a client
+// must have sent before the rest may be taken at once. Any client can
+// send that much quickly, so this is no proof of good faith; it keeps
+// small partial frames small, and frameShare bounds what one that stalls
+// afterwards holds.
+const fastRead = 64 << 10
+
+// frameShare is the fraction (1/frameShare) of the request budget left
+// that a frame may take at once beyond its buffer: a client claiming a
+// large frame and then stalling holds at most that more than it sent, and
+// the budget's last bytes are taken only as frames arrive.
+const frameShare = 16
+
+// frameRoom is how many bytes beyond its buffer a frame of which arrived
+// bytes have come may take at once. On the frame's loop.
+func (s *Server) frameRoom(arrived int) int {
+	if arrived < fastRead {
+		return 0
+	}
+	return int(max(s.budgets.Request.Available()/frameShare, 0))
 }
 
 // maxEvictionRounds bounds reserve's rounds: each round takes bytes, or

@@ -3,9 +3,10 @@
 // responses back strictly in request order.
 //
 // Memory is bounded whatever clients do (see Budgets for the split):
-//   - Requests: a frame's buffer grows as its bytes arrive (by a quarter at a
-//     time), charged to the request budget, and stays charged until the
-//     request is answered. gnet cannot stop reading a socket, so when the
+//   - Requests: a frame's buffer grows as its bytes arrive (doubling, or
+//     to the whole frame once 64 KiB have come and the rest fits a
+//     sixteenth of the budget left; see growFrame), charged to the request
+//     budget, and stays charged until the request is answered. gnet cannot stop reading a socket, so when the
 //     budget is spent a connection cannot wait for room: the connection
 //     holding the most unanswered-and-unread bytes (partial frames, input
 //     buffered while paused) is closed if it is another one, which frees
@@ -512,8 +513,12 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			}
 			_, _ = c.Discard(4)
 			// A whole frame gets its exact buffer; a partial one a
-			// buffer for what is here, grown as the rest arrives.
+			// buffer for what is here, grown as the rest arrives, or
+			// its exact buffer when it arrives at speed and fits.
 			first := min(max(buffered-4, 4<<10), size)
+			if size-first <= s.frameRoom(buffered) {
+				first = size
+			}
 			if !s.reserve(cs, int64(first)) {
 				s.log.Warn("closing connection: request memory budget spent", "size", size, "remote", cs.info.RemoteAddr)
 				return cs.refuse(closeRequestBudget)
@@ -524,7 +529,7 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 		}
 		n := min(c.InboundBuffered(), cs.want-len(cs.partial))
 		if need := len(cs.partial) + n; need > cap(cs.partial) {
-			grown := growFrame(cap(cs.partial), need, cs.want)
+			grown := growFrame(cap(cs.partial), need, cs.want, s.frameRoom(need+4))
 			more := int64(grown - cap(cs.partial))
 			if !s.reserve(cs, more) {
 				s.log.Warn("closing connection: request memory budget spent", "size", cs.want, "read", len(cs.partial), "remote", cs.info.RemoteAddr)
