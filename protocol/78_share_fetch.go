@@ -8,11 +8,10 @@ package protocol
 // session's partitions (share_sessions.go) and locked for the group's
 // share.record.lock.duration.ms (AcquisitionLockTimeoutMs). With nothing
 // acquired and MaxWaitMs > 0 the fetch waits for appends to its
-// partitions and for records of its group released through this node
-// (acknowledged RELEASE, given back by a member that left, closed its
-// session or its connection), and looks again every shareRecheck for
-// records whose locks expired, until MinBytes are acquired or the wait
-// ends. A fetch with IsRenewAck only acknowledges (RENEW keeps the locks)
+// partitions and for records of its group that became available
+// otherwise (locks expired, acknowledged RELEASE, given back by a member
+// that left, closed its session or its connection: the share manager
+// tells), until MinBytes are acquired or the wait ends. A fetch with IsRenewAck only acknowledges (RENEW keeps the locks)
 // and must ask for no records (INVALID_REQUEST otherwise), as Kafka's.
 // Epoch -1 applies the acknowledgements and closes the session.
 // MaxBytes, MaxRecords (500 when unset) and the connection's response
@@ -46,9 +45,6 @@ const (
 	// shareDefaultMaxRecords is what a fetch without MaxRecords acquires
 	// at most (the Java client's max.poll.records default).
 	shareDefaultMaxRecords = 500
-	// shareRecheck paces a waiting fetch's look for records whose locks
-	// expired (releases through this node wake it at once: shareWake).
-	shareRecheck = time.Second
 	// shareDefaultLockMs is the lock duration answered when no
 	// share-partition told one (Kafka's default).
 	shareDefaultLockMs = 30000
@@ -402,7 +398,7 @@ func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group
 		if tr != nil {
 			waitStart = time.Now()
 		}
-		timer := time.NewTimer(min(time.Until(deadline), shareRecheck))
+		timer := time.NewTimer(time.Until(deadline))
 		var budgetFreed, outFreed <-chan struct{}
 		if starved {
 			budgetFreed, outFreed = s.cfg.FetchBudget.Changed(), out.Changed()

@@ -54,15 +54,25 @@ func (s *Server) SetShare(core ShareCore, config func(group string) share.Config
 	}
 	st := &shareState{core: core, sessions: newShareSessions(defaultMaxShareSessions), config: config}
 	st.released.mu.m = map[string]map[*partition.Waiter]struct{}{}
+	if n, ok := core.(availableNotifier); ok {
+		// Lock expiries, and releases through any path, wake the
+		// group's waiting fetches.
+		n.SetAvailableListener(func(k share.Key) { st.released.wake(k.Group) })
+	}
 	s.share = st
 }
 
+// availableNotifier is a ShareCore that tells when records became
+// available to acquire without an append (*share.Manager).
+type availableNotifier interface {
+	SetAvailableListener(fn func(share.Key))
+}
+
 // shareWake parks waiting ShareFetches by group, to be woken when records
-// of the group may have become available without an append: released,
-// rejected or given back by a departed member through this node. Lock
-// expiries are not told here (the share-partition's timer); waiting
-// fetches look again every shareRecheck for those. Safe from any
-// goroutine.
+// of the group may have become available without an append: locks
+// expired, records released or given back by a departed member (the share
+// manager tells, availableNotifier; the handlers also wake on the
+// releases they ask for). Safe from any goroutine.
 type shareWake struct {
 	mu struct {
 		sync.Mutex

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -200,16 +201,18 @@ func (a *spActor) handle(r request) {
 		next := a.st.Clone()
 		lim := a.limits()
 		now := a.nowMs()
-		next.Expire(now, lim) // a lock past its deadline is gone, timer or not
+		avail := next.Expire(now, lim) // a lock past its deadline is gone, timer or not
 		if code := next.Acknowledge(msg.member, now, msg.acks, lim); code != 0 {
 			msg.reply(code)
 			return
 		}
-		a.commit(next, msg.reply)
+		// Released records, or room in a window that was full.
+		avail = avail || releases(msg.acks) || (a.windowFull(a.st, lim) && !a.windowFull(next, lim))
+		a.commit(next, a.telling(avail, msg.reply))
 	case *releaseMsg:
 		next := a.st.Clone()
-		next.Release(msg.member, a.limits())
-		a.commit(next, msg.reply)
+		avail := next.Release(msg.member, a.limits())
+		a.commit(next, a.telling(avail, msg.reply))
 	case *startMsg:
 		a.describe(msg)
 	case *alterMsg:
@@ -226,9 +229,40 @@ func (a *spActor) handle(r request) {
 		msg.reply(a.st.Clone())
 	case *expireMsg:
 		next := a.st.Clone()
-		next.Expire(a.nowMs(), a.limits())
-		a.commit(next, func(int16) {})
+		avail := next.Expire(a.nowMs(), a.limits())
+		a.commit(next, a.telling(avail, func(int16) {}))
 	}
+}
+
+// telling wraps answer: once the step is adopted (code 0), and when avail
+// says it made records available to acquire, the Manager's listener is
+// told (waiting fetches look again).
+func (a *spActor) telling(avail bool, answer func(code int16)) func(int16) {
+	if !avail {
+		return answer
+	}
+	return func(code int16) {
+		if code == 0 {
+			a.m.available(a.key)
+		}
+		answer(code)
+	}
+}
+
+// windowFull reports whether st holds as many in-flight records as the
+// share-partition may: nothing more is acquired until it shrinks.
+func (a *spActor) windowFull(st *State, lim Limits) bool {
+	return st.Initialized && st.EndOffset-st.StartOffset >= lim.MaxInFlight
+}
+
+// releases reports whether acks give records back (RELEASE).
+func releases(acks []AckBatch) bool {
+	for _, b := range acks {
+		if slices.Contains(b.Types, AckRelease) {
+			return true
+		}
+	}
+	return false
 }
 
 func (a *spActor) nowMs() int64   { return a.m.o.Now().UnixMilli() }

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -32,6 +33,10 @@ type Manager struct {
 	cb replication.Callbacks
 	// w writes the actors' states, coalesced.
 	w writer
+
+	// onAvailable is told of records that became available to acquire
+	// without an append (SetAvailableListener); nil: nobody listens.
+	onAvailable atomic.Pointer[func(Key)]
 
 	// life serializes Activate, Deactivate, Close and Reopen; held while
 	// they wait for actors, which never take it.
@@ -193,6 +198,25 @@ func (m *Manager) Sync() error {
 	s := m.mu.store
 	m.mu.Unlock()
 	return s.Sync()
+}
+
+// SetAvailableListener makes fn told, from a share-partition's actor,
+// each time records of a share-partition became available to acquire
+// without an append to its partition: locks expired, records released (a
+// RELEASE acknowledgement, a member's or a session's release), or a full
+// in-flight window made room. Key carries no topic id. fn must not block.
+func (m *Manager) SetAvailableListener(fn func(Key)) {
+	if fn == nil {
+		m.onAvailable.Store(nil)
+		return
+	}
+	m.onAvailable.Store(&fn)
+}
+
+func (m *Manager) available(k partKey) {
+	if fn := m.onAvailable.Load(); fn != nil {
+		(*fn)(Key{Group: k.Group, Topic: k.Topic, Partition: k.Partition})
+	}
 }
 
 // WriteStats counts the state writes so far (metrics, measurements).
