@@ -333,6 +333,9 @@ func (a *spActor) acquire(msg *acquireMsg) {
 		}
 		ranges, used := next.Acquire(AcquireInput{Member: req.Member, NowMs: now, MaxRecords: maxRecords,
 			RecordLimit: req.RecordLimit, Limit: limit, Batches: batches}, lim)
+		if !req.RecordLimit {
+			ranges = splitToBatchSize(ranges, batches, int64(req.BatchSize))
+		}
 		res.Acquired = ranges
 		for i, u := range used {
 			if u {

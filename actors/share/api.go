@@ -56,9 +56,9 @@ type AcquireRequest struct {
 	Key    Key
 	Member string
 	// MaxRecords bounds the records acquired (<= 0: 500, the client's
-	// default). BatchSize is ShareFetch's; it is not used: the acquired
-	// ranges are not split to it (each range is one run of offsets with
-	// one delivery count).
+	// default). BatchSize is ShareFetch's (<= 0: none): in batch_optimized
+	// mode a run of new records longer than it is answered as several
+	// ranges, cut at stored batch boundaries, as Kafka's (batchsize.go).
 	MaxRecords, BatchSize int32
 	// RecordLimit is ShareAcquireMode record_limit: at most MaxRecords,
 	// strictly. Otherwise (batch_optimized) whole stored batches are
