@@ -130,6 +130,9 @@ type spActor struct {
 	queue     []request
 	timer     *time.Timer
 	timerAt   int64
+	// received counts the requests received (the Manager's retire
+	// compares it with what it sent).
+	received uint64
 	// gather is the gather of the request being handled, until its put
 	// (or nothing) is reported to it.
 	gather *gather
@@ -156,6 +159,7 @@ func (a *spActor) Receive(ctx actor.Context) {
 		a.shutdown()
 	case *persistedMsg:
 		a.written(msg)
+		a.maybeRetire()
 	case *tickMsg:
 		a.timer, a.timerAt = nil, 0
 		if a.busy != nil {
@@ -163,6 +167,8 @@ func (a *spActor) Receive(ctx actor.Context) {
 		}
 		a.handle(&expireMsg{})
 	case request:
+		a.received++
+		defer a.maybeRetire()
 		if a.busy != nil {
 			// It waits for the write in flight: its gather must not.
 			if gm, ok := msg.(gathered); ok {
@@ -425,6 +431,15 @@ func (a *spActor) adopt(next *State) {
 		a.m.track(a.key, next.Initialized)
 	}
 	a.st = next
+}
+
+// maybeRetire asks the Manager to stop this actor when it holds no
+// state and nothing waits: a deleted share-partition (or one never
+// initialised) keeps no actor.
+func (a *spActor) maybeRetire() {
+	if a.busy == nil && len(a.queue) == 0 && !a.st.Initialized && a.timer == nil {
+		a.m.retire(a.key, a.self, a.received)
+	}
 }
 
 // written ends the write in flight and serves what waited.

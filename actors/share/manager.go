@@ -50,6 +50,9 @@ type Manager struct {
 		sync.Mutex
 		store  *Store
 		actors map[partKey]*actor.PID
+		// sent counts the requests sent to each actor in actors: an
+		// actor that has received as many may stop (retire).
+		sent map[partKey]uint64
 		// loaded is the stored states not yet handed to an actor.
 		loaded map[partKey]*State
 		// groups is the share-partitions of each group that have
@@ -88,6 +91,7 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	m.mu.store = store
 	m.mu.actors = map[partKey]*actor.PID{}
+	m.mu.sent = map[partKey]uint64{}
 	o.Repl.Register(replKey, store)
 	if o.Standby {
 		m.logger.Info("share-partitions on standby")
@@ -144,6 +148,7 @@ func (m *Manager) stopActors() {
 	m.mu.active = false
 	pids := m.mu.actors
 	m.mu.actors = map[partKey]*actor.PID{}
+	m.mu.sent = map[partKey]uint64{}
 	m.mu.loaded, m.mu.groups = nil, nil
 	// Poison under mu: it is queued after every message sent so far.
 	var futures []*actor.Future
@@ -301,8 +306,32 @@ func (m *Manager) dispatch(k partKey, r request) {
 		pid = m.o.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 		m.mu.actors[k] = pid
 	}
+	m.mu.sent[k]++
 	m.o.Root.Send(pid, r)
 	m.mu.Unlock()
+}
+
+// retire stops k's actor pid, which holds no state (never initialised, or
+// deleted) and has nothing in flight, when it has received every request
+// sent to it: none can be lost, and the next request for k spawns a new
+// actor. Otherwise it does nothing (the actor asks again once it has
+// served what came). Called from pid's actor.
+func (m *Manager) retire(k partKey, pid *actor.PID, received uint64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.mu.active || m.mu.actors[k] != pid || m.mu.sent[k] != received {
+		return
+	}
+	delete(m.mu.actors, k)
+	delete(m.mu.sent, k)
+	m.o.Root.Stop(pid)
+}
+
+// actorCount is the number of live share-partition actors (tests).
+func (m *Manager) actorCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.mu.actors)
 }
 
 // later runs fn on the callback goroutine.
