@@ -5,7 +5,7 @@
 // Memory is bounded whatever clients do (see Budgets for the split):
 //   - Requests: a frame's buffer grows as its bytes arrive (doubling, or
 //     to the whole frame once 64 KiB have come and the rest fits a
-//     sixteenth of the budget left; see growFrame), charged to the request
+//     quarter of the budget left; see growFrame), charged to the request
 //     budget, and stays charged until the request is answered. gnet cannot stop reading a socket, so when the
 //     budget is spent a connection cannot wait for room: the connection
 //     holding the most unanswered-and-unread bytes (partial frames, input
