@@ -106,3 +106,40 @@ func benchFrames(b *testing.B, cfg Config, size, chunk int) {
 		b.Fatalf("request budget holds %d after the frames", u)
 	}
 }
+
+// A frame that stops coming holds at most twice what was sent, or, once
+// 64 KiB have come, the whole frame when its rest fits a quarter of the
+// request budget left; arriving at speed, it is allocated once.
+func TestFrameBufferGrowth(t *testing.T) {
+	const maxMemory = 64 << 20 // request budget 24 MiB: a quarter is 6 MiB
+	for _, c := range []struct {
+		name        string
+		claim, sent int
+		held        int64 // the frame buffer's size after sent bytes
+	}{
+		{"small start", 8 << 20, 1 << 10, 4 << 10},
+		{"under 64 KiB", 8 << 20, 60 << 10, 64 << 10},
+		{"rest past the share", 8 << 20, 1 << 20, 1 << 20},
+		{"rest fits the share", 6 << 20, 1 << 20, 6 << 20},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Config{MaxMemory: maxMemory, MaxRequestBytes: 16 << 20, Logger: slog.New(slog.DiscardHandler)}
+			s := New(cfg, discardHandler{})
+			conn := &chunkConn{}
+			cs := s.newConn(conn, "127.0.0.1:1", "127.0.0.1:2", "")
+			frame := requestFrame(18, 0, 1, make([]byte, c.claim-11))
+			for off := 0; off < c.sent; off += 32 << 10 {
+				conn.in = frame[off:min(off+32<<10, c.sent)]
+				if act := s.traffic(cs); act != gnet.None {
+					t.Fatalf("closed at byte %d", off)
+				}
+			}
+			if got := cs.reqHeld.Load(); got != c.held {
+				t.Errorf("holds %d after %d of %d bytes, want %d", got, c.sent, c.claim, c.held)
+			}
+			if got := s.budgets.Request.Used(); got != c.held {
+				t.Errorf("request budget used %d, want %d", got, c.held)
+			}
+		})
+	}
+}
