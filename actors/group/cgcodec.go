@@ -65,18 +65,24 @@ func (w *cgWriter) asg(a assignment) {
 	}
 }
 
-func (c *consumerGroup) encode() []byte {
-	w := &cgWriter{b: []byte{cgCodecVersion}}
-	w.i32(c.epoch)
-	w.i32(c.assignmentEpoch)
-	names := sortedTopicNames(c.topics)
+// head writes what consumer and share group snapshots both open with.
+func (w *cgWriter) head(version byte, epoch, assignmentEpoch int32, topics map[string]topicMeta) {
+	w.b = append(w.b, version)
+	w.i32(epoch)
+	w.i32(assignmentEpoch)
+	names := sortedTopicNames(topics)
 	w.u32(uint32(len(names)))
 	for _, n := range names {
-		t := c.topics[n]
+		t := topics[n]
 		w.str(t.name)
 		w.b = append(w.b, t.id[:]...)
 		w.i32(t.partitions)
 	}
+}
+
+func (c *consumerGroup) encode() []byte {
+	w := &cgWriter{}
+	w.head(cgCodecVersion, c.epoch, c.assignmentEpoch, c.topics)
 	ids := c.sortedMembers()
 	w.u32(uint32(len(ids)))
 	for _, id := range ids {
@@ -168,18 +174,40 @@ func (r *cgReader) asg() assignment {
 	return a
 }
 
-func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
-	if len(b) == 0 || b[0] != cgCodecVersion {
-		return nil, fmt.Errorf("unknown consumer group snapshot version")
+// readHead checks the snapshot's version and reads what consumer and share
+// group snapshots both open with (see cgWriter.head); kind names the group
+// kind in errors. The reader it returns is positioned at the members.
+func readHead(b []byte, version byte, kind string, epoch, assignmentEpoch *int32, topics map[string]topicMeta) (*cgReader, error) {
+	if len(b) == 0 || b[0] != version {
+		return nil, fmt.Errorf("unknown %s group snapshot version", kind)
 	}
 	r := &cgReader{b: b[1:]}
-	c := newConsumerGroup()
-	c.epoch = r.i32()
-	c.assignmentEpoch = r.i32()
+	*epoch = r.i32()
+	*assignmentEpoch = r.i32()
 	nt := r.count()
 	for i := 0; i < nt && r.err == nil; i++ {
 		t := topicMeta{name: r.str(), id: r.id(), partitions: r.i32()}
-		c.topics[t.name] = t
+		topics[t.name] = t
+	}
+	return r, nil
+}
+
+// done reports a read error or bytes left after the members.
+func (r *cgReader) done(kind string) error {
+	if r.err != nil {
+		return r.err
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%d trailing bytes in %s group snapshot", len(r.b), kind)
+	}
+	return nil
+}
+
+func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
+	c := newConsumerGroup()
+	r, err := readHead(b, cgCodecVersion, "consumer", &c.epoch, &c.assignmentEpoch, c.topics)
+	if err != nil {
+		return nil, err
 	}
 	nm := r.count()
 	for i := 0; i < nm && r.err == nil; i++ {
@@ -209,11 +237,8 @@ func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
 			c.static[*m.instanceID] = m.id
 		}
 	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%d trailing bytes in consumer group snapshot", len(r.b))
+	if err := r.done("consumer"); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -14,8 +14,6 @@ package group
 // (ShareGroupMetadata, ShareGroupMemberMetadata, the target and current
 // member assignments) as separate records.
 
-import "fmt"
-
 const sgCodecVersion = 1
 
 // sgSnapshot holds an encoded share group (encoded when the record is
@@ -32,17 +30,8 @@ func readSGSnapshot(b []byte) (*sgSnapshot, error) {
 }
 
 func (s *shareGroup) encode() []byte {
-	w := &cgWriter{b: []byte{sgCodecVersion}}
-	w.i32(s.epoch)
-	w.i32(s.assignmentEpoch)
-	names := sortedTopicNames(s.topics)
-	w.u32(uint32(len(names)))
-	for _, n := range names {
-		t := s.topics[n]
-		w.str(t.name)
-		w.b = append(w.b, t.id[:]...)
-		w.i32(t.partitions)
-	}
+	w := &cgWriter{}
+	w.head(sgCodecVersion, s.epoch, s.assignmentEpoch, s.topics)
 	ids := s.sortedMembers()
 	w.u32(uint32(len(ids)))
 	for _, id := range ids {
@@ -61,17 +50,10 @@ func (s *shareGroup) encode() []byte {
 }
 
 func decodeShareGroup(b []byte) (*shareGroup, error) {
-	if len(b) == 0 || b[0] != sgCodecVersion {
-		return nil, fmt.Errorf("unknown share group snapshot version")
-	}
-	r := &cgReader{b: b[1:]}
 	s := newShareGroup()
-	s.epoch = r.i32()
-	s.assignmentEpoch = r.i32()
-	nt := r.count()
-	for i := 0; i < nt && r.err == nil; i++ {
-		t := topicMeta{name: r.str(), id: r.id(), partitions: r.i32()}
-		s.topics[t.name] = t
+	r, err := readHead(b, sgCodecVersion, "share", &s.epoch, &s.assignmentEpoch, s.topics)
+	if err != nil {
+		return nil, err
 	}
 	nm := r.count()
 	for i := 0; i < nm && r.err == nil; i++ {
@@ -89,11 +71,8 @@ func decodeShareGroup(b []byte) (*shareGroup, error) {
 		}
 		s.members[m.id] = m
 	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	if len(r.b) != 0 {
-		return nil, fmt.Errorf("%d trailing bytes in share group snapshot", len(r.b))
+	if err := r.done("share"); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
