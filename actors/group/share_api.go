@@ -71,11 +71,7 @@ func (m *Manager) ShareGroupHeartbeat(req *kmsg.ShareGroupHeartbeatRequest, c Cl
 			return g.ShareGroupHeartbeat(now, ref, req, c, topics)
 		},
 		reply: func(r kmsg.Response) { reply(r.(*kmsg.ShareGroupHeartbeatResponse)) },
-		fail: func(code int16) kmsg.Response {
-			resp := kmsg.NewPtrShareGroupHeartbeatResponse()
-			resp.ErrorCode = code
-			return resp
-		},
+		fail:  sghFail,
 	})
 }
 
@@ -101,17 +97,9 @@ func (m *Manager) ShareGroupDescribe(group string, reply func(kmsg.ShareGroupDes
 // closed). reply is called once, possibly before ShareMember returns; it
 // must not block.
 func (m *Manager) ShareMember(group, memberID string, reply func(errorCode int16)) {
-	m.dispatch(group, &opMsg{
-		do: func(g *Group, now time.Time, ref Ref) Effects {
-			return g.ShareMemberStatus(now, ref, memberID)
-		},
-		reply: func(r kmsg.Response) { reply(r.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode) },
-		fail: func(code int16) kmsg.Response {
-			resp := kmsg.NewPtrShareGroupHeartbeatResponse()
-			resp.ErrorCode = code
-			return resp
-		},
-	})
+	m.dispatchCode(group, false, func(g *Group, now time.Time, ref Ref) Effects {
+		return g.ShareMemberStatus(now, ref, memberID)
+	}, reply)
 }
 
 // ShareGroupEmpty reports through reply whether share group group exists
@@ -119,25 +107,17 @@ func (m *Manager) ShareMember(group, memberID string, reply func(errorCode int16
 // such share group, or a group of another type), NOT_COORDINATOR (not
 // serving). The share-offset admin APIs need an empty group to alter.
 func (m *Manager) ShareGroupEmpty(group string, reply func(errorCode int16)) {
-	m.dispatch(group, &opMsg{
-		do: func(g *Group, now time.Time, ref Ref) Effects {
-			resp := kmsg.NewPtrShareGroupHeartbeatResponse()
-			switch {
-			case g.sg == nil:
-				resp.ErrorCode = kerr.GroupIDNotFound.Code
-			case len(g.sg.members) > 0:
-				resp.ErrorCode = kerr.NonEmptyGroup.Code
-			}
-			g.reply(ref, resp)
-			return g.take()
-		},
-		reply: func(r kmsg.Response) { reply(r.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode) },
-		fail: func(code int16) kmsg.Response {
-			resp := kmsg.NewPtrShareGroupHeartbeatResponse()
-			resp.ErrorCode = code
-			return resp
-		},
-	})
+	m.dispatchCode(group, false, func(g *Group, now time.Time, ref Ref) Effects {
+		resp := kmsg.NewPtrShareGroupHeartbeatResponse()
+		switch {
+		case g.sg == nil:
+			resp.ErrorCode = kerr.GroupIDNotFound.Code
+		case len(g.sg.members) > 0:
+			resp.ErrorCode = kerr.NonEmptyGroup.Code
+		}
+		g.reply(ref, resp)
+		return g.take()
+	}, reply)
 }
 
 // EnsureShareGroup makes an empty share group when no group of that id
@@ -147,14 +127,26 @@ func (m *Manager) ShareGroupEmpty(group string, reply func(errorCode int16)) {
 // INVALID_GROUP_ID (empty id) or NOT_COORDINATOR (not serving, or the
 // write failed: whether the group was made is then unknown).
 func (m *Manager) EnsureShareGroup(group string, reply func(errorCode int16)) {
+	m.dispatchCode(group, true, func(g *Group, now time.Time, ref Ref) Effects {
+		return g.EnsureShareGroup(now, ref)
+	}, reply)
+}
+
+// dispatchCode runs do on group's actor for an operation whose answer is
+// only an error code: do replies with a ShareGroupHeartbeatResponse
+// carrying it, and a manager that cannot serve answers the same way.
+func (m *Manager) dispatchCode(group string, create bool, do func(g *Group, now time.Time, ref Ref) Effects, reply func(errorCode int16)) {
 	m.dispatch(group, &opMsg{
-		create: true,
-		do:     func(g *Group, now time.Time, ref Ref) Effects { return g.EnsureShareGroup(now, ref) },
+		create: create,
+		do:     do,
 		reply:  func(r kmsg.Response) { reply(r.(*kmsg.ShareGroupHeartbeatResponse).ErrorCode) },
-		fail: func(code int16) kmsg.Response {
-			resp := kmsg.NewPtrShareGroupHeartbeatResponse()
-			resp.ErrorCode = code
-			return resp
-		},
+		fail:   sghFail,
 	})
+}
+
+// sghFail answers with code alone when the manager cannot serve.
+func sghFail(code int16) kmsg.Response {
+	resp := kmsg.NewPtrShareGroupHeartbeatResponse()
+	resp.ErrorCode = code
+	return resp
 }
