@@ -71,17 +71,10 @@ func (s *Server) shareFetch(r *Request) {
 	req := r.Msg.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	group, member := deref(req.GroupID), deref(req.MemberID)
+	code, msg := s.shareMemberCheck(r, group, member)
 	switch {
-	case !s.shareOn():
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-	case group == "":
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ErrorMessage = kmsg.StringPtr("Invalid group id in the request.")
-	case !s.authorized(r, acls.Read, acls.Group, group):
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	case member == "":
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ErrorMessage = kmsg.StringPtr("Invalid member id in the request.")
+	case code != 0:
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 	case req.IsRenewAck && (req.MaxBytes != 0 || req.MinBytes != 0 || req.MaxRecords != 0 || req.MaxWaitMillis != 0):
 		// As Kafka: a renewing fetch asks for no records.
 		resp.ErrorCode = kerr.InvalidRequest.Code

@@ -24,17 +24,10 @@ func (s *Server) shareAcknowledge(r *Request) {
 	req := r.Msg.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	group, member := deref(req.GroupID), deref(req.MemberID)
+	code, msg := s.shareMemberCheck(r, group, member)
 	switch {
-	case !s.shareOn():
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-	case group == "":
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ErrorMessage = kmsg.StringPtr("Invalid group id in the request.")
-	case !s.authorized(r, acls.Read, acls.Group, group):
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	case member == "":
-		resp.ErrorCode = kerr.InvalidRequest.Code
-		resp.ErrorMessage = kmsg.StringPtr("Invalid member id in the request.")
+	case code != 0:
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 	case req.ShareSessionEpoch == 0:
 		resp.ErrorCode = kerr.InvalidShareSessionEpoch.Code
 		resp.ErrorMessage = kmsg.StringPtr("ShareAcknowledge cannot open a share session (epoch 0)")
@@ -45,6 +38,23 @@ func (s *Server) shareAcknowledge(r *Request) {
 	}
 	// Acknowledgements wait for the share-partitions' writes: off the loop.
 	s.async(r, func() kmsg.Response { return s.doShareAcknowledge(r, req, group, member) })
+}
+
+// shareMemberCheck answers what ShareFetch and ShareAcknowledge both check
+// first, in Kafka's order: share groups on, a group id, READ on the group,
+// a member id. code 0: all hold.
+func (s *Server) shareMemberCheck(r *Request, group, member string) (code int16, msg *string) {
+	switch {
+	case !s.shareOn():
+		return kerr.UnsupportedVersion.Code, nil
+	case group == "":
+		return kerr.InvalidRequest.Code, kmsg.StringPtr("Invalid group id in the request.")
+	case !s.authorized(r, acls.Read, acls.Group, group):
+		return kerr.GroupAuthorizationFailed.Code, nil
+	case member == "":
+		return kerr.InvalidRequest.Code, kmsg.StringPtr("Invalid member id in the request.")
+	}
+	return 0, nil
 }
 
 func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeRequest, group, member string) *kmsg.ShareAcknowledgeResponse {
