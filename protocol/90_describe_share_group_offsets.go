@@ -52,14 +52,8 @@ func (s *Server) doDescribeShareGroupOffsets(r *Request, req *kmsg.DescribeShare
 		for _, rt := range rg.Topics {
 			ot := kmsg.NewDescribeShareGroupOffsetsResponseGroupTopic()
 			ot.Topic = rt.Topic
-			code := int16(0)
-			t := s.topics.Get(rt.Topic)
-			switch {
-			case !s.authorized(r, acls.Describe, acls.Topic, rt.Topic):
-				code = kerr.TopicAuthorizationFailed.Code
-			case t == nil:
-				code = kerr.UnknownTopicOrPartition.Code
-			default:
+			t, code := s.shareTopicCheck(r, acls.Describe, rt.Topic)
+			if t != nil {
 				ot.TopicID = t.ID
 			}
 			for _, p := range rt.Partitions {

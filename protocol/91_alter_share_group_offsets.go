@@ -22,27 +22,10 @@ func init() { register(91, 0, 0, (*Server).alterShareGroupOffsets) }
 func (s *Server) alterShareGroupOffsets(r *Request) {
 	req := r.Msg.(*kmsg.AlterShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.AlterShareGroupOffsetsResponse)
-	switch {
-	case !s.shareOn():
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-	case !s.authorized(r, acls.Read, acls.Group, req.GroupID):
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	}
-	if resp.ErrorCode != 0 {
+	s.shareOffsetsGate(r, req.GroupID, acls.Read, true, func(code int16, msg *string) {
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 		r.Respond(resp)
-		return
-	}
-	s.shareGroupCheck(req.GroupID, true, true, func(code int16, msg string) {
-		if code != 0 {
-			resp.ErrorCode = code
-			if msg != "" {
-				resp.ErrorMessage = kmsg.StringPtr(msg)
-			}
-			r.Respond(resp)
-			return
-		}
-		s.alterShareOffsets(r, req, resp)
-	})
+	}, func() { s.alterShareOffsets(r, req, resp) })
 }
 
 func (s *Server) alterShareOffsets(r *Request, req *kmsg.AlterShareGroupOffsetsRequest, resp *kmsg.AlterShareGroupOffsetsResponse) {
@@ -52,14 +35,8 @@ func (s *Server) alterShareOffsets(r *Request, req *kmsg.AlterShareGroupOffsetsR
 	for ti, rt := range req.Topics {
 		ot := kmsg.NewAlterShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
-		code := int16(0)
-		t := s.topics.Get(rt.Topic)
-		switch {
-		case !s.authorized(r, acls.Read, acls.Topic, rt.Topic):
-			code = kerr.TopicAuthorizationFailed.Code
-		case t == nil:
-			code = kerr.UnknownTopicOrPartition.Code
-		default:
+		t, code := s.shareTopicCheck(r, acls.Read, rt.Topic)
+		if t != nil {
 			ot.TopicID = t.ID
 		}
 		for pi, rp := range rt.Partitions {

@@ -9,7 +9,6 @@ package protocol
 // topic (else TOPIC_AUTHORIZATION_FAILED for it).
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
@@ -20,27 +19,10 @@ func init() { register(92, 0, 0, (*Server).deleteShareGroupOffsets) }
 func (s *Server) deleteShareGroupOffsets(r *Request) {
 	req := r.Msg.(*kmsg.DeleteShareGroupOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteShareGroupOffsetsResponse)
-	switch {
-	case !s.shareOn():
-		resp.ErrorCode = kerr.UnsupportedVersion.Code
-	case !s.authorized(r, acls.Delete, acls.Group, req.GroupID):
-		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	}
-	if resp.ErrorCode != 0 {
+	s.shareOffsetsGate(r, req.GroupID, acls.Delete, false, func(code int16, msg *string) {
+		resp.ErrorCode, resp.ErrorMessage = code, msg
 		r.Respond(resp)
-		return
-	}
-	s.shareGroupCheck(req.GroupID, true, false, func(code int16, msg string) {
-		if code != 0 {
-			resp.ErrorCode = code
-			if msg != "" {
-				resp.ErrorMessage = kmsg.StringPtr(msg)
-			}
-			r.Respond(resp)
-			return
-		}
-		s.deleteShareOffsets(r, req, resp)
-	})
+	}, func() { s.deleteShareOffsets(r, req, resp) })
 }
 
 func (s *Server) deleteShareOffsets(r *Request, req *kmsg.DeleteShareGroupOffsetsRequest, resp *kmsg.DeleteShareGroupOffsetsResponse) {
@@ -49,13 +31,9 @@ func (s *Server) deleteShareOffsets(r *Request, req *kmsg.DeleteShareGroupOffset
 	for _, rt := range req.Topics {
 		ot := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
 		ot.Topic = rt.Topic
-		t := s.topics.Get(rt.Topic)
-		switch {
-		case !s.authorized(r, acls.Read, acls.Topic, rt.Topic):
-			ot.ErrorCode = kerr.TopicAuthorizationFailed.Code
-		case t == nil:
-			ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
-		default:
+		t, code := s.shareTopicCheck(r, acls.Read, rt.Topic)
+		ot.ErrorCode = code
+		if t != nil {
 			ot.TopicID = t.ID
 			names = append(names, rt.Topic)
 			slots = append(slots, len(resp.Topics))

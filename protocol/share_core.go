@@ -11,10 +11,13 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/share"
+	"github.com/regent-broker/regent/actors/topics"
 )
 
 // ShareCore is the share-partition manager (*share.Manager). Each method
@@ -266,6 +269,44 @@ func (s *Server) shareGroupCheck(group string, needEmpty, create bool, reply fun
 			reply(code, "")
 		}
 	})
+}
+
+// shareOffsetsGate is what AlterShareGroupOffsets and
+// DeleteShareGroupOffsets check before their work: share groups on, op on
+// the group, then shareGroupCheck (an empty share group; with create, made
+// when absent). fail gets the first code that refuses; else next runs.
+func (s *Server) shareOffsetsGate(r *Request, group string, op kmsg.ACLOperation, create bool, fail func(code int16, msg *string), next func()) {
+	switch {
+	case !s.shareOn():
+		fail(kerr.UnsupportedVersion.Code, nil)
+		return
+	case !s.authorized(r, op, acls.Group, group):
+		fail(kerr.GroupAuthorizationFailed.Code, nil)
+		return
+	}
+	s.shareGroupCheck(group, true, create, func(code int16, msg string) {
+		switch {
+		case code == 0:
+			next()
+		case msg != "":
+			fail(code, kmsg.StringPtr(msg))
+		default:
+			fail(code, nil)
+		}
+	})
+}
+
+// shareTopicCheck is the share-offset admin APIs' check of a named topic:
+// op on it (else TOPIC_AUTHORIZATION_FAILED), then that it exists (else
+// UNKNOWN_TOPIC_OR_PARTITION). t is nil when code is not 0.
+func (s *Server) shareTopicCheck(r *Request, op kmsg.ACLOperation, name string) (t *topics.Topic, code int16) {
+	if !s.authorized(r, op, acls.Topic, name) {
+		return nil, kerr.TopicAuthorizationFailed.Code
+	}
+	if t = s.topics.Get(name); t == nil {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	return t, 0
 }
 
 // shareGroupCheckWait is shareGroupCheck waiting for the answer (off the
