@@ -120,6 +120,32 @@ func (s *Server) settleFetch(out *Budget, grant, read int) int {
 	return read
 }
 
+// fetchWait parks a fetch (Fetch, ShareFetch) once until what may let it
+// answer more: an append or release (waiter), the deadline, or, when
+// starved, the fetch budget or the connection's output freeing bytes. tr,
+// if set, is told how long it waited.
+func (s *Server) fetchWait(waiter *partition.Waiter, deadline time.Time, starved bool, out *Budget, tr RequestTrace) {
+	var waitStart time.Time
+	if tr != nil {
+		waitStart = time.Now()
+	}
+	timer := time.NewTimer(time.Until(deadline))
+	var budgetFreed, outFreed <-chan struct{} // nil: not waited on
+	if starved {
+		budgetFreed, outFreed = s.cfg.FetchBudget.Changed(), out.Changed()
+	}
+	select {
+	case <-waiter.C:
+	case <-timer.C:
+	case <-budgetFreed:
+	case <-outFreed:
+	}
+	timer.Stop()
+	if tr != nil {
+		tr.Waited(waitStart)
+	}
+}
+
 // releaseFetch gives back the bytes a fetch holds.
 func (s *Server) releaseFetch(out *Budget, held int) {
 	s.cfg.FetchBudget.Release(int64(held))
@@ -362,25 +388,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			}
 			continue
 		}
-		var waitStart time.Time
-		if tr != nil {
-			waitStart = time.Now()
-		}
-		timer := time.NewTimer(time.Until(deadline))
-		var budgetFreed, outFreed <-chan struct{} // nil: not waited on
-		if starved {
-			budgetFreed, outFreed = s.cfg.FetchBudget.Changed(), out.Changed()
-		}
-		select {
-		case <-waiter.C:
-		case <-timer.C:
-		case <-budgetFreed:
-		case <-outFreed:
-		}
-		timer.Stop()
-		if tr != nil {
-			tr.Waited(waitStart)
-		}
+		s.fetchWait(waiter, deadline, starved, out, tr)
 	}
 
 	// Assemble, dropping unchanged partitions from incremental answers.

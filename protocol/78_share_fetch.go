@@ -387,25 +387,7 @@ func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group
 			}
 			continue
 		}
-		var waitStart time.Time
-		if tr != nil {
-			waitStart = time.Now()
-		}
-		timer := time.NewTimer(time.Until(deadline))
-		var budgetFreed, outFreed <-chan struct{}
-		if starved {
-			budgetFreed, outFreed = s.cfg.FetchBudget.Changed(), out.Changed()
-		}
-		select {
-		case <-waiter.C:
-		case <-timer.C:
-		case <-budgetFreed:
-		case <-outFreed:
-		}
-		timer.Stop()
-		if tr != nil {
-			tr.Waited(waitStart)
-		}
+		s.fetchWait(waiter, deadline, starved, out, tr)
 	}
 }
 
