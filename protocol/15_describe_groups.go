@@ -22,6 +22,17 @@ func init() { register(15, 0, 6, (*Server).describeGroups) }
 // codes 3, 6, 8), the operations on a group.
 const groupOperations = 1<<3 | 1<<6 | 1<<8
 
+// groupAuthorizedOps is a described group's AuthorizedOperations (Describe
+// Groups, ConsumerGroupDescribe, ShareGroupDescribe): what r may do on the
+// group when asked and the group was described, else INT32_MIN, Kafka's
+// "not given".
+func (s *Server) groupAuthorizedOps(r *Request, id string, asked bool, code int16) int32 {
+	if asked && code == 0 {
+		return s.authorizedOps(r, acls.Group, id, groupOperations)
+	}
+	return -2147483648
+}
+
 func (s *Server) describeGroups(r *Request) {
 	req := r.Msg.(*kmsg.DescribeGroupsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
@@ -39,10 +50,7 @@ func (s *Server) describeGroups(r *Request) {
 			if req.Version < 6 && g.ErrorCode == kerr.GroupIDNotFound.Code {
 				g.ErrorCode, g.ErrorMessage = 0, nil
 			}
-			g.AuthorizedOperations = -2147483648
-			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
-				g.AuthorizedOperations = s.authorizedOps(r, acls.Group, id, groupOperations)
-			}
+			g.AuthorizedOperations = s.groupAuthorizedOps(r, id, req.IncludeAuthorizedOperations, g.ErrorCode)
 			resp.Groups[i] = g
 			finish()
 		})

@@ -29,10 +29,7 @@ func (s *Server) consumerGroupDescribe(r *Request) {
 			continue
 		}
 		s.groups.ConsumerGroupDescribe(id, func(g kmsg.ConsumerGroupDescribeResponseGroup) {
-			g.AuthorizedOperations = -2147483648
-			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
-				g.AuthorizedOperations = s.authorizedOps(r, acls.Group, id, groupOperations)
-			}
+			g.AuthorizedOperations = s.groupAuthorizedOps(r, id, req.IncludeAuthorizedOperations, g.ErrorCode)
 			resp.Groups[i] = g
 			finish()
 		})

@@ -49,10 +49,7 @@ func (s *Server) shareGroupDescribe(r *Request) {
 			continue
 		}
 		s.groups.ShareGroupDescribe(id, func(g kmsg.ShareGroupDescribeResponseGroup) {
-			g.AuthorizedOperations = -2147483648
-			if req.IncludeAuthorizedOperations && g.ErrorCode == 0 {
-				g.AuthorizedOperations = s.authorizedOps(r, acls.Group, id, groupOperations)
-			}
+			g.AuthorizedOperations = s.groupAuthorizedOps(r, id, req.IncludeAuthorizedOperations, g.ErrorCode)
 			resp.Groups[i] = g
 			finish()
 		})
