@@ -47,19 +47,7 @@ type WriteStats struct {
 
 // put queues p and proposes it now when nothing is in flight. An actor
 // has at most one put queued or in flight, so a batch holds a key once.
-func (w *writer) put(p put) {
-	w.mu.Lock()
-	w.mu.queue = append(w.mu.queue, p)
-	if w.mu.inFlight {
-		w.mu.Unlock()
-		return
-	}
-	w.mu.inFlight = true
-	batch := w.mu.queue
-	w.mu.queue = nil
-	w.mu.Unlock()
-	w.propose(batch)
-}
+func (w *writer) put(p put) { w.putAll([]put{p}) }
 
 // propose writes batch as one command; when it ends, the puts queued
 // meanwhile go out as the next one. The keys were checked (checkKeyLens)
