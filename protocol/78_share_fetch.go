@@ -516,30 +516,22 @@ func (s *Server) shareAcquireAll(reqs []share.AcquireRequest, reply func(i int, 
 // error or acknowledgements, as Kafka leaves the others out of later
 // fetches of a session.
 func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shareItem, full bool) {
-	leader := s.cluster.Leader()
-	needLeader := false
+	leaders := s.newShareLeaders()
 	topicAt := map[[16]byte]int{}
 	for _, it := range items {
 		if !full && len(it.acquired) == 0 && it.err == 0 && !it.hasAcks {
 			continue
 		}
-		ti, ok := topicAt[it.part.topicID]
-		if !ok {
+		ti := shareTopicSlot(&resp.Topics, topicAt, it.part.topicID, func(id [16]byte) kmsg.ShareFetchResponseTopic {
 			t := kmsg.NewShareFetchResponseTopic()
-			t.TopicID = it.part.topicID
-			resp.Topics = append(resp.Topics, t)
-			ti = len(resp.Topics) - 1
-			topicAt[it.part.topicID] = ti
-		}
+			t.TopicID = id
+			return t
+		})
 		p := kmsg.NewShareFetchResponseTopicPartition()
 		p.Partition = it.part.partition
 		p.ErrorCode = it.err
 		p.AcknowledgeErrorCode = it.ackErr
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
-		if it.err == kerr.NotLeaderForPartition.Code {
-			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leader, 0
-			needLeader = leader >= 0
-		}
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err)
 		p.Records = it.records
 		if p.Records == nil {
 			p.Records = []byte{}
@@ -551,12 +543,10 @@ func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shar
 		}
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
 	}
-	if needLeader {
-		if b, ok := s.broker(leader); ok {
-			ep := kmsg.NewShareFetchResponseNodeEndpoint()
-			ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
-			resp.NodeEndpoints = append(resp.NodeEndpoints, ep)
-		}
+	if b, ok := leaders.endpoint(); ok {
+		ep := kmsg.NewShareFetchResponseNodeEndpoint()
+		ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
+		resp.NodeEndpoints = append(resp.NodeEndpoints, ep)
 	}
 }
 

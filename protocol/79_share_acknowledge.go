@@ -105,34 +105,24 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 		}
 	}
 
-	leader := s.cluster.Leader()
-	needLeader := false
+	leaders := s.newShareLeaders()
 	topicAt := map[[16]byte]int{}
 	for _, it := range items {
-		ti, ok := topicAt[it.part.topicID]
-		if !ok {
+		ti := shareTopicSlot(&resp.Topics, topicAt, it.part.topicID, func(id [16]byte) kmsg.ShareAcknowledgeResponseTopic {
 			t := kmsg.NewShareAcknowledgeResponseTopic()
-			t.TopicID = it.part.topicID
-			resp.Topics = append(resp.Topics, t)
-			ti = len(resp.Topics) - 1
-			topicAt[it.part.topicID] = ti
-		}
+			t.TopicID = id
+			return t
+		})
 		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
 		p.Partition = it.part.partition
 		p.ErrorCode = it.ackErr
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = -1, -1
-		if it.err == kerr.NotLeaderForPartition.Code {
-			p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leader, 0
-			needLeader = leader >= 0
-		}
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err)
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
 	}
-	if needLeader {
-		if b, ok := s.broker(leader); ok {
-			ep := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
-			ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
-			resp.NodeEndpoints = append(resp.NodeEndpoints, ep)
-		}
+	if b, ok := leaders.endpoint(); ok {
+		ep := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
+		ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
+		resp.NodeEndpoints = append(resp.NodeEndpoints, ep)
 	}
 	return resp
 }
