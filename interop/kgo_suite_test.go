@@ -140,11 +140,18 @@ func kgoClusterSASLEnv(t *testing.T, c *brokertest.Cluster) []string {
 // those matching run, when set), with env added to the suite's, and
 // returns the tests that passed.
 func runKgoSuite(t *testing.T, what, seeds string, rf int, run string, env ...string) map[string]bool {
+	return runKgoSuiteProbed(t, what, seeds, strings.Split(seeds, ",")[0], rf, run, env...)
+}
+
+// runKgoSuiteProbed is runKgoSuite asking probe, a plaintext listener of
+// the same broker, whether share groups are advertised: the probe's client
+// speaks neither TLS nor SASL, so it cannot ask an SSL seed.
+func runKgoSuiteProbed(t *testing.T, what, seeds, probe string, rf int, run string, env ...string) map[string]bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	args := []string{"test", "-json", "-count=1", "-timeout=14m"}
 	skip := ""
-	shareOn, why := shareAdvertised(t, strings.Split(seeds, ",")[0])
+	shareOn, why := shareAdvertised(t, probe)
 	if !shareOn {
 		skip = kgoSkip
 		args = append(args, "-skip", skip)

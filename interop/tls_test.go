@@ -260,7 +260,7 @@ func TestKgoConformanceSuiteTLS(t *testing.T) {
 	if run == "" {
 		run = kgoTestsBut(t, "TestIssue769")
 	}
-	runKgoSuite(t, "Regent's SSL listener", sslAddr, 1, run, env...)
+	runKgoSuiteProbed(t, "Regent's SSL listener", sslAddr, plainAddr, 1, run, env...)
 }
 
 // kgoTestsBut is a -run regexp naming every kgo test except skip.
