@@ -476,8 +476,7 @@ func (s *Server) shareAcquireRound(req *kmsg.ShareFetchRequest, group, member st
 		if len(res.Acquired) == 0 {
 			continue
 		}
-		it.records = append(it.records, res.Records...)
-		it.acquired = append(it.acquired, res.Acquired...)
+		it.records, it.acquired = mergeShareAcquired(it.records, it.acquired, res.Records, res.Acquired)
 		read += len(res.Records)
 		got := int64(0)
 		for _, r := range res.Acquired {
