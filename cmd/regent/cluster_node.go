@@ -236,6 +236,15 @@ func newRaftView(r *cluster.Raft, nodes *cluster.Nodes, static []cluster.Peer, s
 	return v
 }
 
+// probeDownAfter is how many probes in a row a voter's Kafka port must
+// fail before Metadata hides it. One failed dial is not enough: on a
+// loaded machine a live node's accept or this prober's own wake-up can
+// miss the dial's deadline, and a live broker dropped from Metadata for
+// a moment makes clients forget it (kgo then answers "unknown broker"
+// for a request pinned to it). A killed node refuses at once, so three
+// probes hide it within about 750 ms.
+const probeDownAfter = 3
+
 // probe checks every voter's Kafka port four times a second until stop
 // closes.
 // Metadata lists only nodes that answer, as Kafka lists only live
@@ -244,8 +253,13 @@ func newRaftView(r *cluster.Raft, nodes *cluster.Nodes, static []cluster.Peer, s
 func (v *raftView) probe(stop <-chan struct{}) {
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
+	failures := map[int32]int{} // consecutive failed probes; this goroutine's own
 	for {
-		down := map[int32]bool{}
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			failed = map[int32]bool{}
+		)
 		for _, id := range v.Voters() {
 			if id == v.self {
 				continue
@@ -254,12 +268,36 @@ func (v *raftView) probe(stop <-chan struct{}) {
 			if !ok {
 				continue
 			}
-			c, err := net.DialTimeout("tcp", p.Kafka, 200*time.Millisecond)
-			if err != nil {
-				down[id] = true
+			// Peers are dialed at once, so one slow peer does not delay
+			// the verdict on the others.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := net.DialTimeout("tcp", p.Kafka, time.Second)
+				if err == nil {
+					_ = c.Close()
+				}
+				mu.Lock()
+				failed[id] = err != nil
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		down := map[int32]bool{}
+		for id, f := range failed {
+			if !f {
+				delete(failures, id)
 				continue
 			}
-			_ = c.Close()
+			failures[id]++
+			if failures[id] >= probeDownAfter {
+				down[id] = true
+			}
+		}
+		for id := range failures {
+			if _, probed := failed[id]; !probed {
+				delete(failures, id) // no longer a voter
+			}
 		}
 		v.down.Lock()
 		v.down.m = down
