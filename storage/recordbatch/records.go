@@ -80,7 +80,30 @@ func decodeRecords(p []byte, h Header) ([]Record, error) {
 // out-of-range varint is ErrCorrupt.
 type decoder struct{ b []byte }
 
+// varlong decodes a zig-zag varint. A record's fields are nearly always one
+// or two bytes long (deltas, and lengths under 8 KiB), and every produced
+// record is decoded once to validate it: those two lengths decode here
+// without a call, the rest through binary.Varint (which accepts the same
+// encodings, non-minimal ones included).
 func (d *decoder) varlong() (int64, error) {
+	var ux uint64
+	switch b := d.b; {
+	case len(b) >= 1 && b[0] < 0x80:
+		ux, d.b = uint64(b[0]), b[1:]
+	case len(b) >= 2 && b[1] < 0x80:
+		ux, d.b = uint64(b[0]&0x7f)|uint64(b[1])<<7, b[2:]
+	default:
+		return d.varlongLong()
+	}
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x, nil
+}
+
+// varlongLong is varlong for three bytes and more, and for errors.
+func (d *decoder) varlongLong() (int64, error) {
 	v, n := binary.Varint(d.b)
 	if n <= 0 {
 		return 0, fmt.Errorf("%w: bad varint", ErrCorrupt)
