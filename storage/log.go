@@ -72,6 +72,18 @@ type Log struct {
 	// different goroutines (epoch assignment vs. owner operations).
 	persistMu sync.Mutex
 
+	// syncMu serialises Syncs: a segment's needsSync is cleared before its
+	// fsync, so a second Sync running meanwhile would skip that segment
+	// and report success before the data were on disk. It guards
+	// syncFailed.
+	syncMu sync.Mutex
+	// syncFailed is the first fsync error; every later Sync returns it.
+	// After a failed fsync the kernel may have dropped the dirty pages and
+	// marked them clean, so a retry can succeed without the data being on
+	// disk: nothing written before or after may be called durable again
+	// (Kafka takes the log directory offline).
+	syncFailed error
+
 	mu struct {
 		sync.RWMutex
 		segs       []*segment // ascending base; the last is the active segment
@@ -172,8 +184,15 @@ func (l *Log) segmentFor(offset int64) int {
 }
 
 // Sync writes pending index entries and fsyncs the segments written since
-// the last Sync, then the directory.
+// the last Sync, then the directory. When it returns nil, everything
+// appended before it was called is on disk. Once an fsync has failed,
+// every later Sync fails with that error (see syncFailed).
 func (l *Log) Sync() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	if l.syncFailed != nil {
+		return l.syncFailed
+	}
 	l.mu.Lock()
 	if l.mu.closed {
 		l.mu.Unlock()
@@ -190,19 +209,27 @@ func (l *Log) Sync() error {
 		}
 	}
 	l.mu.Unlock()
+	fsyncFailed := false
 	for _, s := range todo {
 		if s.needsSync.Swap(false) {
 			if err := s.sync(); err != nil {
 				s.needsSync.Store(true)
 				errs = append(errs, err)
+				fsyncFailed = true
 			}
 		}
 		s.release()
 	}
 	if err := atomicfile.SyncDir(l.dir); err != nil {
 		errs = append(errs, err)
+		fsyncFailed = true
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if fsyncFailed {
+		l.syncFailed = fmt.Errorf("%w (an earlier fsync of log %s failed: nothing written since is durable)", err, l.dir)
+		return err
+	}
+	return err
 }
 
 // Close syncs the log, records a clean shutdown (so the next Open can trust

@@ -65,6 +65,9 @@ type Options struct {
 	// Repl orders the partition's state changes; nil means a private
 	// replication.Local.
 	Repl replication.Replicator
+	// syncLog, when set, stands in for the log's Sync (tests: slow and
+	// failing fsyncs).
+	syncLog func(*storage.Log) error
 }
 
 // Open opens (recovering) the partition's log and spawns its actor.
@@ -95,6 +98,10 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 		repl = replication.NewLocal()
 	}
 	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger}
+	a.gc.syncLog = o.syncLog
+	if a.gc.syncLog == nil {
+		a.gc.syncLog = (*storage.Log).Sync
+	}
 	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("partition/%s/%d/%d", o.Topic, o.Index, time.Now().UnixNano()))
 	if err != nil {
 		_ = lg.Close()
@@ -331,6 +338,7 @@ type produceMsg struct {
 	wt  WorkTrace
 	cmd appendCmd
 	ans answer[ProduceResult]
+	res ProduceResult // the outcome while the answer waits for a sync
 }
 
 type deleteRecordsMsg struct {
@@ -353,6 +361,7 @@ type markerMsg struct {
 	wt  WorkTrace
 	cmd markerCmd
 	ans answer[MarkerResult]
+	err error // the outcome while the answer waits for a sync
 }
 
 // The late answers: a request message sent back to the actor once the
@@ -404,6 +413,9 @@ type partitionActor struct {
 	compacting atomic.Bool
 	// expiring is retaining's twin for producer-expiry passes (expire.go).
 	expiring atomic.Bool
+	// gc is the group commit's state with SyncAlways (syncer.go); the
+	// actor's, like the fields above.
+	gc groupCommit
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -428,11 +440,19 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	case *maintainMsg:
 		a.maintain(m.leader)
 	case *syncMsg:
-		if !a.closed {
+		switch {
+		case a.closed:
+		case a.sync == SyncAlways:
+			// Through the syncer: a Sync here would wait for its fsync.
+			a.gc.wanted = true
+			a.startSync()
+		default:
 			if err := a.p.log.Sync(); err != nil {
 				a.logger.Error("fsync failed", "err", err)
 			}
 		}
+	case syncedMsg:
+		a.synced()
 	case *applyMsg:
 		a.applyCommitted(m)
 	case *producedMsg:
@@ -465,24 +485,26 @@ func (a *partitionActor) produce(m *produceMsg) {
 }
 
 // finish implements pending: the produce's records are applied (or not).
+// With SyncAlways an acks=1/all success is answered once a sync that
+// started after now has succeeded (syncer.go).
 func (m *produceMsg) finish(a *partitionActor, failed error) {
-	var res ProduceResult
 	if failed != nil {
 		// m.ans is not read: a late done may still be writing it.
-		res = produceOutcome(ProduceResult{}, failed)
+		m.res = produceOutcome(ProduceResult{}, failed)
 	} else {
-		res = produceOutcome(m.ans.res, m.ans.err)
+		m.res = produceOutcome(m.ans.res, m.ans.err)
 	}
-	if res.Err == nil && a.sync == SyncAlways && m.acks != 0 {
-		if err := a.p.log.Sync(); err != nil {
-			res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: err.Error(), BaseOffset: -1, LogAppendTime: -1}
-		}
+	a.syncAfter(m, m.res.Err == nil && m.acks != 0)
+}
+
+// synced implements syncWaiter: the produce is answered.
+func (m *produceMsg) synced(_ *partitionActor, serr error) {
+	res := m.res
+	if serr != nil {
+		res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: serr.Error(), BaseOffset: -1, LogAppendTime: -1}
 	}
 	if m.wt != nil {
 		m.wt.StorageDone()
-	}
-	a.publish()
-	if m.wt != nil {
 		m.wt.Done(res.BaseOffset, res.Err)
 	}
 	m.reply(res)
@@ -490,9 +512,19 @@ func (m *produceMsg) finish(a *partitionActor, failed error) {
 
 // publish makes the state readers see current: high watermark, last
 // stable offset and aborted transactions, in one store (see ReadView);
-// parked fetches wake on a change.
+// parked fetches wake on a change. With SyncAlways the view goes out only
+// once a sync that started after it was taken has succeeded (syncer.go).
 func (a *partitionActor) publish() {
-	v := a.sl.st.View()
+	if a.sync == SyncAlways {
+		a.publishSynced()
+		a.startSync()
+		return
+	}
+	a.store(a.sl.st.View())
+}
+
+// store publishes v unless readers see the same already. Actor goroutine.
+func (a *partitionActor) store(v *ReadView) {
 	if v.sameAs(a.p.view.Load()) {
 		return
 	}
@@ -518,24 +550,28 @@ func (a *partitionActor) writeMarker(m *markerMsg) {
 	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*markedMsg)(m))
 }
 
-// finish implements pending: the marker is written (or not).
+// finish implements pending: the marker is written (or not). With
+// SyncAlways a written marker is answered once a sync that started after
+// now has succeeded (syncer.go).
 func (m *markerMsg) finish(a *partitionActor, failed error) {
-	var err error
 	if failed != nil {
-		err = markerOutcome(MarkerResult{}, failed)
+		m.err = markerOutcome(MarkerResult{}, failed)
 	} else {
-		err = markerOutcome(m.ans.res, m.ans.err)
+		m.err = markerOutcome(m.ans.res, m.ans.err)
 	}
-	if err == nil && a.sync == SyncAlways {
-		if serr := a.p.log.Sync(); serr != nil {
-			err = fmt.Errorf("fsync after marker: %w", serr)
-		}
+	a.syncAfter(m, m.err == nil)
+}
+
+// synced implements syncWaiter: the marker is answered.
+func (m *markerMsg) synced(_ *partitionActor, serr error) {
+	err := m.err
+	if serr != nil {
+		err = fmt.Errorf("%w: fsync after marker: %w", kerr.KafkaStorageError, serr)
 	}
 	if m.wt != nil {
 		m.wt.StorageDone()
 		m.wt.Done(-1, err)
 	}
-	a.publish()
 	m.reply(err)
 }
 
@@ -672,12 +708,16 @@ func (a *partitionActor) close(remove bool) error {
 	// Their answers may never come (or come to a closed actor): answer
 	// them now, while the log is open.
 	a.abortInFlight()
+	// Then the answers waiting for a sync, after the sync in flight and
+	// one more. Also on remove: they were appended, and their producers
+	// are owed an answer that says whether the bytes were durable.
+	serr := a.drainSyncs(remove)
 	if remove {
 		return a.p.log.Delete()
 	}
-	if err := a.p.log.Sync(); err != nil {
+	if serr != nil {
 		_ = a.p.log.Close()
-		return err
+		return serr
 	}
 	a.snapshot()
 	return a.p.log.Close()
