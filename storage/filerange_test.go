@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -129,5 +130,27 @@ func TestFileRangeCached(t *testing.T) {
 	}
 	if _, err := r.AppendTo(nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCacheProbes: a range within one page is probed once, a range that
+// crosses a page boundary at both ends.
+func TestCacheProbes(t *testing.T) {
+	for _, c := range []struct {
+		pos, size int64
+		want      []int64
+	}{
+		{0, 1, []int64{0}},
+		{0, 4096, []int64{0}},
+		{100, 1100, []int64{100}},
+		{4095, 1, []int64{4095}},
+		{4095, 2, []int64{4095, 4096}},
+		{4000, 200, []int64{4000, 4199}},
+		{8192, 1 << 20, []int64{8192, 8192 + 1<<20 - 1}},
+	} {
+		got := cacheProbes(c.pos, c.size)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("cacheProbes(%d, %d) = %v, want %v", c.pos, c.size, got, c.want)
+		}
 	}
 }
