@@ -494,7 +494,7 @@ func (m *produceMsg) finish(a *partitionActor, failed error) {
 	} else {
 		m.res = produceOutcome(m.ans.res, m.ans.err)
 	}
-	a.syncAfter(m, m.res.Err == nil && m.acks != 0)
+	a.syncAfter(m, m.res.Err == nil && m.acks != 0, m.res.BaseOffset)
 }
 
 // synced implements syncWaiter: the produce is answered.
@@ -554,12 +554,14 @@ func (a *partitionActor) writeMarker(m *markerMsg) {
 // SyncAlways a written marker is answered once a sync that started after
 // now has succeeded (syncer.go).
 func (m *markerMsg) finish(a *partitionActor, failed error) {
+	offset := int64(-1)
 	if failed != nil {
 		m.err = markerOutcome(MarkerResult{}, failed)
 	} else {
 		m.err = markerOutcome(m.ans.res, m.ans.err)
+		offset = m.ans.res.Offset
 	}
-	a.syncAfter(m, m.err == nil)
+	a.syncAfter(m, m.err == nil, offset)
 }
 
 // synced implements syncWaiter: the marker is answered.

@@ -11,10 +11,11 @@ import (
 // The actor appends and goes on; one goroutine per partition (the syncer)
 // runs the fsyncs. Requests whose bytes must be durable before their
 // answer wait in a queue, in the order they finished, for a sync that
-// started after they did: every request that finishes while a sync runs is
-// covered by the next one, so a partition under load does one fsync per
-// group of requests rather than one per request, and the actor appends
-// while the disk flushes.
+// started after their append: the one in flight if it started after (its
+// offset is below the log end the sync started at), else the next one.
+// Every request appended while a sync runs is covered by the next, so a
+// partition under load does one fsync per group of requests rather than
+// one per request, and the actor appends while the disk flushes.
 //
 // What readers see: with SyncAlways the read view (high watermark, last
 // stable offset, aborted transactions) is published only when a sync that
@@ -60,6 +61,11 @@ type groupCommit struct {
 	// view is the read view taken when the in-flight sync started: what
 	// that sync makes durable, published when it succeeds.
 	view *ReadView
+	// end is the log end offset when the in-flight sync started: it covers
+	// every record below. (The actor is the log's only writer, and appends
+	// and starts syncs on its own goroutine, so a record's offset says on
+	// which side of a sync's start its append was.)
+	end int64
 	// queue holds the answers not yet given, in finish order; need is
 	// non-decreasing along it.
 	queue []waiting
@@ -78,11 +84,11 @@ type groupCommit struct {
 // results.
 type syncedMsg struct{}
 
-// syncAfter answers w once a sync that starts after now has completed
-// (durable), or once every answer queued ahead of it has been given
-// (!durable). Without SyncAlways it publishes and answers at once. Actor
-// goroutine.
-func (a *partitionActor) syncAfter(w syncWaiter, durable bool) {
+// syncAfter answers w once a sync that started after the append at offset
+// (its first offset; -1: nothing appended) has completed (durable), or
+// once every answer queued ahead of it has been given (!durable). Without
+// SyncAlways it publishes and answers at once. Actor goroutine.
+func (a *partitionActor) syncAfter(w syncWaiter, durable bool, offset int64) {
 	if a.sync != SyncAlways {
 		a.publish()
 		w.synced(a, nil)
@@ -92,9 +98,16 @@ func (a *partitionActor) syncAfter(w syncWaiter, durable bool) {
 	answerNow := false
 	switch {
 	case durable:
-		// Queued before the sync is started: one started now covers it.
-		g.queue = append(g.queue, waiting{w: w, need: g.started + 1, durable: true})
-		g.wanted = true
+		need := g.started + 1 // the next sync, started now if none runs
+		if g.started > g.done && offset < g.end {
+			need = g.started // appended before the sync in flight began
+		} else {
+			g.wanted = true
+		}
+		if n := len(g.queue); n > 0 {
+			need = max(need, g.queue[n-1].need) // answers stay in order
+		}
+		g.queue = append(g.queue, waiting{w: w, need: need, durable: true})
 	case len(g.queue) > 0:
 		g.queue = append(g.queue, waiting{w: w, need: g.queue[len(g.queue)-1].need})
 	default:
@@ -143,6 +156,7 @@ func (a *partitionActor) startSync() {
 	}
 	g.wanted = false
 	g.view = a.sl.st.View()
+	g.end = a.p.log.NextOffset()
 	g.started++
 	g.reqs <- struct{}{}
 }

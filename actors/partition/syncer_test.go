@@ -296,3 +296,38 @@ func TestGroupCommitMarker(t *testing.T) {
 		t.Fatalf("marker after a failed sync: %v, want KAFKA_STORAGE_ERROR", err)
 	}
 }
+
+// TestGroupCommitInFlightSyncCoversEarlierAppends: a produce appended
+// before the sync in flight began, but answered by the replicator after it
+// began, is covered by that sync: two produces appended back to back take
+// one sync, not two.
+func TestGroupCommitInFlightSyncCoversEarlierAppends(t *testing.T) {
+	hs := newHeldSync(4)
+	p, local := openAlways(t, hs)
+	t.Cleanup(func() {
+		for _, r := range hs.release {
+			r <- nil
+		}
+		_ = p.Close(false)
+	})
+	// Hold the Local's callbacks, so that both produces are appended
+	// before either answer reaches the actor.
+	gate := make(chan struct{})
+	local.Propose("no such key", nil, func(any, error) { <-gate })
+	ch := make(chan tagged, 4)
+	produceTagged(t, p, 0, -1, ch)
+	produceTagged(t, p, 1, -1, ch)
+	p.Producers() // both appended
+	close(gate)
+	if end := await(t, hs.started); end != 2 {
+		t.Fatalf("the sync began at log end %d, want 2", end)
+	}
+	settle(t, p, local)
+	hs.release[0] <- nil
+	expectAnswer(t, ch, 0, nil)
+	expectAnswer(t, ch, 1, nil)
+	settle(t, p, local)
+	if n := hs.count(); n != 1 {
+		t.Fatalf("%d syncs for two produces appended before the first began, want 1", n)
+	}
+}
