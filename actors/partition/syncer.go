@@ -78,6 +78,10 @@ type groupCommit struct {
 	// syncLog is storage.Log.Sync but in tests; set in Open, read by the
 	// syncer goroutine it starts after.
 	syncLog func(*storage.Log) error
+	// failures counts failed syncs: the first is logged as an error, the
+	// rest (the log fails every Sync after one failed) at debug, or a
+	// partition still taking produces would log one per group.
+	failures int
 }
 
 // syncedMsg tells the actor that the in-flight sync has an outcome in
@@ -193,7 +197,12 @@ func (a *partitionActor) syncDone(err error) {
 	g := &a.gc
 	g.done++
 	if err != nil {
-		a.logger.Error("fsync failed: the requests it covered fail, and the partition publishes nothing more", "err", err)
+		g.failures++
+		if g.failures == 1 {
+			a.logger.Error("fsync failed: the requests it covered fail, and the partition publishes nothing more", "err", err)
+		} else {
+			a.logger.Debug("fsync failed again", "failures", g.failures, "err", err)
+		}
 		err = fmt.Errorf("fsync: %w", err)
 	} else {
 		a.store(g.view)
