@@ -152,8 +152,8 @@ func (r *FileRange) Release() {
 // caller must Release it. Batch headers are read to find whole batches;
 // bodies are not.
 func (l *Log) ReadRange(offset int64, maxBytes int, strictMax bool) (*FileRange, error) {
-	return readAt(l, offset, func(v segView, offset int64) (*FileRange, bool, error) {
-		r, found, err := v.readRange(offset, maxBytes, strictMax)
+	return readAt(l, offset, func(v segView, gen uint64, offset int64) (*FileRange, bool, error) {
+		r, found, err := v.readRange(gen, offset, maxBytes, strictMax)
 		if r == nil {
 			v.s.release()
 		}
@@ -163,8 +163,8 @@ func (l *Log) ReadRange(offset int64, maxBytes int, strictMax bool) (*FileRange,
 
 // readRange builds the range for read's batches; the caller holds a
 // segment reference, which a returned range takes over.
-func (v segView) readRange(offset int64, maxBytes int, strictMax bool) (*FileRange, bool, error) {
-	h, pos, found, err := v.locate(offset)
+func (v segView) readRange(gen uint64, offset int64, maxBytes int, strictMax bool) (*FileRange, bool, error) {
+	h, pos, found, err := v.locateHinted(gen, offset)
 	if err != nil || !found {
 		return nil, found, err
 	}
@@ -188,6 +188,10 @@ func (v segView) readRange(offset int64, maxBytes int, strictMax bool) (*FileRan
 			return nil, true, err
 		}
 	}
+	// The consumer's next fetch most likely asks for the offset after
+	// this range, whose batch starts right after it (see readhint.go).
+	last := r.spans[len(r.spans)-1]
+	rememberNext(v.s, gen, last.LastOffset+1, r.pos+r.size)
 	return r, true, nil
 }
 
@@ -216,7 +220,7 @@ func (r *FileRange) extend(limit int64) error {
 	for at := r.pos + r.size; at+recordbatch.HeaderSize <= limit; {
 		if chunkAt < 0 || at+recordbatch.HeaderSize > chunkAt+int64(len(chunk)) {
 			n := min(int64(want), limit-at)
-			m, err := r.f.ReadAt(buf[:n], at)
+			m, err := r.preadFull(buf[:n], at)
 			if err != nil && !(err == io.EOF && m >= recordbatch.HeaderSize) {
 				return fmt.Errorf("reading %s at %d: %w", r.f.Name(), at, err)
 			}
@@ -242,4 +246,26 @@ func (r *FileRange) extend(limit int64) error {
 		r.spans = append(r.spans, BatchSpan{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset(), End: r.size})
 	}
 	return nil
+}
+
+// preadFull is r.f.ReadAt on the range's descriptor without os.File's
+// per-call bookkeeping (the descriptor is held open by the range). extend
+// makes one such read per large batch, so the overhead counts (issue 13).
+// Like ReadAt: a short read is io.EOF, EINTR is retried.
+func (r *FileRange) preadFull(p []byte, off int64) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Pread(r.fd, p[n:], off+int64(n))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.EOF
+		}
+		n += m
+	}
+	return n, nil
 }

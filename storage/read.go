@@ -16,7 +16,7 @@ import (
 // NextOffset] fail with ErrOffsetOutOfRange. The result is a fresh slice
 // owned by the caller. Batches come from one segment per call.
 func (l *Log) Read(offset int64, maxBytes int, strictMax bool) ([]byte, error) {
-	return readAt(l, offset, func(v segView, offset int64) ([]byte, bool, error) {
+	return readAt(l, offset, func(v segView, _ uint64, offset int64) ([]byte, bool, error) {
 		data, found, err := v.read(offset, maxBytes, strictMax)
 		v.s.release()
 		return data, found, err
@@ -26,11 +26,12 @@ func (l *Log) Read(offset int64, maxBytes int, strictMax bool) ([]byte, error) {
 // readAt serves Read and ReadRange: it finds the segment holding offset
 // (or the next one, where compaction left nothing at or after offset in
 // it), takes a reference to it and calls read with a view of it and the
-// offset. read must release the reference unless its result holds it.
+// offset (and the Log's generation the view belongs to, for read hints).
+// read must release the reference unless its result holds it.
 // When the segments changed meanwhile (retention, compaction, Truncate),
 // the result is dropped (drop, unless nil) and the read is done again on
 // a fresh snapshot.
-func readAt[T any](l *Log, offset int64, read func(v segView, offset int64) (T, bool, error), drop func(T)) (T, error) {
+func readAt[T any](l *Log, offset int64, read func(v segView, gen uint64, offset int64) (T, bool, error), drop func(T)) (T, error) {
 	var none T
 	for {
 		l.mu.RLock()
@@ -60,7 +61,7 @@ func readAt[T any](l *Log, offset int64, read func(v segView, offset int64) (T, 
 		if !ok {
 			continue // removed meanwhile; the fresh snapshot will tell
 		}
-		res, found, err := read(v, offset)
+		res, found, err := read(v, gen, offset)
 		if l.genChanged(gen) {
 			if drop != nil {
 				drop(res)
@@ -176,6 +177,7 @@ func (v segView) offsetForTimestamp(ts, start int64) (int64, int64, bool, error)
 		}
 	}
 	sc := newHeaderScanner(v.s.log, from, v.size)
+	defer sc.done()
 	for {
 		h, pos, err := sc.next()
 		if err == io.EOF {

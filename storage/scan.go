@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -25,6 +26,7 @@ type headerScanner struct {
 	pos, limit int64
 	buf        []byte
 	bufAt      int64
+	pooled     *[]byte // buf's pool handle, nil when buf is not from scanBufs
 }
 
 // namedReaderAt is a segment file as the scanners see it.
@@ -35,6 +37,22 @@ type namedReaderAt interface {
 
 func newHeaderScanner(f namedReaderAt, pos, limit int64) *headerScanner {
 	return &headerScanner{f: f, pos: pos, limit: limit, bufAt: -1}
+}
+
+// scanBufs recycles scanners' chunk buffers: every fetch locates its first
+// batch with a scanner, and the chunk was half the allocations of a
+// tailing consumer's fetch (issue 13). Holds *[]byte of cap scanChunk.
+var scanBufs = sync.Pool{New: func() any { b := make([]byte, scanChunk); return &b }}
+
+// done gives the scanner's buffer back; the scanner and any header bytes
+// it returned must not be used after. Optional: a scanner never done just
+// leaves its buffer to the GC.
+func (s *headerScanner) done() {
+	if s.pooled != nil {
+		*s.pooled = s.buf[:0]
+		scanBufs.Put(s.pooled)
+		s.pooled, s.buf, s.bufAt = nil, nil, -1
+	}
 }
 
 // next returns the header at the scanner's position and that position.
@@ -51,7 +69,8 @@ func (s *headerScanner) next() (recordbatch.Header, int64, error) {
 	if s.bufAt < 0 || s.pos < s.bufAt || s.pos+recordbatch.HeaderSize > s.bufAt+int64(len(s.buf)) {
 		n := min(int64(scanChunk), s.limit-s.pos)
 		if cap(s.buf) < int(n) {
-			s.buf = make([]byte, scanChunk)
+			s.pooled = scanBufs.Get().(*[]byte)
+			s.buf = (*s.pooled)[:scanChunk]
 		}
 		s.buf = s.buf[:n]
 		if _, err := s.f.ReadAt(s.buf, s.pos); err != nil {
@@ -131,6 +150,7 @@ func (v segView) locate(target int64) (h recordbatch.Header, pos int64, found bo
 		}
 	}
 	sc := newHeaderScanner(v.s.log, start, v.size)
+	defer func() { sc.done() }() // sc may be replaced below
 	for first := true; ; first = false {
 		h, pos, err := sc.next()
 		if err == io.EOF {
@@ -139,6 +159,7 @@ func (v segView) locate(target int64) (h recordbatch.Header, pos int64, found bo
 		if first && want >= 0 && (err != nil || h.BaseOffset != want) {
 			// The index disagrees with the log (it should never, but a
 			// reader must not return garbage): scan from the start.
+			sc.done()
 			sc = newHeaderScanner(v.s.log, 0, v.size)
 			want = -1
 			continue
@@ -150,6 +171,25 @@ func (v segView) locate(target int64) (h recordbatch.Header, pos int64, found bo
 			return h, pos, true, nil
 		}
 	}
+}
+
+// locateHinted is locate for a fetch: it first tries the position the
+// previous fetch that ended at target recorded (readhint.go), which skips
+// the offset index search. gen is the Log generation v was taken at.
+func (v segView) locateHinted(gen uint64, target int64) (recordbatch.Header, int64, bool, error) {
+	if pos, ok := hintFor(v.s, gen, target); ok && pos+recordbatch.HeaderSize <= v.size {
+		sc := newHeaderScanner(v.s.log, pos, v.size)
+		h, p, err := sc.next()
+		sc.done()
+		// The batch after one ending at target-1 is the first whose
+		// last offset is >= target (its base may be past target where
+		// compaction left a gap); anything else means the hint is
+		// wrong (it should never be): take the index path.
+		if err == nil && h.LastOffset() >= target {
+			return h, p, true, nil
+		}
+	}
+	return v.locate(target)
 }
 
 // readBatch preads one whole batch.
