@@ -54,6 +54,7 @@ func regent(args []string, getenv func(string) string, stdout, stderr io.Writer)
 	}
 	logger := newLogger(cfg.LogLevel, cfg.LogFormat)
 	slog.SetDefault(logger)
+	tuneGC(os.Getenv, logger)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
