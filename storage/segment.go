@@ -63,6 +63,10 @@ type segment struct {
 	refs atomic.Int32
 	// needsSync is set by writes and cleared by Sync.
 	needsSync atomic.Bool
+	// indexesNeedSync is set when Sync fsynced only the log file (the
+	// active segment): its indexes are fsynced once it is no longer
+	// active, or at Close.
+	indexesNeedSync atomic.Bool
 
 	// Guarded by Log.mu: written by the owner under Lock, read by readers
 	// under RLock (and by the owner without it).

@@ -32,8 +32,11 @@ func TestSyncLeavesActiveIndexesToRecovery(t *testing.T) {
 		}
 	}
 	active := segs[len(segs)-1]
-	if !active.needsSync.Load() {
-		t.Fatal("active segment not left needsSync: Close would skip its indexes")
+	if !active.indexesNeedSync.Load() {
+		t.Fatal("active segment not left indexesNeedSync: Close would skip its indexes")
+	}
+	if active.needsSync.Load() {
+		t.Fatal("active segment still needsSync after Sync: an idle partition would be fsynced on every Sync")
 	}
 	want := readAll(t, l, 0)
 
@@ -44,7 +47,7 @@ func TestSyncLeavesActiveIndexesToRecovery(t *testing.T) {
 	if err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if active.needsSync.Load() {
+	if active.needsSync.Load() || active.indexesNeedSync.Load() {
 		t.Fatal("the segment rolled away from was not fsynced whole")
 	}
 	want = readAll(t, l, 0)
