@@ -98,7 +98,8 @@ func (r *FileRange) ReadAt(p []byte, off int64) (int, error) {
 // middle. Unknown (no RWF_NOWAIT) counts as cached.
 func (r *FileRange) Cached() bool {
 	var b [1]byte
-	for _, off := range cacheProbes(r.pos, r.size) {
+	probes, n := cacheProbes(r.pos, r.size)
+	for _, off := range probes[:n] {
 		if _, err := unix.Preadv2(r.fd, [][]byte{b[:]}, off, unix.RWF_NOWAIT); errors.Is(err, unix.EAGAIN) {
 			return false
 		}
@@ -112,17 +113,19 @@ func (r *FileRange) Cached() bool {
 const cachePage = 4096
 
 // cacheProbes returns the file offsets Cached reads for a range of size
-// bytes at pos: its first and last bytes, or only the first when both lie
+// bytes at pos, and how many there are (an array, not a slice: Cached is
+// on every fetch's path and must not allocate): its first and last bytes,
+// or only the first when both lie
 // in one page. Why: a tailing consumer's fetch (one small batch, as in
 // EndToEndLatency) mostly fits in a page, and the second probe was a
 // syscall for nothing (Cached, both probes, took 3% of the broker's CPU
 // in that test; issue 13).
-func cacheProbes(pos, size int64) []int64 {
+func cacheProbes(pos, size int64) ([2]int64, int) {
 	last := pos + size - 1
 	if size <= 1 || pos/cachePage == last/cachePage {
-		return []int64{pos}
+		return [2]int64{pos}, 1
 	}
-	return []int64{pos, last}
+	return [2]int64{pos, last}, 2
 }
 
 // AppendTo appends the range's bytes to dst (the copying path: TLS

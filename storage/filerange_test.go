@@ -148,9 +148,9 @@ func TestCacheProbes(t *testing.T) {
 		{4000, 200, []int64{4000, 4199}},
 		{8192, 1 << 20, []int64{8192, 8192 + 1<<20 - 1}},
 	} {
-		got := cacheProbes(c.pos, c.size)
-		if !slices.Equal(got, c.want) {
-			t.Errorf("cacheProbes(%d, %d) = %v, want %v", c.pos, c.size, got, c.want)
+		probes, n := cacheProbes(c.pos, c.size)
+		if got := probes[:n]; !slices.Equal(got, c.want) {
+			t.Errorf("cacheProbes(%d, %d) = %v, want %v", c.pos, c.size, probes[:n], c.want)
 		}
 	}
 }
