@@ -289,6 +289,14 @@ func (l *Log) Close() error {
 		}
 	}
 	l.mu.Unlock()
+	// After a failed fsync a later one can succeed with the data lost
+	// (syncFailed): the log must not be marked clean, so the next Open
+	// re-validates the active segment instead of trusting its indexes.
+	l.syncMu.Lock()
+	if l.syncFailed != nil {
+		errs = append(errs, fmt.Errorf("not marked clean, an earlier fsync failed: %w", l.syncFailed))
+	}
+	l.syncMu.Unlock()
 	for _, s := range segs {
 		if needs, idx := s.needsSync.Swap(false), s.indexesNeedSync.Swap(false); needs || idx {
 			if err := s.sync(); err != nil {

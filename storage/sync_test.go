@@ -1,7 +1,9 @@
 package storage
 
 import (
+	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -86,5 +88,24 @@ func TestSyncLeavesActiveIndexesToRecovery(t *testing.T) {
 	}
 	if off, _, found, err := l2.OffsetForTimestamp(200); err != nil || !found || off != first {
 		t.Fatalf("OffsetForTimestamp(200) = %d, %v, %v; want %d", off, found, err, first)
+	}
+}
+
+// TestCloseAfterFailedSyncIsNotClean: once an fsync has failed, Close
+// reports it and leaves no clean-shutdown marker, even though its own
+// fsyncs succeed (the kernel may have dropped the unsynced pages), so the
+// next Open validates the active segment.
+func TestCloseAfterFailedSyncIsNotClean(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	mustAppend(t, l, simpleBatch(t, 2, 30, 100))
+	l.syncMu.Lock()
+	l.syncFailed = errors.New("injected fsync failure")
+	l.syncMu.Unlock()
+	if err := l.Close(); err == nil {
+		t.Fatal("Close after a failed fsync returned nil")
+	}
+	if _, err := os.Stat(filepath.Join(dir, cleanShutdownFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("clean-shutdown marker after a failed fsync: stat = %v", err)
 	}
 }
