@@ -13,6 +13,7 @@ import (
 	raftwal "github.com/hashicorp/raft-wal"
 	"github.com/hashicorp/raft-wal/migrate"
 	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 )
 
 // logStore is what raft.NewRaft needs from the node's raft log: the log
@@ -68,7 +69,8 @@ func openLogStore(dir string, io *walIOStats) (logStore, error) {
 }
 
 // openWALStore opens (or creates) a raft-wal in dir; raft-wal needs the
-// directory to exist. io, if not nil, times its segment writes and fsyncs. Close closes its meta database too (since v0.4.1;
+// directory to exist. Its segment files are written with O_DIRECT
+// (directVFS). io, if not nil, times its segment writes and fsyncs. Close closes its meta database too (since v0.4.1;
 // v0.4.0 left it open and locked, so a node reopened in the same process
 // blocked forever).
 func openWALStore(dir string, io *walIOStats) (*raftwal.WAL, error) {
@@ -77,11 +79,11 @@ func openWALStore(dir string, io *walIOStats) (*raftwal.WAL, error) {
 	}
 	var w *raftwal.WAL
 	var err error
-	if io == nil {
-		w, err = raftwal.Open(dir)
-	} else {
-		w, err = raftwal.Open(dir, raftwal.WithSegmentFiler(segment.NewFiler(dir, newTimedVFS(io))))
+	var vfs types.VFS = newDirectVFS()
+	if io != nil {
+		vfs = newTimedVFS(io)
 	}
+	w, err = raftwal.Open(dir, raftwal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
 	if err != nil {
 		return nil, fmt.Errorf("open raft wal %s: %w", dir, err)
 	}

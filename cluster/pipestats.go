@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	walfs "github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -103,14 +102,14 @@ func (s *pipeStats) snapshot() PipelineStats {
 	}
 }
 
-// timedVFS is raft-wal's file system with its segment writes and fsyncs
+// timedVFS is the raft log's file system (directVFS) with its segment writes and fsyncs
 // timed into st.
 type timedVFS struct {
 	types.VFS
 	st *walIOStats
 }
 
-func newTimedVFS(st *walIOStats) timedVFS { return timedVFS{VFS: walfs.New(), st: st} }
+func newTimedVFS(st *walIOStats) timedVFS { return timedVFS{VFS: newDirectVFS(), st: st} }
 
 func (v timedVFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
 	f, err := v.VFS.Create(dir, name, size)
