@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -185,6 +186,15 @@ func copyStable(dst, src raft.StableStore) error {
 // logCacheEntries is how many of the latest raft entries the leader keeps
 // in memory to send to followers: 4 times the entries in flight.
 const logCacheEntries = 4 * maxInflightEntries
+
+// commitTimeout is how long the leader's replication to a follower idles
+// before it sends an AppendEntries anyway, carrying only the commit index.
+// A new entry sends at once, so this bounds only how late a follower
+// learns that its last entries committed when nothing follows them. At
+// 5 ms it cost an idle 3-node cluster 10% of a core on the leader and 3%
+// on each follower (about 130 empty RPCs a second to each follower);
+// raft's default of 50 ms costs a tenth of that.
+const commitTimeout = 50 * time.Millisecond
 
 // tuneRaftConfig sets raft's throughput knobs (NewRaft and the log store
 // benchmark share them, so the benchmark measures what nodes run).

@@ -179,7 +179,7 @@ func startBenchCluster(b *testing.B, k storeKind) []*benchNode {
 		cfg.HeartbeatTimeout = 1000 * time.Millisecond
 		cfg.ElectionTimeout = 1000 * time.Millisecond
 		cfg.LeaderLeaseTimeout = 500 * time.Millisecond
-		cfg.CommitTimeout = 5 * time.Millisecond
+		cfg.CommitTimeout = commitTimeout
 		// Snapshots and compaction stay out of this figure.
 		cfg.SnapshotThreshold = 1 << 40
 		cfg.SnapshotInterval = time.Hour

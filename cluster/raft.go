@@ -285,7 +285,7 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	cfg.HeartbeatTimeout = 1000 * time.Millisecond
 	cfg.ElectionTimeout = 1000 * time.Millisecond
 	cfg.LeaderLeaseTimeout = 500 * time.Millisecond
-	cfg.CommitTimeout = 5 * time.Millisecond
+	cfg.CommitTimeout = commitTimeout
 
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
