@@ -187,6 +187,12 @@ func copyStable(dst, src raft.StableStore) error {
 // in memory to send to followers: 4 times the entries in flight.
 const logCacheEntries = 4 * maxInflightEntries
 
+// logCacheBytes caps the cache's entry bytes: half of what may be in
+// flight with entries of the largest size (a follower further behind is
+// sent entries read back from the wal); entries of usual produce size
+// (70 KiB) hit the count first.
+const logCacheBytes = maxInflightEntries * maxEntryBytes / 2
+
 // commitTimeout is how long the leader's replication to a follower idles
 // before it sends an AppendEntries anyway, carrying only the commit index.
 // A new entry sends at once, so this bounds only how late a follower
