@@ -12,12 +12,13 @@ import (
 //
 // Why: raft.LogCache holds a fixed number of entries whatever their size.
 // With 256 slots and entries of up to maxEntryBytes (the 4x4 bench's
-// coalesced produces come close), every node held about 256 MB of entries,
-// and with GOGC=200 peaked at 614-756 MB RSS in the cluster bench. The
+// coalesced produces come close), it could hold 256 MB; a follower's heap
+// profile showed 52 MB of cached entries, beside raft-wal's append buffers
+// (see StoreLogs), when nodes peaked at 614-756 MB RSS with GOGC=200. The
 // cache exists so the leader sends followers in step from memory; they lag
-// by at most the entries in flight, which maxInflightEntries x
-// maxEntryBytes bounds, so that is the byte cap. An entry evicted early is
-// read back from the wal.
+// by at most the entries in flight. The byte cap (logCacheBytes) is half
+// of what can be in flight with the largest entries; an entry evicted
+// early is read back from the wal.
 //
 // Ownership: any goroutine; mu guards ring, bytes and lo.
 type logCache struct {
