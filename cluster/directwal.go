@@ -121,9 +121,9 @@ type directFile struct {
 }
 
 // directBufs holds block-aligned scratch buffers for writes, shared by
-// every segment file: raft-wal keeps sealed segments open for reads, and a
-// buffer per file (each the size of its largest commit, megabytes) held
-// 600 MB per node in a cluster bench.
+// every segment file: raft-wal keeps sealed segments open for reads, so a
+// buffer per file (each the size of its largest append) would live as long
+// as the segment. logCache.StoreLogs bounds an append to maxStoreBytes.
 var directBufs sync.Pool // of *[]byte
 
 func getDirectBuf(n int) *[]byte {
