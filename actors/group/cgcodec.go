@@ -1,26 +1,33 @@
 package group
 
 // The persisted form of a consumer group's state: one snapshot value per
-// change (the store keeps the last). Version 1:
+// change (the store keeps the last). Version 2:
 //
 //	version u8 | epoch i32 | assignmentEpoch i32
 //	topics: n u32, { name str | id [16] | partitions i32 }
 //	members: n u32, { id str | instance nstr | rack nstr | clientID str |
 //	  clientHost str | names: n u32 {str} | regex nstr | assignor nstr |
 //	  rebalanceTimeoutMs i32 | epoch i32 | prevEpoch i32 | state u8 |
-//	  resolved: n u32 {str} | assigned asg | pendingRevoke asg | target asg }
+//	  resolved: n u32 {str} | assigned asg | pendingRevoke asg | target asg |
+//	  assignedAt: n u32, { id [16] | partition i32 | epoch i32 } }
 //	asg: n u32, { id [16] | n u32 { i32 } }
+//
+// Version 1 has no assignedAt; its members' partitions read back with the
+// member's epoch as their assignment epoch (the strict pre-KIP-1251 rule).
 //
 // str is u32 length + bytes; nstr is i32 length (-1: null) + bytes.
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
-const cgCodecVersion = 1
+const cgCodecVersion = 2
 
 // cgSnapshot holds an encoded consumer group (encoded when the record is
 // made, so later changes to the group cannot race with the write).
@@ -103,6 +110,22 @@ func (c *consumerGroup) encode() []byte {
 		w.asg(m.assigned)
 		w.asg(m.pendingRevoke)
 		w.asg(c.target[id])
+		keys := make([]partKey, 0, len(m.assignedAt))
+		for k := range m.assignedAt {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b partKey) int {
+			if c := bytes.Compare(a.topic[:], b.topic[:]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.partition, b.partition)
+		})
+		w.u32(uint32(len(keys)))
+		for _, k := range keys {
+			w.b = append(w.b, k.topic[:]...)
+			w.i32(k.partition)
+			w.i32(m.assignedAt[k])
+		}
 	}
 	return w.b
 }
@@ -178,7 +201,13 @@ func (r *cgReader) asg() assignment {
 // group snapshots both open with (see cgWriter.head); kind names the group
 // kind in errors. The reader it returns is positioned at the members.
 func readHead(b []byte, version byte, kind string, epoch, assignmentEpoch *int32, topics map[string]topicMeta) (*cgReader, error) {
-	if len(b) == 0 || b[0] != version {
+	return readHeadFrom(b, version, version, kind, epoch, assignmentEpoch, topics)
+}
+
+// readHeadFrom is readHead for a kind that reads versions minVersion to
+// version.
+func readHeadFrom(b []byte, minVersion, version byte, kind string, epoch, assignmentEpoch *int32, topics map[string]topicMeta) (*cgReader, error) {
+	if len(b) == 0 || b[0] < minVersion || b[0] > version {
 		return nil, fmt.Errorf("unknown %s group snapshot version", kind)
 	}
 	r := &cgReader{b: b[1:]}
@@ -205,10 +234,11 @@ func (r *cgReader) done(kind string) error {
 
 func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
 	c := newConsumerGroup()
-	r, err := readHead(b, cgCodecVersion, "consumer", &c.epoch, &c.assignmentEpoch, c.topics)
+	r, err := readHeadFrom(b, 1, cgCodecVersion, "consumer", &c.epoch, &c.assignmentEpoch, c.topics)
 	if err != nil {
 		return nil, err
 	}
+	version := b[0]
 	nm := r.count()
 	for i := 0; i < nm && r.err == nil; i++ {
 		m := &cgMember{}
@@ -232,6 +262,17 @@ func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
 		if t := r.asg(); t != nil {
 			c.target[m.id] = t
 		}
+		if version >= 2 {
+			// Each entry is 24 bytes; count checks 4 of them.
+			n := r.count()
+			m.assignedAt = make(map[partKey]int32, n)
+			for j := 0; j < n && r.err == nil; j++ {
+				k := partKey{topic: r.id()}
+				k.partition = r.i32()
+				m.assignedAt[k] = r.i32()
+			}
+		}
+		m.syncAssignedAt()
 		c.members[m.id] = m
 		if m.instanceID != nil {
 			c.static[*m.instanceID] = m.id

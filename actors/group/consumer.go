@@ -67,12 +67,48 @@ type cgMember struct {
 	state            memberState
 	assigned         assignment
 	pendingRevoke    assignment
+	// assignedAt is each partition's assignment epoch (KIP-1251): the
+	// member epoch at which it was given this partition, for every
+	// partition in assigned or pendingRevoke. A commit from an older
+	// member epoch is taken for a partition assigned at or before it.
+	assignedAt map[partKey]int32
 	// resolved is the member's subscription as topic names that exist:
 	// its names plus what its regex matches (refreshed on heartbeats).
 	resolved []string
 
 	sessionDeadline   time.Time
 	rebalanceDeadline time.Time // while msUnrevoked
+}
+
+// partKey is a partition by topic id.
+type partKey struct {
+	topic     [16]byte
+	partition int32
+}
+
+// syncAssignedAt gives every partition the member holds without an
+// assignment epoch the member's current one (new partitions, or state
+// written before assignment epochs were kept) and forgets partitions it
+// no longer holds.
+func (m *cgMember) syncAssignedAt() {
+	epoch := m.epoch
+	if epoch < 0 {
+		epoch = m.prevEpoch // a static member away for a while
+	}
+	held := make(map[partKey]int32, m.assigned.count()+m.pendingRevoke.count())
+	for _, a := range []assignment{m.assigned, m.pendingRevoke} {
+		for t, ps := range a {
+			for _, p := range ps {
+				k := partKey{t, p}
+				e, ok := m.assignedAt[k]
+				if !ok {
+					e = epoch
+				}
+				held[k] = e
+			}
+		}
+	}
+	m.assignedAt = held
 }
 
 type consumerGroup struct {
@@ -305,6 +341,8 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 			m = &cgMember{id: memberID, assigned: old.assigned.clone(), subscribedNames: old.subscribedNames,
 				subscribedRegex: old.subscribedRegex, serverAssignor: old.serverAssignor, rebalanceTimeout: old.rebalanceTimeout,
 				resolved: old.resolved}
+			// assignedAt starts empty: the new incarnation's partitions
+			// take its first epoch, so the old one's commits are refused.
 			c.target[memberID] = c.target[old.id]
 			delete(c.target, old.id)
 			delete(c.members, old.id)
@@ -347,6 +385,7 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	}
 	before := m.assigned.clone()
 	c.reconcile(m, owned, req.Topics != nil, now)
+	m.syncAssignedAt()
 	m.sessionDeadline = now.Add(g.consumerSessionTimeout())
 
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
@@ -592,6 +631,7 @@ func (c *consumerGroup) nextAssignment(m *cgMember, epoch int32, target assignme
 		m.assigned, m.pendingRevoke = keep.union(free), nil
 		m.rebalanceDeadline = time.Time{}
 	}
+	m.syncAssignedAt()
 	if m.state != prev.state || m.epoch != prev.epoch || !m.assigned.equal(prev.assigned) || !m.pendingRevoke.equal(prev.pendingRevoke) {
 		c.dirty = true
 	}
@@ -623,6 +663,7 @@ func (g *Group) cgLeave(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerG
 		}
 		m.epoch = staticLeaveEpoch
 		m.pendingRevoke = nil
+		m.syncAssignedAt()
 		m.rebalanceDeadline = time.Time{}
 		c.dirty = true
 	} else {
@@ -635,22 +676,48 @@ func (g *Group) cgLeave(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerG
 	return resp
 }
 
-func (c *consumerGroup) validateCommit(req *kmsg.OffsetCommitRequest) *kerr.Error {
-	if req.Generation < 0 && len(c.members) == 0 {
-		return nil
+// commitCheck answers, for one partition of a commit that passed the
+// group-level checks, the error it gets (nil: taken).
+type commitCheck func(topic string, topicID [16]byte, partition int32) *kerr.Error
+
+// validateCommit is Kafka's ConsumerGroup.validateOffsetCommit with
+// KIP-1251's assignment epochs: a commit at the member's current epoch is
+// taken whole; one from an older epoch is taken for each partition the
+// member still holds (assigned or being revoked) and was given at or
+// before that epoch, and refused with stale for the rest. That lets a
+// member commit what it processed while a heartbeat moved its epoch on
+// (the commit of partitions being revoked, above all), and still fences
+// a zombie's commits for partitions given to someone else.
+func (c *consumerGroup) validateCommit(memberID string, epoch int32, versionOK bool, stale *kerr.Error) (*kerr.Error, commitCheck) {
+	if epoch < 0 && len(c.members) == 0 {
+		return nil, nil
 	}
-	m := c.members[req.MemberID]
+	m := c.members[memberID]
 	if m == nil {
-		return kerr.UnknownMemberID
+		return kerr.UnknownMemberID, nil
 	}
-	if req.Version < 9 {
-		// Members of the consumer protocol commit with v9+.
-		return kerr.UnsupportedVersion
+	if !versionOK {
+		return kerr.UnsupportedVersion, nil
 	}
-	if req.Generation != m.epoch {
-		return kerr.StaleMemberEpoch
+	switch {
+	case epoch == m.epoch:
+		return nil, nil
+	case epoch > m.epoch || epoch < 0:
+		return stale, nil
 	}
-	return nil
+	return nil, func(topic string, topicID [16]byte, partition int32) *kerr.Error {
+		if topicID == ([16]byte{}) {
+			t, ok := c.topics[topic]
+			if !ok {
+				return stale
+			}
+			topicID = t.id
+		}
+		if at, ok := m.assignedAt[partKey{topicID, partition}]; ok && at <= epoch {
+			return nil
+		}
+		return stale
+	}
 }
 
 func (c *consumerGroup) validateFetch(q FetchQuery) int16 {

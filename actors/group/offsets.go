@@ -14,11 +14,17 @@ import (
 )
 
 // validateCommit is Kafka's ClassicGroup.validateOffsetCommit (and the
-// creation of a simple group for a commit without membership).
-func (g *Group) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) *kerr.Error {
+// creation of a simple group for a commit without membership); for a
+// consumer-protocol group it may also return a per-partition check.
+func (g *Group) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) (*kerr.Error, commitCheck) {
 	if g.cg != nil {
-		return g.cg.validateCommit(req)
+		// Members of the consumer protocol commit with v9+.
+		return g.cg.validateCommit(req.MemberID, req.Generation, req.Version >= 9, kerr.StaleMemberEpoch)
 	}
+	return g.validateClassicCommit(now, req), nil
+}
+
+func (g *Group) validateClassicCommit(now time.Time, req *kmsg.OffsetCommitRequest) *kerr.Error {
 	if g.sg != nil {
 		// Share groups commit nothing: their progress is the
 		// share-partitions' state.
@@ -63,10 +69,11 @@ func (g *Group) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) *ke
 func (g *Group) CommitOffsets(now time.Time, ref Ref, req *kmsg.OffsetCommitRequest) Effects {
 	resp := kmsg.NewPtrOffsetCommitResponse()
 	var groupErr *kerr.Error
+	var check commitCheck
 	if req.Group == "" {
 		groupErr = kerr.InvalidGroupID
 	} else {
-		groupErr = g.validateCommit(now, req)
+		groupErr, check = g.validateCommit(now, req)
 	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewOffsetCommitResponseTopic()
@@ -74,9 +81,13 @@ func (g *Group) CommitOffsets(now time.Time, ref Ref, req *kmsg.OffsetCommitRequ
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewOffsetCommitResponseTopicPartition()
 			op.Partition = rp.Partition
+			partErr := groupErr
+			if partErr == nil && check != nil {
+				partErr = check(rt.Topic, rt.TopicID, rp.Partition)
+			}
 			switch {
-			case groupErr != nil:
-				op.ErrorCode = groupErr.Code
+			case partErr != nil:
+				op.ErrorCode = partErr.Code
 			case rp.Metadata != nil && len(*rp.Metadata) > g.cfg.MaxMetadataBytes:
 				op.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			default:

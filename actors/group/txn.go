@@ -21,7 +21,18 @@ import (
 // (KIP-1319) a missing group and a consumer-protocol member's old epoch
 // are told apart (GROUP_ID_NOT_FOUND, STALE_MEMBER_EPOCH); older versions
 // get ILLEGAL_GENERATION for both, as Kafka answers them.
-func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitRequest) *kerr.Error {
+func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitRequest) (*kerr.Error, commitCheck) {
+	if g.live && g.sg == nil && g.cg != nil && !(req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil) {
+		stale := kerr.IllegalGeneration
+		if req.Version >= 6 {
+			stale = kerr.StaleMemberEpoch
+		}
+		return g.cg.validateCommit(req.MemberID, req.Generation, true, stale)
+	}
+	return g.validateClassicTxnCommit(now, req), nil
+}
+
+func (g *Group) validateClassicTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitRequest) *kerr.Error {
 	anonymous := req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil
 	if !g.live {
 		if !anonymous && req.Generation >= 0 {
@@ -40,19 +51,6 @@ func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitReques
 	if anonymous {
 		return nil
 	}
-	if g.cg != nil {
-		m := g.cg.members[req.MemberID]
-		if m == nil {
-			return kerr.UnknownMemberID
-		}
-		if req.Generation != m.epoch {
-			if req.Version >= 6 {
-				return kerr.StaleMemberEpoch
-			}
-			return kerr.IllegalGeneration
-		}
-		return nil
-	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
 		return err
 	}
@@ -67,8 +65,9 @@ func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitReques
 func (g *Group) TxnCommitOffsets(now time.Time, ref Ref, req *kmsg.TxnOffsetCommitRequest) Effects {
 	resp := kmsg.NewPtrTxnOffsetCommitResponse()
 	groupErr := kerr.InvalidGroupID
+	var check commitCheck
 	if req.Group != "" {
-		groupErr = g.validateTxnCommit(now, req)
+		groupErr, check = g.validateTxnCommit(now, req)
 	}
 	for _, rt := range req.Topics {
 		ot := kmsg.NewTxnOffsetCommitResponseTopic()
@@ -76,9 +75,13 @@ func (g *Group) TxnCommitOffsets(now time.Time, ref Ref, req *kmsg.TxnOffsetComm
 		for _, rp := range rt.Partitions {
 			op := kmsg.NewTxnOffsetCommitResponseTopicPartition()
 			op.Partition = rp.Partition
+			partErr := groupErr
+			if partErr == nil && check != nil {
+				partErr = check(rt.Topic, [16]byte{}, rp.Partition)
+			}
 			switch {
-			case groupErr != nil:
-				op.ErrorCode = groupErr.Code
+			case partErr != nil:
+				op.ErrorCode = partErr.Code
 			case rp.Metadata != nil && len(*rp.Metadata) > g.cfg.MaxMetadataBytes:
 				op.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			default:
