@@ -12,10 +12,16 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/dispatch"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
+
+// mailboxes runs every partition actor's mailbox on long-lived goroutines
+// (see package dispatch); 64 parked workers cover the partitions a busy
+// broker runs at once.
+var mailboxes = dispatch.NewPool(300, 64)
 
 // SyncPolicy says when appended data is fsynced.
 type SyncPolicy int
@@ -102,7 +108,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	if a.gc.syncLog == nil {
 		a.gc.syncLog = (*storage.Log).Sync
 	}
-	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), fmt.Sprintf("partition/%s/%d/%d", o.Topic, o.Index, time.Now().UnixNano()))
+	pid, err := root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }, actor.WithDispatcher(mailboxes)), fmt.Sprintf("partition/%s/%d/%d", o.Topic, o.Index, time.Now().UnixNano()))
 	if err != nil {
 		_ = lg.Close()
 		return nil, fmt.Errorf("spawn partition actor %s-%d: %w", o.Topic, o.Index, err)

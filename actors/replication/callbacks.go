@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+
+	"github.com/regent-broker/regent/actors/internal/dispatch"
 )
 
 // Callbacks runs proposals' done callbacks off the proposer's goroutine,
@@ -11,8 +13,8 @@ import (
 // every answer it knows while Propose still runs (the single-node
 // replicator's applied result, a refusal), so none is given inline. The
 // zero value is ready; it needs no Close: a goroutine runs while callbacks
-// are queued and exits when the queue is empty (one per burst, not one per
-// proposal).
+// are queued and ends when the queue is empty (one run per burst, not one
+// per proposal, on a pooled goroutine).
 type Callbacks struct {
 	mu struct {
 		sync.Mutex
@@ -40,8 +42,12 @@ func (c *Callbacks) Add(done func(any, error), res any, err error) {
 	}
 	c.mu.running = true
 	c.mu.Unlock()
-	go c.drain()
+	drainers.Schedule(c.drain)
 }
+
+// drainers runs drains on long-lived goroutines: a fresh goroutine per
+// burst grew its stack for the partition actor's send path every time.
+var drainers = dispatch.NewPool(0, 32)
 
 // drain runs queued callbacks until the queue is empty. Only one drain
 // runs at a time (mu.running), which keeps the order.
