@@ -163,7 +163,7 @@ func (s *Server) chooseVictim(cs *connState, least int64) (victim *connState, lo
 // closing and reads nothing more. Holding cs.frameMu.
 func (cs *connState) dropFrame() {
 	if c := int64(cap(cs.partial)); c > 0 {
-		cs.partial, cs.want = nil, 0
+		cs.partial, cs.want, cs.pooled = nil, 0, nil
 		cs.reqHeld.Add(-c)
 		cs.srv.budgets.Request.Release(c)
 	}

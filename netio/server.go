@@ -303,7 +303,7 @@ func (s *Server) closeConn(cs *connState) {
 	s.budgets.Request.Release(int64(cap(cs.partial)) + cs.inCharged)
 	s.evicting.closed(cs)
 	cs.reqHeld.Store(0)
-	cs.partial, cs.inCharged = nil, 0
+	cs.partial, cs.inCharged, cs.pooled = nil, 0, nil
 	cs.frameMu.Unlock()
 	cs.out.Lock()
 	cs.closed.Store(true)
@@ -524,7 +524,12 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 				return cs.refuse(closeRequestBudget)
 			}
 			cs.reqHeld.Add(int64(first))
-			cs.partial = make([]byte, 0, first)
+			key := -1
+			if buffered >= 6 {
+				head, _ := c.Peek(2)
+				key = frameKey(head)
+			}
+			cs.partial = cs.frameBuf(first, size, key)
 			cs.want = size
 		}
 		n := min(c.InboundBuffered(), cs.want-len(cs.partial))
@@ -538,7 +543,7 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			cs.reqHeld.Add(more)
 			// The old buffer is garbage once copied; its charge
 			// carries over to the new one.
-			b := make([]byte, len(cs.partial), grown)
+			b := cs.frameBuf(grown, cs.want, frameKey(cs.partial))[:len(cs.partial)]
 			copy(b, cs.partial)
 			cs.partial = b
 		}
@@ -551,9 +556,9 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 		if len(cs.partial) < cs.want {
 			return gnet.None
 		}
-		frame := cs.partial
+		frame, pooled := cs.partial, cs.pooled
 		held := int64(cap(frame))
-		cs.partial, cs.want = nil, 0
+		cs.partial, cs.want, cs.pooled = nil, 0, nil
 		cs.reqHeld.Add(-held)
 		cs.frameBegan.Store(0)
 		var read, framed time.Time
@@ -563,7 +568,7 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 				read, cs.frameStart = cs.frameStart, time.Time{}
 			}
 		}
-		if !cs.dispatch(frame, held, read, framed) {
+		if !cs.dispatch(frame, held, pooled, read, framed) {
 			s.budgets.Request.Release(held)
 			return cs.refuse(closeBadRequest)
 		}
@@ -598,7 +603,7 @@ type connState struct {
 	// frameStart is when the first bytes of a frame not yet whole arrived
 	// (zero: none pending, or no observer); owned by the event loop.
 	frameStart time.Time
-	// frameMu guards partial, want and inCharged: the loop holds it while
+	// frameMu guards partial, pooled, want and inCharged: the loop holds it while
 	// it frames and when the connection closes; another loop that closes
 	// this connection for the request budget takes it (TryLock, never
 	// waiting) to give the frame buffer back at once (see reserve).
@@ -609,6 +614,9 @@ type connState struct {
 	partial   []byte
 	want      int
 	inCharged int64
+	// pooled is partial's buffer when it came from the frame pool (nil:
+	// a fresh one); dropped, not put back, if the frame is abandoned.
+	pooled *[]byte
 	// outSnap is gnet's outbound buffer as last seen. watched says the
 	// drain poller wakes us. Owned by the event loop.
 	outSnap int64
@@ -707,7 +715,7 @@ func (f outFrame) size() int64 {
 // connection. held is the request budget the frame holds, released when
 // the request is answered. With an observer, read is when the frame's
 // first bytes arrived and framed when it was whole. On the event loop.
-func (cs *connState) dispatch(frame []byte, held int64, read, framed time.Time) bool {
+func (cs *connState) dispatch(frame []byte, held int64, pooled *[]byte, read, framed time.Time) bool {
 	s := cs.srv
 	req, ok := cs.decode(frame)
 	if !ok {
@@ -723,14 +731,21 @@ func (cs *connState) dispatch(frame []byte, held int64, read, framed time.Time) 
 		tr = s.obs.RequestStart(req, read, framed, decoded, len(frame)+4)
 		req.SetTrace(tr)
 	}
-	req.SetReply(func(resp []byte) {
-		// The decoded request aliases its frame until answered.
+	// The decoded request aliases its frame until answered; a pooled
+	// frame goes back if its handler freed it (framepool.go).
+	release := func() {
 		s.budgets.Request.Release(held)
+		if pooled != nil && req.FrameFree() {
+			frames.put(pooled)
+		}
+	}
+	req.SetReply(func(resp []byte) {
+		release()
 		cs.complete(seq, outFrame{frame: resp, trace: tr})
 	})
 	if cs.info.SendsFiles {
 		req.SetReplyParts(func(parts []protocol.Part) {
-			s.budgets.Request.Release(held)
+			release()
 			if len(parts) == 0 || parts[0].File != nil {
 				// A frame opens with its length prefix; anything else
 				// is written as one buffer.

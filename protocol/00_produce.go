@@ -59,13 +59,20 @@ func (s *Server) produce(r *Request) {
 	// Every partition answers once; the last one answers the request.
 	var mu sync.Mutex
 	pending := 1
+	// recordsFree stays true while every partition that took records
+	// says it holds nothing of them: the frame they alias can be reused.
+	recordsFree := true
 	finish := func() {
 		mu.Lock()
 		pending--
 		last := pending == 0
+		free := recordsFree
 		mu.Unlock()
 		if !last {
 			return
+		}
+		if free {
+			r.FreeFrame()
 		}
 		if req.Acks == 0 {
 			r.NoResponse()
@@ -137,6 +144,11 @@ func (s *Server) produce(r *Request) {
 			pending++
 			mu.Unlock()
 			s.appendProduce(req, t.Name, rp.Partition, t.Partitions[rp.Partition], tr, rp.Records, func(res partition.ProduceResult) {
+				if !res.RecordsFree {
+					mu.Lock()
+					recordsFree = false
+					mu.Unlock()
+				}
 				po.ErrorCode = errorCode(res.Err)
 				if res.Err != nil && res.ErrMessage != "" {
 					msg := res.ErrMessage

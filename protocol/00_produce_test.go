@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -138,5 +139,64 @@ func TestProduceRefusesInvalidBatches(t *testing.T) {
 		if p.BaseOffset != 0 {
 			t.Fatalf("topic %s: good batch at offset %d, want 0", topic, p.BaseOffset)
 		}
+	}
+}
+
+// heldReplicator is a Local replicator without its DoneOnReturn promise:
+// one that may still hold a command's bytes when it answers, as raft's.
+type heldReplicator struct{ local *replication.Local }
+
+func (h heldReplicator) Register(key string, a replication.Applier) { h.local.Register(key, a) }
+func (h heldReplicator) Unregister(key string)                      { h.local.Unregister(key) }
+func (h heldReplicator) Propose(key string, cmd replication.Command, done func(any, error)) {
+	h.local.Propose(key, cmd, done)
+}
+
+// TestProduceFreesFrameOnlyWhenPartitionsDo: a produce frees its frame for
+// reuse (netio's pool) only when every partition that took records says
+// it holds nothing of them; with a replicator that may still hold them, or
+// a partition that refused before proposing, the frame is left alone or
+// freed accordingly.
+func TestProduceFreesFrameOnlyWhenPartitionsDo(t *testing.T) {
+	batch := func() []byte {
+		return buildBatch(t, recordbatch.CodecNone, []recordbatch.Record{{Key: []byte("k"), Value: []byte("v")}})
+	}
+	produce := func(s *Server, parts ...int32) (*Request, *kmsg.ProduceResponse) {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(9)
+		req.Acks = -1
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "t"
+		for _, p := range parts {
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = p, batch()
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		return serveRequest[*kmsg.ProduceResponse](t, s, req)
+	}
+
+	local := groupServer(t)
+	r, resp := produce(local, 0, 1, 2)
+	for _, p := range resp.Topics[0].Partitions {
+		code(t, "local produce", p.ErrorCode, nil)
+	}
+	if !r.FrameFree() {
+		t.Error("single node: frame not freed after every partition applied in place")
+	}
+	r, resp = produce(local, 0, 7) // partition 7 refused before any append
+	code(t, "unknown partition", resp.Topics[0].Partitions[1].ErrorCode, kerr.UnknownTopicOrPartition)
+	if !r.FrameFree() {
+		t.Error("single node: frame not freed with one partition refused up front")
+	}
+
+	held := groupServerOn(t, heldReplicator{replication.NewLocal()})
+	r, resp = produce(held, 0, 1)
+	for _, p := range resp.Topics[0].Partitions {
+		code(t, "held produce", p.ErrorCode, nil)
+	}
+	if r.FrameFree() {
+		t.Error("replicator that may hold records: frame freed")
 	}
 }

@@ -13,17 +13,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/group"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/actors/topics"
 )
 
 // groupServer is a Server with a topic "t" (3 partitions) and a group
 // coordinator without the initial rebalance delay.
-func groupServer(t *testing.T) *Server {
+func groupServer(t *testing.T) *Server { t.Helper(); return groupServerOn(t, nil) }
+
+// groupServerOn is groupServer with its topics replicated by repl (nil: a
+// Local replicator).
+func groupServerOn(t *testing.T, repl replication.Replicator) *Server {
 	t.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return quiet }))
 	dir := t.TempDir()
-	reg, err := topics.Open(topics.Options{DataDir: dir, Root: sys.Root, Logger: quiet})
+	reg, err := topics.Open(topics.Options{DataDir: dir, Root: sys.Root, Logger: quiet, Repl: repl})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +52,13 @@ func groupServer(t *testing.T) *Server {
 // call encodes req at its version, serves it as the network layer would
 // and decodes the response frame at the same version.
 func call[T kmsg.Response](t *testing.T, s *Server, req kmsg.Request) T {
+	t.Helper()
+	_, resp := serveRequest[T](t, s, req)
+	return resp
+}
+
+// serveRequest is call that also returns the served Request.
+func serveRequest[T kmsg.Response](t *testing.T, s *Server, req kmsg.Request) (*Request, T) {
 	t.Helper()
 	var frame []byte
 	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
@@ -85,7 +97,7 @@ func call[T kmsg.Response](t *testing.T, s *Server, req kmsg.Request) T {
 	if err := resp.ReadFrom(rest); err != nil {
 		t.Fatalf("%s v%d response: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
 	}
-	return resp.(T)
+	return r, resp.(T)
 }
 
 func code(t *testing.T, what string, got int16, want *kerr.Error) {

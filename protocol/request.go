@@ -24,6 +24,11 @@ type Request struct {
 	// replyParts, when set, takes responses made of parts (RespondParts);
 	// set by netio for connections that send files (frame.go).
 	replyParts func(parts []Part)
+	// frameFree is set by a handler, before it answers, when neither it
+	// nor anything it started reads the request's frame any more: netio
+	// may then reuse the frame's buffer once the answer is handed over.
+	// Unset (the default), the frame is left to the garbage collector.
+	frameFree atomic.Bool
 
 	// trace follows the request for telemetry (nil: not observed);
 	// recording says the request is sampled for tracing. Both are set
@@ -112,6 +117,15 @@ func (r *Request) RespondSized(resp kmsg.Response, sizeHint int) {
 	}
 	r.reply(frame)
 }
+
+// FreeFrame says nothing reads the request's frame any more (see
+// frameFree). Call it before answering, only once every goroutine the
+// handler started is done with the request's byte fields.
+func (r *Request) FreeFrame() { r.frameFree.Store(true) }
+
+// FrameFree reports whether the handler freed the request's frame; netio
+// reads it when the answer arrives.
+func (r *Request) FrameFree() bool { return r.frameFree.Load() }
 
 // NoResponse completes a request that takes no response (acks=0).
 func (r *Request) NoResponse() {

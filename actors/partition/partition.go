@@ -104,6 +104,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 		repl = replication.NewLocal()
 	}
 	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger}
+	_, a.freeOnAnswer = repl.(replication.DoneOnReturn)
 	a.gc.syncLog = o.syncLog
 	if a.gc.syncLog == nil {
 		a.gc.syncLog = (*storage.Log).Sync
@@ -422,6 +423,10 @@ type partitionActor struct {
 	// gc is the group commit's state with SyncAlways (syncer.go); the
 	// actor's, like the fields above.
 	gc groupCommit
+	// freeOnAnswer: repl is done with a command when Propose returns, so
+	// a produce's answer can tell the caller its records are free
+	// (ProduceResult.RecordsFree). Set at spawn.
+	freeOnAnswer bool
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -480,7 +485,7 @@ func (a *partitionActor) produce(m *produceMsg) {
 		if m.wt != nil {
 			m.wt.Done(-1, kerr.NotLeaderForPartition)
 		}
-		m.reply(ProduceResult{Err: kerr.NotLeaderForPartition, BaseOffset: -1, LogAppendTime: -1})
+		m.reply(ProduceResult{Err: kerr.NotLeaderForPartition, BaseOffset: -1, LogAppendTime: -1, RecordsFree: true})
 		return
 	}
 	if m.wt != nil {
@@ -504,11 +509,12 @@ func (m *produceMsg) finish(a *partitionActor, failed error) {
 }
 
 // synced implements syncWaiter: the produce is answered.
-func (m *produceMsg) synced(_ *partitionActor, serr error) {
+func (m *produceMsg) synced(a *partitionActor, serr error) {
 	res := m.res
 	if serr != nil {
 		res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: serr.Error(), BaseOffset: -1, LogAppendTime: -1}
 	}
+	res.RecordsFree = a.freeOnAnswer
 	if m.wt != nil {
 		m.wt.StorageDone()
 		m.wt.Done(res.BaseOffset, res.Err)

@@ -24,6 +24,12 @@ type Local struct {
 
 var _ Replicator = (*Local)(nil)
 
+var _ DoneOnReturn = (*Local)(nil)
+
+// DoneWithCommandOnReturn implements DoneOnReturn: Propose applies the
+// command before it returns and keeps nothing of it.
+func (l *Local) DoneWithCommandOnReturn() {}
+
 // NewLocal makes a single-node replicator. It needs no Close: its callback
 // goroutine runs only while answers are queued.
 func NewLocal() *Local {

@@ -67,6 +67,17 @@ type Replicator interface {
 	Propose(key string, cmd Command, done func(result any, err error))
 }
 
+// DoneOnReturn is implemented by replicators that have finished with a
+// command when Propose returns (Local applies it then, on the caller's
+// goroutine): a proposer may reuse the buffers the command points into as
+// soon as it has its answer. Raft's replicator encodes queued commands
+// later and may answer one (leadership lost, applier closed) before it has
+// encoded it, so it does not implement this.
+type DoneOnReturn interface {
+	Replicator
+	DoneWithCommandOnReturn()
+}
+
 var (
 	// ErrNotLeader is the error a proposal gets on a node that is not the
 	// leader (or not yet caught up as one) before its command was
