@@ -15,27 +15,6 @@ import (
 	"github.com/regent-broker/regent/protocol"
 )
 
-func TestFramePoolClasses(t *testing.T) {
-	for _, tc := range []struct{ size, class int }{
-		{1, -1}, {16<<10 - 1, -1}, {16 << 10, 0}, {16<<10 + 1, 1}, {200 << 10, 4}, {16 << 20, 10}, {16<<20 + 1, -1},
-	} {
-		if got := poolClass(tc.size); got != tc.class {
-			t.Errorf("poolClass(%d) = %d, want %d", tc.size, got, tc.class)
-		}
-	}
-	var p framePool
-	for _, size := range []int{16 << 10, 100 << 10, 1 << 20} {
-		b := p.get(size)
-		if cap(*b) < size || poolClass(cap(*b)) != poolClass(size) {
-			t.Errorf("get(%d): cap %d", size, cap(*b))
-		}
-		p.put(b)
-	}
-	if p.get(8<<10) != nil {
-		t.Error("a small frame was pooled")
-	}
-}
-
 // keepingHandler serves produce-keyed frames (v3, so the header is not
 // flexible): it checks each body holds its correlation id's fill byte,
 // keeps the bodies of odd ids without freeing their frames, and frees the

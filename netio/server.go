@@ -736,7 +736,7 @@ func (cs *connState) dispatch(frame []byte, held int64, pooled *[]byte, read, fr
 	release := func() {
 		s.budgets.Request.Release(held)
 		if pooled != nil && req.FrameFree() {
-			frames.put(pooled)
+			frames.Put(pooled)
 		}
 	}
 	req.SetReply(func(resp []byte) {
