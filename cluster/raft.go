@@ -390,6 +390,13 @@ func (r *Raft) applier(key string) Applier {
 	return r.appliers.m[key]
 }
 
+// CommandFreeAtDone implements replication.FreeAtDone. Propose reads only
+// cmd's size; the batcher encodes a taken proposal into its entry before
+// the entry can be answered, and failQueued answers proposals it took
+// from the queue without encoding them, on the batcher goroutine itself.
+// So done never runs while anything here still reads the command.
+func (r *Raft) CommandFreeAtDone() {}
+
 // Propose implements Replicator. done is called from a replicator
 // goroutine, never the proposer's: once the command is committed and
 // applied on this node; with an error wrapping ErrNotLeader when this node

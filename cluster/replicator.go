@@ -26,4 +26,7 @@ type Local = replication.Local
 // NewLocal is replication.NewLocal.
 func NewLocal() *Local { return replication.NewLocal() }
 
-var _ Replicator = (*Raft)(nil)
+var (
+	_ Replicator             = (*Raft)(nil)
+	_ replication.FreeAtDone = (*Raft)(nil)
+)

@@ -8,9 +8,11 @@ import "github.com/regent-broker/regent/storage/bufpool"
 // allocation rate drives (about 15% of the broker's CPU producing, single
 // node). A frame comes back only when its request says, as it is
 // answered, that nothing reads it any more (protocol.Request.FrameFree):
-// produce says so when every partition applied its records in place and
-// kept nothing (single node). Anything else, including a frame whose
-// connection closed mid-read, is left to the garbage collector.
+// produce says so when every partition's answer says its records are free
+// (partition.ProduceResult.RecordsFree: applied in place on a single node,
+// encoded into the raft entry on a cluster leader). Anything else,
+// including a frame whose connection closed mid-read, is left to the
+// garbage collector.
 
 // frames is the process's pool of frame buffers: every server's loops
 // share it.

@@ -142,8 +142,8 @@ func TestProduceRefusesInvalidBatches(t *testing.T) {
 	}
 }
 
-// heldReplicator is a Local replicator without its DoneOnReturn promise:
-// one that may still hold a command's bytes when it answers, as raft's.
+// heldReplicator is a Local replicator without its FreeAtDone promise: one
+// that may still read a command's bytes when it answers.
 type heldReplicator struct{ local *replication.Local }
 
 func (h heldReplicator) Register(key string, a replication.Applier) { h.local.Register(key, a) }

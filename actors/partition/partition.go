@@ -104,7 +104,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 		repl = replication.NewLocal()
 	}
 	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger}
-	_, a.freeOnAnswer = repl.(replication.DoneOnReturn)
+	_, a.freeAtDone = repl.(replication.FreeAtDone)
 	a.gc.syncLog = o.syncLog
 	if a.gc.syncLog == nil {
 		a.gc.syncLog = (*storage.Log).Sync
@@ -346,6 +346,9 @@ type produceMsg struct {
 	cmd appendCmd
 	ans answer[ProduceResult]
 	res ProduceResult // the outcome while the answer waits for a sync
+	// early: answered before the replicator's done (closed, or Propose
+	// panicked).
+	early bool
 }
 
 type deleteRecordsMsg struct {
@@ -423,10 +426,10 @@ type partitionActor struct {
 	// gc is the group commit's state with SyncAlways (syncer.go); the
 	// actor's, like the fields above.
 	gc groupCommit
-	// freeOnAnswer: repl is done with a command when Propose returns, so
-	// a produce's answer can tell the caller its records are free
-	// (ProduceResult.RecordsFree). Set at spawn.
-	freeOnAnswer bool
+	// freeAtDone: repl has stopped reading a command when it calls the
+	// command's done, so a produce answered from done can tell the caller
+	// its records are free (ProduceResult.RecordsFree). Set at spawn.
+	freeAtDone bool
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -501,6 +504,7 @@ func (a *partitionActor) produce(m *produceMsg) {
 func (m *produceMsg) finish(a *partitionActor, failed error) {
 	if failed != nil {
 		// m.ans is not read: a late done may still be writing it.
+		m.early = true
 		m.res = produceOutcome(ProduceResult{}, failed)
 	} else {
 		m.res = produceOutcome(m.ans.res, m.ans.err)
@@ -514,7 +518,9 @@ func (m *produceMsg) synced(a *partitionActor, serr error) {
 	if serr != nil {
 		res = ProduceResult{Err: kerr.KafkaStorageError, ErrMessage: serr.Error(), BaseOffset: -1, LogAppendTime: -1}
 	}
-	res.RecordsFree = a.freeOnAnswer
+	// Answered before done (the actor closed, or Propose panicked), the
+	// replicator may still be reading the records.
+	res.RecordsFree = a.freeAtDone && !m.early
 	if m.wt != nil {
 		m.wt.StorageDone()
 		m.wt.Done(res.BaseOffset, res.Err)

@@ -391,6 +391,38 @@ func TestAsyncLargeProducesReadBack(t *testing.T) {
 	}
 }
 
+// freeNode is a fake node that promises replication.FreeAtDone, as raft's
+// replicator does.
+type freeNode struct{ *fakeNode }
+
+func (freeNode) CommandFreeAtDone() {}
+
+// TestRecordsFreeOnlyFromDone: with a replicator that stops reading a
+// command before its done, a produce answered from done frees its records;
+// one answered before done (the partition closed with it in flight) does
+// not, since the replicator may still be reading them.
+func TestRecordsFreeOnlyFromDone(t *testing.T) {
+	c := newFakeCluster(t, 1)
+	sys := quietSystem(t)
+	p, err := Open(sys.Root, Options{Dir: t.TempDir(), Topic: "orders", Config: defaultConfig(t), Repl: freeNode{c.nodes[0]}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := produceSync(t, p, batch(t, -1, -1, -1, 2, false)); r.Err != nil || !r.RecordsFree {
+		t.Fatalf("answered from done: %+v, want success with records free", r)
+	}
+	c.hold(true)
+	got := make(chan ProduceResult, 1)
+	p.Produce(batch(t, -1, -1, -1, 1, false), -1, func(r ProduceResult) { got <- r })
+	p.Producers() // the actor proposed it
+	if err := p.Close(false); err != nil {
+		t.Fatal(err)
+	}
+	if r := await(t, got); r.Err != kerr.NotLeaderForPartition || r.RecordsFree {
+		t.Fatalf("answered at close, in flight: %+v, want NOT_LEADER with records not free", r)
+	}
+}
+
 // idempotenceScript is one producer's life: appends, duplicates, gaps,
 // an unknown producer, an epoch bump and a fenced epoch.
 func idempotenceScript(t *testing.T) [][]byte {
@@ -427,8 +459,8 @@ func TestAsyncIdempotenceMatchesLocal(t *testing.T) {
 	wantBase := []int64{0, 2, 0, 2, -1, 5, 6, 7, -1, 8, 7}
 	wantErr := []error{nil, nil, nil, nil, kerr.OutOfOrderSequenceNumber, nil, nil, nil, kerr.InvalidProducerEpoch, nil, nil}
 	for i := range local {
-		// Local is done with the records when it answers; the
-		// asynchronous replicator cannot promise that (RecordsFree).
+		// Local is done with the records when it answers; this fake
+		// asynchronous replicator does not promise it (RecordsFree).
 		if !local[i].RecordsFree || async[i].RecordsFree {
 			t.Errorf("produce %d: records free: local %v (want true), async %v (want false)", i, local[i].RecordsFree, async[i].RecordsFree)
 		}

@@ -24,11 +24,11 @@ type ProduceResult struct {
 	// RecordErrors name the records at fault (KIP-467's record_errors),
 	// for an INVALID_RECORD about particular records.
 	RecordErrors []RecordError
-	// RecordsFree says the partition holds nothing of the produce's
-	// records any more (they were applied in place, or never proposed, and
-	// the replicator keeps no reference): the caller may reuse their
-	// buffer. False when that cannot be promised (raft may still be
-	// encoding them).
+	// RecordsFree says nothing reads the produce's records any more
+	// (never proposed, or answered from the done of a replicator that
+	// promises replication.FreeAtDone): the caller may reuse their
+	// buffer. False when that cannot be promised (answered while the
+	// proposal was in flight, or another replicator).
 	RecordsFree bool
 }
 

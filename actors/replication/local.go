@@ -24,11 +24,11 @@ type Local struct {
 
 var _ Replicator = (*Local)(nil)
 
-var _ DoneOnReturn = (*Local)(nil)
+var _ FreeAtDone = (*Local)(nil)
 
-// DoneWithCommandOnReturn implements DoneOnReturn: Propose applies the
-// command before it returns and keeps nothing of it.
-func (l *Local) DoneWithCommandOnReturn() {}
+// CommandFreeAtDone implements FreeAtDone: Propose applies the command
+// before it returns and keeps nothing of it.
+func (l *Local) CommandFreeAtDone() {}
 
 // NewLocal makes a single-node replicator. It needs no Close: its callback
 // goroutine runs only while answers are queued.

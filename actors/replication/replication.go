@@ -67,15 +67,14 @@ type Replicator interface {
 	Propose(key string, cmd Command, done func(result any, err error))
 }
 
-// DoneOnReturn is implemented by replicators that have finished with a
-// command when Propose returns (Local applies it then, on the caller's
-// goroutine): a proposer may reuse the buffers the command points into as
-// soon as it has its answer. Raft's replicator encodes queued commands
-// later and may answer one (leadership lost, applier closed) before it has
-// encoded it, so it does not implement this.
-type DoneOnReturn interface {
+// FreeAtDone is implemented by replicators that have stopped reading a
+// command by the time they call its done: Local applies it inside
+// Propose; raft's encodes it into an entry before it can answer it, and
+// answers one it never took without reading it. A proposer may then reuse
+// the buffers the command points into once done has run.
+type FreeAtDone interface {
 	Replicator
-	DoneWithCommandOnReturn()
+	CommandFreeAtDone()
 }
 
 var (
