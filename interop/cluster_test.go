@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/interop/brokertest"
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // The cluster tests run three or five regent nodes in raft cluster mode
@@ -1009,6 +1010,18 @@ func followerRefuses(t *testing.T, ctx context.Context, c *brokertest.Cluster, i
 		t.Fatalf("metadata: %v", err)
 	}
 	b := cl.Broker(int(id))
+	// The follower answers for the topic only once it applied its
+	// creation (before, a produce by topic id is UNKNOWN_TOPIC_ID there,
+	// as on a Kafka broker whose metadata lags); the admin client's
+	// metadata may have come from another node.
+	testwait.For(t, fmt.Sprintf("node %d to know topic %s", id, topic), time.Minute, func() bool {
+		req := kmsg.NewPtrMetadataRequest()
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, b)
+		return err == nil && len(resp.Topics) == 1 && resp.Topics[0].ErrorCode == 0
+	})
 
 	prod := kmsg.NewPtrProduceRequest()
 	prod.Acks, prod.TimeoutMillis = -1, 10000
