@@ -603,10 +603,11 @@ type connState struct {
 	// frameStart is when the first bytes of a frame not yet whole arrived
 	// (zero: none pending, or no observer); owned by the event loop.
 	frameStart time.Time
-	// frameMu guards partial, pooled, want and inCharged: the loop holds it while
-	// it frames and when the connection closes; another loop that closes
-	// this connection for the request budget takes it (TryLock, never
-	// waiting) to give the frame buffer back at once (see reserve).
+	// frameMu guards partial, pooled, want and inCharged: the loop holds
+	// it while it frames and when the connection closes; another loop
+	// that closes this connection for the request budget takes it
+	// (TryLock, never waiting) to give the frame buffer back at once (see
+	// reserve).
 	frameMu sync.Mutex
 	// partial is the frame being read (nil: between frames) and want its
 	// size; cap(partial) is charged to the request budget. inCharged is
