@@ -162,26 +162,31 @@ say() { echo "bench: $*"; }
 
 now_ms() { date +%s%3N; }
 
-# Two distinct free TCP ports on 127.0.0.1.
+# free_ports [N]: N (default 2) distinct free TCP ports on 127.0.0.1, from
+# one call: ports picked in separate calls can coincide (a 3-node cluster's
+# node once got another node's admin port and exited, "address already in
+# use").
 free_ports() {
-  local py
+  local n=${1:-2} py
   for py in python3 /usr/bin/python3; do
     if command -v "$py" >/dev/null 2>&1; then
       "$py" -c '
-import socket
+import socket, sys
 ss = []
-for _ in range(2):
+for _ in range(int(sys.argv[1])):
     s = socket.socket(); s.bind(("127.0.0.1", 0)); ss.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in ss))' && return 0
+print(" ".join(str(s.getsockname()[1]) for s in ss))' "$n" && return 0
     fi
   done
-  # Fallback: random high ports that nobody is listening on.
-  local a b
+  # Fallback: consecutive random high ports that nobody is listening on.
+  local a i busy
   while :; do
-    a=$((20000 + RANDOM % 30000)); b=$((a + 1))
-    (exec 3<>"/dev/tcp/127.0.0.1/$a") 2>/dev/null && continue
-    (exec 3<>"/dev/tcp/127.0.0.1/$b") 2>/dev/null && continue
-    echo "$a $b"; return 0
+    a=$((20000 + RANDOM % 30000)) busy=
+    for ((i = 0; i < n; i++)); do
+      if (exec 3<>"/dev/tcp/127.0.0.1/$((a + i))") 2>/dev/null; then busy=1; break; fi
+    done
+    [[ -n $busy ]] && continue
+    seq -s ' ' "$a" $((a + n - 1)); return 0
   done
 }
 
@@ -429,9 +434,10 @@ run_regent_cluster() {
   local -a kports rports aports pids
   cur=cluster
   mkdir -p "$dir"
+  local -a ports
+  read -r -a ports <<<"$(free_ports $((3 * regent_nodes)))"
   for ((i = 1; i <= regent_nodes; i++)); do
-    read -r kp rp <<<"$(free_ports)"
-    read -r ap _ <<<"$(free_ports)"
+    kp=${ports[3 * i - 3]} rp=${ports[3 * i - 2]} ap=${ports[3 * i - 1]}
     kports[i]=$kp rports[i]=$rp aports[i]=$ap
     peers+="${peers:+,}$i=127.0.0.1:$kp/127.0.0.1:$rp/127.0.0.1:$ap"
     bs+="${bs:+,}127.0.0.1:$kp"
