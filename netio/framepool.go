@@ -24,7 +24,10 @@ const produceKey = 0
 // frameBuf is an empty buffer of capacity n for a frame of size bytes
 // whose API key is key (-1: not known yet): a pooled one when the frame is
 // a produce read whole into it (n == size), recorded in cs.pooled; else a
-// fresh one. On the loop, holding frameMu.
+// fresh one. A pooled buffer's capacity beyond n (under 25%, bufpool's
+// classes) is not charged to the request budget: the memory a client holds
+// with frames stays within 1.25 times its charge. On the loop, holding
+// frameMu.
 func (cs *connState) frameBuf(n, size, key int) []byte {
 	if n == size && key == produceKey {
 		if bp := frames.Get(n); bp != nil {
