@@ -423,8 +423,8 @@ type partitionActor struct {
 	compacting atomic.Bool
 	// expiring is retaining's twin for producer-expiry passes (expire.go).
 	expiring atomic.Bool
-	// gc is the group commit's state with SyncAlways (syncer.go); the
-	// actor's, like the fields above.
+	// gc is the syncer's state (syncer.go): group commit with SyncAlways,
+	// the periodic fsync in either mode. The actor's, like the fields above.
 	gc groupCommit
 	// freeAtDone: repl has stopped reading a command when it calls the
 	// command's done, so a produce answered from done can tell the caller
@@ -454,16 +454,12 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	case *maintainMsg:
 		a.maintain(m.leader)
 	case *syncMsg:
-		switch {
-		case a.closed:
-		case a.sync == SyncAlways:
-			// Through the syncer: a Sync here would wait for its fsync.
+		// Through the syncer, in either mode: a Sync here would hold every
+		// append of the partition for the fsync's length, and an interval
+		// fsync writes back a second of appends.
+		if !a.closed {
 			a.gc.wanted = true
 			a.startSync()
-		default:
-			if err := a.p.log.Sync(); err != nil {
-				a.logger.Error("fsync failed", "err", err)
-			}
 		}
 	case syncedMsg:
 		a.synced()

@@ -26,7 +26,8 @@ import (
 // is acknowledged or published either.
 //
 // Without SyncAlways nothing waits: the view is published and the request
-// answered at once, as before.
+// answered at once. The periodic fsync (syncMsg) still runs on the syncer,
+// so that the actor appends while it writes back.
 
 // syncWaiter is a finished request whose answer waits for a sync (or for
 // the answers ahead of it). synced is called on the actor goroutine, once,
@@ -198,13 +199,18 @@ func (a *partitionActor) syncDone(err error) {
 	g.done++
 	if err != nil {
 		g.failures++
-		if g.failures == 1 {
-			a.logger.Error("fsync failed: the requests it covered fail, and the partition publishes nothing more", "err", err)
-		} else {
+		switch {
+		case g.failures > 1:
 			a.logger.Debug("fsync failed again", "failures", g.failures, "err", err)
+		case a.sync == SyncAlways:
+			a.logger.Error("fsync failed: the requests it covered fail, and the partition publishes nothing more", "err", err)
+		default:
+			a.logger.Error("periodic fsync failed: the log refuses every later fsync", "err", err)
 		}
 		err = fmt.Errorf("fsync: %w", err)
-	} else {
+	} else if a.sync == SyncAlways {
+		// Without SyncAlways the view was published as it changed; this
+		// one may be older.
 		a.store(g.view)
 	}
 	g.view = nil

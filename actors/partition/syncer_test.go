@@ -331,3 +331,58 @@ func TestGroupCommitInFlightSyncCoversEarlierAppends(t *testing.T) {
 		t.Fatalf("%d syncs for two produces appended before the first began, want 1", n)
 	}
 }
+
+// TestPeriodicSyncDoesNotHoldAppends: with SyncInterval the periodic fsync
+// runs on the syncer, so produces sent while it is held are appended,
+// published and answered at once; a second tick while one runs starts one
+// more sync after it, not a second at the same time; and the view stays
+// the newest one when the held sync ends (it does not publish the older
+// view it began with).
+func TestPeriodicSyncDoesNotHoldAppends(t *testing.T) {
+	hs := newHeldSync(8)
+	sys := quietSystem(t)
+	local := replication.NewLocal()
+	p, err := Open(sys.Root, Options{Dir: t.TempDir(), Topic: "orders", Config: defaultConfig(t), Repl: local,
+		Sync: SyncInterval, Logger: slog.New(slog.DiscardHandler), syncLog: hs.sync})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, r := range hs.release {
+			r <- nil
+		}
+		_ = p.Close(false)
+	})
+	ch := make(chan tagged, 8)
+
+	produceTagged(t, p, 0, -1, ch)
+	expectAnswer(t, ch, 0, nil)
+	p.Sync()
+	if end := await(t, hs.started); end != 1 {
+		t.Fatalf("periodic sync began at log end %d, want 1", end)
+	}
+	for i := 1; i <= 3; i++ {
+		produceTagged(t, p, i, -1, ch)
+		if res := expectAnswer(t, ch, i, nil); res.BaseOffset != int64(i) {
+			t.Fatalf("produce %d at offset %d while the sync was held", i, res.BaseOffset)
+		}
+	}
+	if hw := p.HighWatermark(); hw != 4 {
+		t.Fatalf("high watermark %d while the sync was held, want 4", hw)
+	}
+	p.Sync()
+	settle(t, p, local)
+	if n := hs.count(); n != 1 {
+		t.Fatalf("%d syncs running, want 1 (the next waits for it)", n)
+	}
+
+	hs.release[0] <- nil
+	if end := await(t, hs.started); end != 4 {
+		t.Fatalf("second sync began at log end %d, want 4", end)
+	}
+	settle(t, p, local)
+	if hw := p.HighWatermark(); hw != 4 {
+		t.Fatalf("high watermark %d after the held sync ended, want 4", hw)
+	}
+	hs.release[1] <- nil
+}
