@@ -124,6 +124,11 @@ func segmentAged(seg *segment, h recordbatch.Header, nowMs, rollMs int64) bool {
 // writeRun writes batches contiguously at the end of seg and publishes them.
 func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, opts Options, nowMs int64) error {
 	pos := seg.size
+	n := int64(0)
+	for _, b := range batches {
+		n += int64(len(b))
+	}
+	seg.reserve(pos+n, opts.SegmentBytes)
 	if err := writeAll(seg, batches, pos); err != nil {
 		// Drop any partial write so the next append starts clean; if even
 		// that fails, recovery truncates the torn tail on restart.
@@ -179,12 +184,17 @@ func (l *Log) roll() error {
 	if err != nil {
 		return fmt.Errorf("rolling segment at %d: %w", next, err)
 	}
+	old := l.active()
 	l.mu.Lock()
-	if err := l.active().seal(); err != nil {
-		l.logger.Warn("sealing segment index failed", "segment", l.active().base, "err", err)
+	if err := old.seal(); err != nil {
+		l.logger.Warn("sealing segment index failed", "segment", old.base, "err", err)
 	}
 	l.mu.segs = append(l.mu.segs, ns)
 	l.mu.Unlock()
+	if err := old.releaseReserved(); err != nil {
+		// Only space: the blocks go when the segment is deleted.
+		l.logger.Warn("releasing a rolled segment's reserved blocks failed", "segment", old.base, "err", err)
+	}
 	return nil
 }
 

@@ -242,6 +242,7 @@ func (l *Log) truncateSegment(s *segment, offset int64) error {
 	if err := s.log.Truncate(cut); err != nil {
 		return fmt.Errorf("truncating segment %d: %w", s.base, err)
 	}
+	s.reserved = min(s.reserved, cut) // truncate freed the blocks past cut
 	s.needsSync.Store(true)
 	// Drop index entries that point at or past the cut, then reload the
 	// segment state from what remains (a tail scan).

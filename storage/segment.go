@@ -77,6 +77,9 @@ type segment struct {
 	firstTS  int64 // first batch's max timestamp, -1 when empty (max.compaction.lag)
 
 	// Owner-only.
+	// reserved: the file has blocks up to here (prealloc.go); MaxInt64
+	// once reserving failed.
+	reserved        int64
 	rollStartMs     int64 // clock time the segment's age counts from; -1 empty
 	bytesSinceIndex int64
 	lastTimeTS      int64 // newest time-index key, MinInt64 when none
