@@ -128,7 +128,9 @@ func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, 
 	for _, b := range batches {
 		n += int64(len(b))
 	}
-	seg.reserve(pos+n, opts.SegmentBytes)
+	if !opts.NoReserve {
+		seg.reserve(pos+n, opts.SegmentBytes)
+	}
 	if err := writeAll(seg, batches, pos); err != nil {
 		// Drop any partial write so the next append starts clean; if even
 		// that fails, recovery truncates the torn tail on restart.

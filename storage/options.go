@@ -42,7 +42,10 @@ type Options struct {
 	// MinCleanableDirtyRatio: NeedsCompaction says yes once the dirty
 	// fraction exceeds it (Kafka's strict comparison; < 0: 0.5).
 	MinCleanableDirtyRatio float64
-	Now                    func() time.Time // injectable clock; nil = time.Now
+	// NoReserve: appends reserve no blocks ahead (prealloc.go). For a log
+	// fsynced after every append, where each fsync would convert them.
+	NoReserve bool
+	Now       func() time.Time // injectable clock; nil = time.Now
 	// Files bounds the log's open segment descriptors together with every
 	// other Log sharing it; nil: DefaultFileCache(). Fixed at Open.
 	Files *FileCache

@@ -84,3 +84,18 @@ func TestAppendsReserveAheadAndRollReleases(t *testing.T) {
 		t.Fatalf("read %d records of the append after recovery, want 16", len(got))
 	}
 }
+
+// TestNoReserve: a log fsynced after every append reserves nothing ahead.
+func TestNoReserve(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{SegmentBytes: 6 << 20, IndexIntervalBytes: 4096, NoReserve: true})
+	defer l.Close()
+	b := simpleBatch(t, 16, 4000, 1)
+	for range 40 {
+		mustAppend(t, l, b)
+	}
+	seg := lastSegmentLog(t, dir)
+	if s, a := fileSizeOf(t, seg), allocated(t, seg); a > roundBlock(s) {
+		t.Fatalf("%d bytes allocated for %d written with NoReserve", a, s)
+	}
+}

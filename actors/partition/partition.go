@@ -78,7 +78,7 @@ type Options struct {
 
 // Open opens (recovering) the partition's log and spawns its actor.
 func Open(root *actor.RootContext, o Options) (*Partition, error) {
-	lg, err := storage.Open(o.Dir, StorageOptions(o.Config))
+	lg, err := storage.Open(o.Dir, storageOptions(o.Config, o.Sync))
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", o.Topic, o.Index, err)
 	}
@@ -123,6 +123,16 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 
 // producerSnapshotFile holds the partition's producer-state snapshot.
 const producerSnapshotFile = "producer-state.json"
+
+// storageOptions is StorageOptions for a partition syncing by policy: a
+// log fsynced after every append reserves no blocks ahead (each fsync
+// would then convert the reserved blocks it covers, which costs more than
+// the reservation saves: storage/prealloc.go).
+func storageOptions(c logconfig.Config, sync SyncPolicy) storage.Options {
+	o := StorageOptions(c)
+	o.NoReserve = sync == SyncAlways
+	return o
+}
 
 // StorageOptions maps a topic config onto the log's options.
 func StorageOptions(c logconfig.Config) storage.Options {
@@ -449,7 +459,7 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 	case *setConfigMsg:
 		if !a.closed {
 			a.sl.st.SetConfig(m.cfg)
-			a.p.log.SetOptions(StorageOptions(m.cfg))
+			a.p.log.SetOptions(storageOptions(m.cfg, a.sync))
 		}
 	case *maintainMsg:
 		a.maintain(m.leader)

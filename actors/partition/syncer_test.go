@@ -386,3 +386,15 @@ func TestPeriodicSyncDoesNotHoldAppends(t *testing.T) {
 	}
 	hs.release[1] <- nil
 }
+
+// TestSyncAlwaysLogReservesNothing: the log of a SyncAlways partition is
+// opened, and reconfigured, without block reservation.
+func TestSyncAlwaysLogReservesNothing(t *testing.T) {
+	cfg := defaultConfig(t)
+	if o := storageOptions(cfg, SyncAlways); !o.NoReserve {
+		t.Fatal("SyncAlways: the log reserves blocks ahead")
+	}
+	if o := storageOptions(cfg, SyncInterval); o.NoReserve {
+		t.Fatal("SyncInterval: the log reserves nothing")
+	}
+}
