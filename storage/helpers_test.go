@@ -168,3 +168,15 @@ func appendToFile(t testing.TB, path string, data []byte) {
 func isOutOfRange(err error) bool { return errors.Is(err, ErrOffsetOutOfRange) }
 
 var osStat = os.Stat
+
+// crashLog leaves l as a crash would: indexes written out, files let go,
+// but no Close, so no clean-shutdown marker.
+func crashLog(l *Log) {
+	l.mu.Lock()
+	for _, s := range l.mu.segs {
+		_ = s.flushIndexes()
+		s.release()
+	}
+	l.mu.closed = true
+	l.mu.Unlock()
+}

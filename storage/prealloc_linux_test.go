@@ -57,14 +57,7 @@ func TestAppendsReserveAheadAndRollReleases(t *testing.T) {
 		mustAppend(t, l, b)
 	}
 	next, total := l.NextOffset(), l.Size()
-	// A crash: no Close, blocks still reserved past the active segment's end.
-	l.mu.Lock()
-	for _, s := range l.mu.segs {
-		_ = s.flushIndexes()
-		s.release()
-	}
-	l.mu.closed = true
-	l.mu.Unlock()
+	crashLog(l) // blocks still reserved past the active segment's end
 	if a, s := allocated(t, lastSegmentLog(t, dir)), fileSizeOf(t, lastSegmentLog(t, dir)); a <= roundBlock(s) {
 		t.Fatalf("active segment: %d allocated for %d written, want a reservation left at the crash", a, s)
 	}

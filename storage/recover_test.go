@@ -14,14 +14,7 @@ func fillLog(t *testing.T, dir string, n int) (next int64, size int64) {
 		mustAppend(t, l, simpleBatch(t, 2, 30, int64(100+i)))
 	}
 	next, size = l.NextOffset(), l.Size()
-	// Simulate a crash: no Close, so no clean-shutdown marker.
-	l.mu.Lock()
-	for _, s := range l.mu.segs {
-		_ = s.flushIndexes()
-		s.release()
-	}
-	l.mu.closed = true
-	l.mu.Unlock()
+	crashLog(l)
 	return next, size
 }
 

@@ -43,6 +43,16 @@ func (h *heldSync) sync(lg *storage.Log) error {
 	return lg.Sync()
 }
 
+// releaseAll lets every sync not yet released run (cleanup).
+func (h *heldSync) releaseAll() {
+	for _, r := range h.release {
+		select {
+		case r <- nil:
+		default: // released already
+		}
+	}
+}
+
 func (h *heldSync) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -53,10 +63,16 @@ func (h *heldSync) count() int {
 // hs in place of the log's Sync.
 func openAlways(t *testing.T, hs *heldSync) (*Partition, *replication.Local) {
 	t.Helper()
+	return openHeld(t, hs, SyncAlways)
+}
+
+// openHeld is openAlways with the sync policy given.
+func openHeld(t *testing.T, hs *heldSync, sync SyncPolicy) (*Partition, *replication.Local) {
+	t.Helper()
 	sys := quietSystem(t)
 	local := replication.NewLocal()
 	p, err := Open(sys.Root, Options{Dir: t.TempDir(), Topic: "orders", Config: defaultConfig(t), Repl: local,
-		Sync: SyncAlways, Logger: slog.New(slog.DiscardHandler), syncLog: hs.sync})
+		Sync: sync, Logger: slog.New(slog.DiscardHandler), syncLog: hs.sync})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,12 +132,7 @@ func expectAnswer(t *testing.T, ch <-chan tagged, i int, want error) ProduceResu
 func TestGroupCommitCoversProducesDuringSlowSync(t *testing.T) {
 	hs := newHeldSync(8)
 	p, local := openAlways(t, hs)
-	t.Cleanup(func() {
-		for _, r := range hs.release {
-			r <- nil
-		}
-		_ = p.Close(false)
-	})
+	t.Cleanup(func() { hs.releaseAll(); _ = p.Close(false) })
 	ch := make(chan tagged, 8)
 
 	produceTagged(t, p, 0, -1, ch)
@@ -169,12 +180,7 @@ func TestGroupCommitCoversProducesDuringSlowSync(t *testing.T) {
 func TestGroupCommitSyncErrorFailsWhatItCovered(t *testing.T) {
 	hs := newHeldSync(8)
 	p, local := openAlways(t, hs)
-	t.Cleanup(func() {
-		for _, r := range hs.release {
-			r <- nil
-		}
-		_ = p.Close(false)
-	})
+	t.Cleanup(func() { hs.releaseAll(); _ = p.Close(false) })
 	ch := make(chan tagged, 8)
 
 	produceTagged(t, p, 0, -1, ch)
@@ -209,12 +215,7 @@ func TestGroupCommitSyncErrorFailsWhatItCovered(t *testing.T) {
 func TestGroupCommitAcksZeroNotHeld(t *testing.T) {
 	hs := newHeldSync(4)
 	p, _ := openAlways(t, hs)
-	t.Cleanup(func() {
-		for _, r := range hs.release {
-			r <- nil
-		}
-		_ = p.Close(false)
-	})
+	t.Cleanup(func() { hs.releaseAll(); _ = p.Close(false) })
 	ch := make(chan tagged, 4)
 	produceTagged(t, p, 0, 0, ch)
 	expectAnswer(t, ch, 0, nil)
@@ -269,12 +270,7 @@ func TestGroupCommitCloseAnswersAll(t *testing.T) {
 func TestGroupCommitMarker(t *testing.T) {
 	hs := newHeldSync(8)
 	p, _ := openAlways(t, hs)
-	t.Cleanup(func() {
-		for _, r := range hs.release {
-			r <- nil
-		}
-		_ = p.Close(false)
-	})
+	t.Cleanup(func() { hs.releaseAll(); _ = p.Close(false) })
 	const pid = 7
 	recs := txnBatch(t, pid, 0, 0, 1)
 	ch := make(chan tagged, 2)
@@ -304,12 +300,7 @@ func TestGroupCommitMarker(t *testing.T) {
 func TestGroupCommitInFlightSyncCoversEarlierAppends(t *testing.T) {
 	hs := newHeldSync(4)
 	p, local := openAlways(t, hs)
-	t.Cleanup(func() {
-		for _, r := range hs.release {
-			r <- nil
-		}
-		_ = p.Close(false)
-	})
+	t.Cleanup(func() { hs.releaseAll(); _ = p.Close(false) })
 	// Hold the Local's callbacks, so that both produces are appended
 	// before either answer reaches the actor.
 	gate := make(chan struct{})
@@ -340,19 +331,8 @@ func TestGroupCommitInFlightSyncCoversEarlierAppends(t *testing.T) {
 // view it began with).
 func TestPeriodicSyncDoesNotHoldAppends(t *testing.T) {
 	hs := newHeldSync(8)
-	sys := quietSystem(t)
-	local := replication.NewLocal()
-	p, err := Open(sys.Root, Options{Dir: t.TempDir(), Topic: "orders", Config: defaultConfig(t), Repl: local,
-		Sync: SyncInterval, Logger: slog.New(slog.DiscardHandler), syncLog: hs.sync})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, r := range hs.release {
-			r <- nil
-		}
-		_ = p.Close(false)
-	})
+	p, local := openHeld(t, hs, SyncInterval)
+	t.Cleanup(func() { hs.releaseAll(); _ = p.Close(false) })
 	ch := make(chan tagged, 8)
 
 	produceTagged(t, p, 0, -1, ch)
