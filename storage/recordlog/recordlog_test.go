@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+	"time"
 )
 
 func must(t testing.TB, err error) {
@@ -396,4 +398,70 @@ func BenchmarkPutBatch(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(entries)), "ns/record")
+}
+
+// heldSync opens a log whose Sync stops before its fsync until release
+// is called; entered is closed when a Sync got there. A failed test
+// releases it before closing the log.
+func heldSync(t *testing.T, o Options) (l *Log, entered chan struct{}, release func()) {
+	t.Helper()
+	entered, held := make(chan struct{}), make(chan struct{})
+	o.syncHook = func() {
+		close(entered)
+		<-held
+	}
+	l = open(t, filepath.Join(t.TempDir(), "x.log"), o)
+	release = sync.OnceFunc(func() { close(held) })
+	t.Cleanup(release) // runs before open's Close
+	return l, entered, release
+}
+
+// within fails the test unless fn returns within a deadline.
+func within(t *testing.T, what string, fn func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no return within 10s", what)
+	}
+}
+
+// A write does not wait for a Sync in progress.
+func TestSyncDoesNotHoldWrites(t *testing.T) {
+	l, entered, release := heldSync(t, Options{})
+	must(t, l.Put([]byte("a"), []byte("1")))
+	synced := make(chan error, 1)
+	go func() { synced <- l.Sync() }()
+	<-entered
+	within(t, "put during a sync", func() error { return l.Put([]byte("b"), []byte("2")) })
+	release()
+	must(t, <-synced)
+	if got := contents(l); !slices.Equal(got, []string{"a=1", "b=2"}) {
+		t.Fatalf("records %v", got)
+	}
+}
+
+// A compaction that replaces the file during a Sync fsynced the records
+// into the new file: the Sync's fsync of the closed old file is no
+// failure, and the log goes on.
+func TestSyncAcrossCompaction(t *testing.T) {
+	l, entered, release := heldSync(t, Options{CompactMinBytes: -1})
+	for i := range 50 {
+		must(t, l.Put([]byte("k"), fmt.Appendf(nil, "v%d", i)))
+	}
+	synced := make(chan error, 1)
+	go func() { synced <- l.Sync() }()
+	<-entered
+	within(t, "compaction during a sync", l.Compact)
+	release()
+	if err := <-synced; err != nil {
+		t.Fatalf("sync across a compaction: %v", err)
+	}
+	must(t, l.Put([]byte("k"), []byte("last")))
+	if got := contents(l); !slices.Equal(got, []string{"k=last"}) {
+		t.Fatalf("records %v", got)
+	}
 }
