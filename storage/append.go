@@ -86,7 +86,7 @@ func (l *Log) AppendManyAt(batches [][]byte, nowMs int64) (firsts []int64, err e
 			size += int64(len(batches[j]))
 			j++
 		}
-		if err := l.writeRun(seg, batches[i:j], hs[i:j], opts, nowMs); err != nil {
+		if err := l.writeRun(seg, batches[i:j], hs[i:j], size, opts, nowMs); err != nil {
 			return firsts, err
 		}
 		for k := i; k < j; k++ {
@@ -121,15 +121,12 @@ func segmentAged(seg *segment, h recordbatch.Header, nowMs, rollMs int64) bool {
 	return seg.rollStartMs >= 0 && nowMs-seg.rollStartMs >= rollMs
 }
 
-// writeRun writes batches contiguously at the end of seg and publishes them.
-func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, opts Options, nowMs int64) error {
+// writeRun writes batches contiguously at the end of seg and publishes them;
+// end is where they end (seg.size plus their lengths, which the caller summed).
+func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, end int64, opts Options, nowMs int64) error {
 	pos := seg.size
-	n := int64(0)
-	for _, b := range batches {
-		n += int64(len(b))
-	}
 	if !opts.NoReserve {
-		seg.reserve(pos+n, opts.SegmentBytes)
+		seg.reserve(end, opts.SegmentBytes)
 	}
 	if err := writeAll(seg, batches, pos); err != nil {
 		// Drop any partial write so the next append starts clean; if even
