@@ -227,3 +227,12 @@ func (a *linkAuth) guard(limit int64, logger *slog.Logger, next http.HandlerFunc
 		next(w, r)
 	}
 }
+
+// raftSecret is the secret raft links are authenticated with when they
+// are not on TLS (cluster.RaftOptions.LinkSecret); nil for a nil a.
+func (a *linkAuth) raftSecret() []byte {
+	if a == nil {
+		return nil
+	}
+	return a.secret
+}

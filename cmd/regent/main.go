@@ -126,7 +126,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", c.ClusterTLSCert, "PEM `file`: this node's certificate for raft and the admin endpoint (mutual TLS; with --cluster-tls-key and --cluster-tls-ca)")
 	fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", c.ClusterTLSKey, "PEM `file`: the private key of --cluster-tls-cert")
 	fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", c.ClusterTLSCA, "PEM `file`: CAs every node's (and admin client's) certificate must chain to")
-	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "`file` holding the cluster secret, the same on every node (32+ bytes; 'regent cluster secret' makes one): admin requests between nodes that change something are signed with it; needed for --admin-listen without --cluster-tls-*")
+	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "`file` holding the cluster secret, the same on every node (32+ bytes; 'regent cluster secret' makes one): admin requests between nodes that change something are signed with it, and without --cluster-tls-* raft-port connections are authenticated with it; needed for --admin-listen without --cluster-tls-*")
 	fs.Var(reauthValue{p: &c.ReauthAfter}, "connections-max-reauth-ms", "Kafka's connections.max.reauth.ms: a SASL session lasts this long (or until its token expires), then the client must re-authenticate or is disconnected; 0: off")
 	fs.Var(checkedString{p: &c.DataDir, check: func(s string) error {
 		if s == "" {

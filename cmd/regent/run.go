@@ -151,6 +151,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			Stop:      ctx.Done(),
 			TLS:       raftTLS,
 			DialTLS:   raftDialTLS,
+			// Without TLS, the cluster secret authenticates raft links
+			// too.
+			LinkSecret: linkSecret.raftSecret(),
 		})
 		if err2 != nil {
 			return err2
