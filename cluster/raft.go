@@ -86,11 +86,12 @@ type RaftOptions struct {
 	// TLS must require and verify peer certificates, DialTLS presents
 	// this node's certificate and trusts the cluster CA (tls_transport.go).
 	TLS, DialTLS *tls.Config
-	// LinkSecret, without TLS, makes every raft-port connection (raft
+	// LinkSecrets, without TLS, make every raft-port connection (raft
 	// RPCs, snapshot-file fetches) open with a mutual challenge-response
-	// keyed by it (secret_stream.go): a peer without it is refused.
-	// Every node must have the same; nil leaves the port open.
-	LinkSecret []byte
+	// (secret_stream.go): this node proves the first, and a peer must
+	// prove one of them, or is refused. Nodes share the first, or accept
+	// each other's while it is being rotated; none leaves the port open.
+	LinkSecrets [][]byte
 }
 
 // ApplyObserver traces commands applied on this node. StartApply is

@@ -38,8 +38,10 @@ import (
 // (tls_transport.go) does both; with TLS the secret is not used here.
 type secretStream struct {
 	raft.StreamLayer // the plaintext tcpStream
-	secret           []byte
-	log              *slog.Logger
+	// secrets: this node proves the first; a peer may prove any (two
+	// while the cluster's secret is rotated).
+	secrets [][]byte
+	log     *slog.Logger
 }
 
 // linkMagic starts a secret-authenticated raft connection; its last byte
@@ -56,8 +58,12 @@ const (
 // errLinkAuth marks a connection refused for its authentication.
 var errLinkAuth = errors.New("raft link not authenticated")
 
-func newSecretStream(inner raft.StreamLayer, secret []byte, log *slog.Logger) *secretStream {
-	return &secretStream{StreamLayer: inner, secret: bytes.Clone(secret), log: log}
+func newSecretStream(inner raft.StreamLayer, secrets [][]byte, log *slog.Logger) *secretStream {
+	s := &secretStream{StreamLayer: inner, log: log}
+	for _, k := range secrets {
+		s.secrets = append(s.secrets, bytes.Clone(k))
+	}
+	return s
 }
 
 // Accept returns the next connection; its exchange runs on its first Read
@@ -89,8 +95,23 @@ func (s *secretStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net
 	return c, nil
 }
 
+// mac is this node's proof: its own secret over label and both nonces.
 func (s *secretStream) mac(label string, cn, sn []byte) []byte {
-	m := hmac.New(sha256.New, s.secret)
+	return linkMAC(s.secrets[0], label, cn, sn)
+}
+
+// proves reports whether got is a proof with one of the accepted
+// secrets, comparing with each in constant time.
+func (s *secretStream) proves(got []byte, label string, cn, sn []byte) bool {
+	ok := false
+	for _, k := range s.secrets {
+		ok = hmac.Equal(got, linkMAC(k, label, cn, sn)) || ok
+	}
+	return ok
+}
+
+func linkMAC(key []byte, label string, cn, sn []byte) []byte {
+	m := hmac.New(sha256.New, key)
 	m.Write([]byte(label))
 	m.Write(cn)
 	m.Write(sn)
@@ -112,7 +133,7 @@ func (s *secretStream) clientHandshake(c net.Conn) error {
 		return fmt.Errorf("%w: no answer to the link hello (does the peer have this --cluster-secret-file, and no --cluster-tls-*?): %v", errLinkAuth, err)
 	}
 	sn, smac := answer[:linkNonceLen], answer[linkNonceLen:]
-	if !hmac.Equal(smac, s.mac(serverLabel, cn, sn)) {
+	if !s.proves(smac, serverLabel, cn, sn) {
 		return fmt.Errorf("%w: the peer does not hold this node's cluster secret", errLinkAuth)
 	}
 	if _, err := c.Write(s.mac(clientLabel, cn, sn)); err != nil {
@@ -159,7 +180,7 @@ func (s *secretStream) serve(c net.Conn) error {
 	if _, err := io.ReadFull(c, proof[:]); err != nil {
 		return fmt.Errorf("%w: read proof (the peer refused this node's answer: a different cluster secret?): %v", errLinkAuth, err)
 	}
-	if !hmac.Equal(proof[:], s.mac(clientLabel, cn, sn)) {
+	if !s.proves(proof[:], clientLabel, cn, sn) {
 		return fmt.Errorf("%w: wrong proof (a different cluster secret)", errLinkAuth)
 	}
 	return nil

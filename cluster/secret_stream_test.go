@@ -15,17 +15,17 @@ import (
 )
 
 // secretPeer is a raft transport on plaintext links authenticated by
-// secret (nil: none), set up as newRaftTransport does, with a muxStream
+// secrets (none: open; the first is proved, any accepted), set up as newRaftTransport does, with a muxStream
 // serving one snapshot.
-func secretPeer(t *testing.T, secret []byte, name string) (*raft.NetworkTransport, *fetchPeer) {
+func secretPeer(t *testing.T, name string, secrets ...[]byte) (*raft.NetworkTransport, *fetchPeer) {
 	t.Helper()
 	tcp, err := newTCPStream("127.0.0.1:0", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var inner raft.StreamLayer = tcp
-	if secret != nil {
-		inner = newSecretStream(tcp, secret, slog.New(slog.DiscardHandler))
+	if len(secrets) > 0 {
+		inner = newSecretStream(tcp, secrets, slog.New(slog.DiscardHandler))
 	}
 	root := t.TempDir()
 	fp := &fetchPeer{state: filepath.Join(root, "state"), raft: filepath.Join(root, "raft"), addr: inner.Addr().String()}
@@ -42,8 +42,8 @@ func secretPeer(t *testing.T, secret []byte, name string) (*raft.NetworkTranspor
 
 func TestRaftTransportSecretLinks(t *testing.T) {
 	secret := bytes.Repeat([]byte("s"), 32)
-	a, pa := secretPeer(t, secret, "node1")
-	b, pb := secretPeer(t, secret, "node2")
+	a, pa := secretPeer(t, "node1", secret)
+	b, pb := secretPeer(t, "node2", secret)
 	appendFrom := func(from *raft.NetworkTransport) error {
 		answer(b)
 		var resp raft.AppendEntriesResponse
@@ -54,12 +54,12 @@ func TestRaftTransportSecretLinks(t *testing.T) {
 	}
 
 	// A node with another secret, and one with none, cannot reach raft.
-	stranger, ps := secretPeer(t, bytes.Repeat([]byte("x"), 32), "stranger")
+	stranger, ps := secretPeer(t, "stranger", bytes.Repeat([]byte("x"), 32))
 	var resp raft.AppendEntriesResponse
 	if err := stranger.AppendEntries("2", b.LocalAddr(), &raft.AppendEntriesRequest{Term: 1}, &resp); !errors.Is(err, errLinkAuth) {
 		t.Fatalf("a node with another secret: %v, want the link refused", err)
 	}
-	open, _ := secretPeer(t, nil, "open")
+	open, _ := secretPeer(t, "open")
 	if err := open.AppendEntries("2", b.LocalAddr(), &raft.AppendEntriesRequest{Term: 1}, &resp); err == nil {
 		t.Fatal("a node without a secret reached raft")
 	}
@@ -121,5 +121,44 @@ func TestRaftTransportSecretLinks(t *testing.T) {
 	// The cluster's own nodes still talk.
 	if err := appendFrom(a); err != nil {
 		t.Fatalf("append after the refusals: %v", err)
+	}
+}
+
+// The cluster secret is rotated one node at a time: each step's pair of
+// nodes talks both ways, and a node on one secret alone cannot talk to a
+// node on the other alone.
+func TestRaftSecretLinksRotate(t *testing.T) {
+	oldS, newS := bytes.Repeat([]byte("o"), 32), bytes.Repeat([]byte("n"), 32)
+	talk := func(from, to *raft.NetworkTransport) error {
+		answer(to)
+		var resp raft.AppendEntriesResponse
+		return from.AppendEntries("x", to.LocalAddr(), &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("y"), Addr: []byte(from.LocalAddr())}, Term: 1}, &resp)
+	}
+	steps := []struct {
+		name string
+		a, b [][]byte
+	}{
+		{"b accepts the new secret", [][]byte{oldS}, [][]byte{oldS, newS}},
+		{"b proves the new secret, a accepts it", [][]byte{oldS, newS}, [][]byte{newS, oldS}},
+		{"a on the new secret alone", [][]byte{newS}, [][]byte{newS, oldS}},
+	}
+	for _, st := range steps {
+		a, _ := secretPeer(t, "a", st.a...)
+		b, _ := secretPeer(t, "b", st.b...)
+		if err := talk(a, b); err != nil {
+			t.Errorf("%s: a to b: %v", st.name, err)
+		}
+		if err := talk(b, a); err != nil {
+			t.Errorf("%s: b to a: %v", st.name, err)
+		}
+	}
+	onOld, _ := secretPeer(t, "old", oldS)
+	onNew, _ := secretPeer(t, "new", newS)
+	var resp raft.AppendEntriesResponse
+	if err := onOld.AppendEntries("x", onNew.LocalAddr(), &raft.AppendEntriesRequest{Term: 1}, &resp); !errors.Is(err, errLinkAuth) {
+		t.Errorf("old secret alone to new alone: %v, want the link refused", err)
+	}
+	if err := onNew.AppendEntries("x", onOld.LocalAddr(), &raft.AppendEntriesRequest{Term: 1}, &resp); !errors.Is(err, errLinkAuth) {
+		t.Errorf("new secret alone to old alone: %v, want the link refused", err)
 	}
 }

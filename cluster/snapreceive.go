@@ -72,7 +72,7 @@ func (s *snapStore) setFetch(self, stateDir string, dial func(addr string, timeo
 }
 
 // newRaftTransport is the raft transport on o.Self.Raft: plain TCP
-// (authenticated by o.LinkSecret when set), or mutual TLS when o.TLS is
+// (authenticated by o.LinkSecrets when set), or mutual TLS when o.TLS is
 // set, below a muxStream that also serves this
 // node's snapshot files to followers (and lets snaps pull from peers).
 func newRaftTransport(o RaftOptions, adv net.Addr, snaps *snapStore, log *slog.Logger, hlog hclog.Logger) (*raft.NetworkTransport, error) {
@@ -86,8 +86,8 @@ func newRaftTransport(o RaftOptions, adv net.Addr, snaps *snapStore, log *slog.L
 	if err != nil {
 		return nil, err
 	}
-	if o.TLS == nil && len(o.LinkSecret) > 0 {
-		inner = newSecretStream(inner, o.LinkSecret, log)
+	if o.TLS == nil && len(o.LinkSecrets) > 0 {
+		inner = newSecretStream(inner, o.LinkSecrets, log)
 	}
 	snaps.setFetch(o.Self.Raft, o.StateDir, nil)
 	mux := newMuxStream(inner, log, snaps.server.serve)

@@ -63,8 +63,12 @@ var (
 // Safe for concurrent use. A nil *linkAuth signs nothing (cluster links
 // on mutual TLS alone).
 type linkAuth struct {
-	secret []byte
-	now    func() time.Time // the clock; time.Now outside tests
+	secret []byte // signs, and proves this node on raft links
+	// accepted are the secrets a peer's signature or proof may use:
+	// secret, then the --cluster-secret-accept-file one while the
+	// cluster's secret is being rotated.
+	accepted [][]byte
+	now      func() time.Time // the clock; time.Now outside tests
 
 	// mu guards seen: nonces accepted, each until its timestamp leaves
 	// the window (then its request is refused as stale anyway).
@@ -79,8 +83,18 @@ func newLinkAuth(secret []byte) (*linkAuth, error) {
 		return nil, errSecretShort
 	}
 	a := &linkAuth{secret: bytes.Clone(secret), now: time.Now}
+	a.accepted = [][]byte{a.secret}
 	a.mu.seen = map[string]time.Time{}
 	return a, nil
+}
+
+// accept adds a secret that peers' signatures and proofs may use too.
+func (a *linkAuth) accept(secret []byte) error {
+	if len(secret) < minSecretBytes {
+		return errSecretShort
+	}
+	a.accepted = append(a.accepted, bytes.Clone(secret))
+	return nil
 }
 
 // readSecretFile reads a cluster secret: the file's content without
@@ -97,6 +111,23 @@ func readSecretFile(path string) (*linkAuth, error) {
 	return a, nil
 }
 
+// readSecretFiles reads the node's cluster secret from path and, if
+// acceptPath is set, the second secret it accepts from peers.
+func readSecretFiles(path, acceptPath string) (*linkAuth, error) {
+	a, err := readSecretFile(path)
+	if err != nil || acceptPath == "" {
+		return a, err
+	}
+	raw, err := os.ReadFile(acceptPath)
+	if err != nil {
+		return nil, fmt.Errorf("accepted cluster secret: %w", err)
+	}
+	if err := a.accept(bytes.TrimSpace(raw)); err != nil {
+		return nil, fmt.Errorf("accepted cluster secret %s: %w", acceptPath, err)
+	}
+	return a, nil
+}
+
 // newSecret is a fresh random secret, printable (base64url of 32 bytes).
 func newSecret() string {
 	var b [32]byte
@@ -104,10 +135,15 @@ func newSecret() string {
 	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
-// mac is the signature of one request.
+// mac is the signature of one request with this node's secret.
 func (a *linkAuth) mac(method, uri, ts, nonce string, body []byte) []byte {
+	return macWith(a.secret, method, uri, ts, nonce, body)
+}
+
+// macWith is the signature of one request with key.
+func macWith(key []byte, method, uri, ts, nonce string, body []byte) []byte {
 	digest := sha256.Sum256(body)
-	m := hmac.New(sha256.New, a.secret)
+	m := hmac.New(sha256.New, key)
 	for _, part := range []string{sigDomain, method, uri, ts, nonce} {
 		m.Write([]byte(part))
 		m.Write([]byte{'\n'})
@@ -158,7 +194,14 @@ func (a *linkAuth) verify(method, uri string, h http.Header, body []byte) error 
 	}
 	ts, nonce := h.Get(sigTimestampHeader), h.Get(sigNonceHeader)
 	got, err := hex.DecodeString(h.Get(sigHeader))
-	if err != nil || !hmac.Equal(got, a.mac(method, uri, ts, nonce, body)) {
+	if err != nil {
+		return errBadSig
+	}
+	valid := false
+	for _, key := range a.accepted {
+		valid = hmac.Equal(got, macWith(key, method, uri, ts, nonce, body)) || valid
+	}
+	if !valid {
 		return errBadSig
 	}
 	ms, _ := strconv.ParseInt(ts, 10, 64)
@@ -228,11 +271,12 @@ func (a *linkAuth) guard(limit int64, logger *slog.Logger, next http.HandlerFunc
 	}
 }
 
-// raftSecret is the secret raft links are authenticated with when they
-// are not on TLS (cluster.RaftOptions.LinkSecret); nil for a nil a.
-func (a *linkAuth) raftSecret() []byte {
+// raftSecrets are the secrets raft links are authenticated with when
+// they are not on TLS (cluster.RaftOptions.LinkSecrets: this node's
+// first); nil for a nil a.
+func (a *linkAuth) raftSecrets() [][]byte {
 	if a == nil {
 		return nil
 	}
-	return a.secret
+	return a.accepted
 }

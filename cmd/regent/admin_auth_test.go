@@ -262,3 +262,57 @@ func TestClusterSecretCommand(t *testing.T) {
 		t.Fatalf("secret %q too short", s)
 	}
 }
+
+// TestLinkAuthRotation: a node given a second secret to accept verifies
+// signatures made with either, signs with its own, and refuses others;
+// the second file is read and checked like the first.
+func TestLinkAuthRotation(t *testing.T) {
+	clock := &testClock{t: time.UnixMilli(1_700_000_000_000)}
+	const oldSecret, newSecret = "old-secret-0123456789abcdef-0123456789", "new-secret-0123456789abcdef-0123456789"
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	rotating, err := readSecretFiles(write("new", newSecret), write("old", oldSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotating.now = clock.now
+	body := []byte(`{"id":4}`)
+	verify := func(v *linkAuth, req *http.Request) error {
+		return v.verify(req.Method, req.URL.RequestURI(), req.Header, body)
+	}
+	for name, signer := range map[string]*linkAuth{
+		"old": testAuth(t, oldSecret, clock),
+		"new": testAuth(t, newSecret, clock),
+	} {
+		if err := verify(rotating, signed(t, signer, "POST", "http://n/raft/voters", body)); err != nil {
+			t.Errorf("signed with the %s secret: %v", name, err)
+		}
+	}
+	if err := verify(rotating, signed(t, testAuth(t, "another-secret-0123456789abcdef-012345", clock), "POST", "http://n/raft/voters", body)); !errors.Is(err, errBadSig) {
+		t.Errorf("signed with another secret: %v, want %v", err, errBadSig)
+	}
+	// It signs with its own secret, which a node on the new one alone
+	// accepts and a node on the old one alone does not.
+	req := signed(t, rotating, "POST", "http://n/raft/voters", body)
+	if err := verify(testAuth(t, newSecret, clock), req); err != nil {
+		t.Errorf("its signature on a node with the new secret: %v", err)
+	}
+	if err := verify(testAuth(t, oldSecret, clock), signed(t, rotating, "POST", "http://n/raft/voters", body)); !errors.Is(err, errBadSig) {
+		t.Errorf("its signature on a node with the old secret alone: %v, want %v", err, errBadSig)
+	}
+	if got := rotating.raftSecrets(); len(got) != 2 || string(got[0]) != newSecret || string(got[1]) != oldSecret {
+		t.Errorf("raft secrets %q, want the node's own first", got)
+	}
+	if _, err := readSecretFiles(write("own", newSecret), write("short", "hunter2")); !errors.Is(err, errSecretShort) || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a short accepted secret: %v", err)
+	}
+	if _, err := readSecretFiles(write("own2", newSecret), filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing accepted-secret file was read")
+	}
+}

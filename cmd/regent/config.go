@@ -74,6 +74,10 @@ type Config struct {
 	// requests with (admin_auth.go); a cluster node with an admin
 	// endpoint needs it or the ClusterTLS files.
 	ClusterSecretFile string
+	// ClusterSecretAcceptFile holds another secret accepted from peers
+	// (never signed with), for rotating the cluster secret one node at a
+	// time.
+	ClusterSecretAcceptFile string
 
 	// Telemetry, all off by default.
 	OtelExporter    string  // none, otlp-grpc, otlp-http, stdout
@@ -240,6 +244,9 @@ func (c Config) Validate() error {
 	}
 	if c.ClusterSecretFile != "" && !c.Clustered() {
 		return errors.New("--cluster-secret-file is for cluster links: set --raft-listen too")
+	}
+	if c.ClusterSecretAcceptFile != "" && c.ClusterSecretFile == "" {
+		return errors.New("--cluster-secret-accept-file is a second secret accepted beside --cluster-secret-file: set that too")
 	}
 	if c.Clustered() && c.AdminListen != "" && c.ClusterTLSCert == "" && c.ClusterSecretFile == "" {
 		// Plaintext and unauthenticated, the endpoint would let anyone

@@ -127,6 +127,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", c.ClusterTLSKey, "PEM `file`: the private key of --cluster-tls-cert")
 	fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", c.ClusterTLSCA, "PEM `file`: CAs every node's (and admin client's) certificate must chain to")
 	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", c.ClusterSecretFile, "`file` holding the cluster secret, the same on every node (32+ bytes; 'regent cluster secret' makes one): admin requests between nodes that change something are signed with it, and without --cluster-tls-* raft-port connections are authenticated with it; needed for --admin-listen without --cluster-tls-*")
+	fs.StringVar(&c.ClusterSecretAcceptFile, "cluster-secret-accept-file", c.ClusterSecretAcceptFile, "`file` holding another cluster secret this node accepts from peers but never signs or proves with: to rotate the secret without stopping the cluster (README, Cluster links)")
 	fs.Var(reauthValue{p: &c.ReauthAfter}, "connections-max-reauth-ms", "Kafka's connections.max.reauth.ms: a SASL session lasts this long (or until its token expires), then the client must re-authenticate or is disconnected; 0: off")
 	fs.Var(checkedString{p: &c.DataDir, check: func(s string) error {
 		if s == "" {

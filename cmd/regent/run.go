@@ -110,7 +110,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// The admin endpoint's signing key (nil: mutual TLS alone).
 	var linkSecret *linkAuth
 	if cfg.ClusterSecretFile != "" {
-		if linkSecret, err = readSecretFile(cfg.ClusterSecretFile); err != nil {
+		if linkSecret, err = readSecretFiles(cfg.ClusterSecretFile, cfg.ClusterSecretAcceptFile); err != nil {
 			return err
 		}
 	}
@@ -153,7 +153,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			DialTLS:   raftDialTLS,
 			// Without TLS, the cluster secret authenticates raft links
 			// too.
-			LinkSecret: linkSecret.raftSecret(),
+			LinkSecrets: linkSecret.raftSecrets(),
 		})
 		if err2 != nil {
 			return err2
