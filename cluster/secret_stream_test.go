@@ -6,8 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -27,17 +25,7 @@ func secretPeer(t *testing.T, name string, secrets ...[]byte) (*raft.NetworkTran
 	if len(secrets) > 0 {
 		inner = newSecretStream(tcp, secrets, slog.New(slog.DiscardHandler))
 	}
-	root := t.TempDir()
-	fp := &fetchPeer{state: filepath.Join(root, "state"), raft: filepath.Join(root, "raft"), addr: inner.Addr().String()}
-	fp.store = newTestStore(t, filepath.Join(fp.raft, "snapshots"), 2)
-	fp.store.setFetch(fp.addr, fp.state, nil)
-	fp.mux = newMuxStream(inner, slog.New(slog.DiscardHandler), fp.store.server.serve)
-	fp.store.dialFetch = fp.mux.dialFetch
-	writeFile(t, filepath.Join(fp.state, "p-0", "00000000000000000000.log"), "segment of "+name)
-	takeSnapshot(t, fp.store, fp.state, fp.raft, 1)
-	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: fp.mux, MaxPool: 2, Timeout: 5 * time.Second})
-	t.Cleanup(func() { _ = tr.Close() })
-	return tr, fp
+	return transportPeer(t, inner, name)
 }
 
 func TestRaftTransportSecretLinks(t *testing.T) {
@@ -65,27 +53,10 @@ func TestRaftTransportSecretLinks(t *testing.T) {
 	}
 
 	// Snapshot files on the same port, behind the same exchange.
-	metas, err := pb.store.List()
-	if err != nil || len(metas) != 1 {
-		t.Fatalf("node2's snapshots: %v %v", metas, err)
-	}
-	pull := func(dial func(string, time.Duration) (net.Conn, error)) (string, error) {
-		fc := &fetchClient{addr: pb.addr, id: metas[0].ID, dial: dial, deadline: time.Now().Add(30 * time.Second), budget: 30 * time.Second}
-		defer fc.close()
-		f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if err := fc.pull("p-0/00000000000000000000.log", 0, int64(len("segment of node2")), f); err != nil {
-			return "", err
-		}
-		return readFile(t, f.Name()), nil
-	}
-	if got, err := pull(pa.mux.dialFetch); err != nil || got != "segment of node2" {
+	if got, err := pullSegment(t, pb, "node2", pa.mux.dialFetch); err != nil || got != "segment of node2" {
 		t.Fatalf("a cluster node's fetch: %q, %v", got, err)
 	}
-	if _, err := pull(ps.mux.dialFetch); err == nil {
+	if _, err := pullSegment(t, pb, "node2", ps.mux.dialFetch); err == nil {
 		t.Fatal("a node with another secret pulled snapshot files")
 	}
 

@@ -39,17 +39,47 @@ func mtlsPeer(t *testing.T, ca *tlstest.CA, name string) (*raft.NetworkTransport
 	if err != nil {
 		t.Fatal(err)
 	}
+	return transportPeer(t, s, name)
+}
+
+// transportPeer is a raft transport on inner as newRaftTransport sets it
+// up: a muxStream serving a snapshot store that holds one snapshot, of a
+// segment whose content is "segment of name".
+func transportPeer(t *testing.T, inner raft.StreamLayer, name string) (*raft.NetworkTransport, *fetchPeer) {
+	t.Helper()
 	root := t.TempDir()
-	fp := &fetchPeer{state: filepath.Join(root, "state"), raft: filepath.Join(root, "raft"), addr: s.Addr().String()}
+	fp := &fetchPeer{state: filepath.Join(root, "state"), raft: filepath.Join(root, "raft"), addr: inner.Addr().String()}
 	fp.store = newTestStore(t, filepath.Join(fp.raft, "snapshots"), 2)
 	fp.store.setFetch(fp.addr, fp.state, nil)
-	fp.mux = newMuxStream(s, slog.New(slog.DiscardHandler), fp.store.server.serve)
+	fp.mux = newMuxStream(inner, slog.New(slog.DiscardHandler), fp.store.server.serve)
 	fp.store.dialFetch = fp.mux.dialFetch
 	writeFile(t, filepath.Join(fp.state, "p-0", "00000000000000000000.log"), "segment of "+name)
 	takeSnapshot(t, fp.store, fp.state, fp.raft, 1)
 	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{Stream: fp.mux, MaxPool: 2, Timeout: 5 * time.Second})
 	t.Cleanup(func() { _ = tr.Close() })
 	return tr, fp
+}
+
+// pullSegment pulls the segment of from's only snapshot (transportPeer's,
+// holding "segment of " and from's name) through dial, a peer's fetch
+// dialer, and returns its content.
+func pullSegment(t *testing.T, from *fetchPeer, name string, dial func(string, time.Duration) (net.Conn, error)) (string, error) {
+	t.Helper()
+	metas, err := from.store.List()
+	if err != nil || len(metas) != 1 {
+		t.Fatalf("snapshots of %s: %v %v", name, metas, err)
+	}
+	fc := &fetchClient{addr: from.addr, id: metas[0].ID, dial: dial, deadline: time.Now().Add(30 * time.Second), budget: 30 * time.Second}
+	defer fc.close()
+	f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := fc.pull("p-0/00000000000000000000.log", 0, int64(len("segment of "+name)), f); err != nil {
+		return "", err
+	}
+	return readFile(t, f.Name()), nil
 }
 
 // answer serves one RPC on tr with an empty success response.
@@ -93,27 +123,10 @@ func TestRaftTransportMutualTLS(t *testing.T) {
 
 	// Snapshot files on the same port, on the same mutual TLS: a node of
 	// the cluster pulls them, a node with a foreign certificate cannot.
-	metas, err := pb.store.List()
-	if err != nil || len(metas) != 1 {
-		t.Fatalf("node2's snapshots: %v %v", metas, err)
-	}
-	pull := func(dial func(string, time.Duration) (net.Conn, error)) (string, error) {
-		fc := &fetchClient{addr: pb.addr, id: metas[0].ID, dial: dial, deadline: time.Now().Add(30 * time.Second), budget: 30 * time.Second}
-		defer fc.close()
-		f, err := os.Create(filepath.Join(t.TempDir(), "seg"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if err := fc.pull("p-0/00000000000000000000.log", 0, int64(len("segment of node2")), f); err != nil {
-			return "", err
-		}
-		return readFile(t, f.Name()), nil
-	}
-	if got, err := pull(pa.mux.dialFetch); err != nil || got != "segment of node2" {
+	if got, err := pullSegment(t, pb, "node2", pa.mux.dialFetch); err != nil || got != "segment of node2" {
 		t.Fatalf("a cluster node's fetch over TLS: %q, %v", got, err)
 	}
-	if _, err := pull(ps.mux.dialFetch); err == nil {
+	if _, err := pullSegment(t, pb, "node2", ps.mux.dialFetch); err == nil {
 		t.Fatal("a node with a foreign certificate pulled snapshot files")
 	}
 
