@@ -42,6 +42,13 @@ cost_end() {
   return 0
 }
 cpu_per_gb() { awk -v t="$1" -v h="$clk_tck" -v b="$2" 'BEGIN { printf "%.3f", t / h / (b / 1e9) }'; }
+
+# children_ticks PID: the CPU (utime+stime, clock ticks) of every child the
+# shell PID has reaped so far, their own children included (cutime+cstime
+# of /proc/PID/stat). A step's load generator, reaped by run_step's wait,
+# is the difference across the step. PID is the caller's $BASHPID, read
+# outside the command substitution (which is a shell of its own).
+children_ticks() { sed -E 's/^.*\) //' "/proc/$1/stat" | awk '{ print $14 + $15 }'; }
 per_byte() { awk -v w="$1" -v b="$2" 'BEGIN { printf "%.3f", w / b }'; }
 
 # put_rss NAME: each broker process's peak resident set so far (VmHWM), MB.
@@ -76,11 +83,12 @@ parse_produce() {
 # ProducerPerformance run of N records into TOPIC; results under KEY, and the
 # brokers' CPU and disk writes over the run.
 phase_produce() {
-  local name=$1 bs=$2 dir=$3 key=$4 topic=$5 acks=$6 n=$7 t0 out=$3/produce-$4.out
+  local name=$1 bs=$2 dir=$3 key=$4 topic=$5 acks=$6 n=$7 t0 lg0 out=$3/produce-$4.out
   local -a f
   say "[$name] $key: producer acks=$acks into $topic: $n x $record_size B"
   cost_begin
-  t0=$(now_ms)
+  local me=$BASHPID
+  t0=$(now_ms) lg0=$(children_ticks "$me")
   kjava "$dir/tools-log4j.log"
   if ! run_step "$out" "${KJ[@]}" -Xmx1g \
       org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
@@ -99,6 +107,9 @@ phase_produce() {
     return 1
   fi
   cost_end "$name" "$key" $((n * record_size)) $((n * record_size))
+  # The producer JVM's own CPU: it shares the cores with the broker, so it
+  # bounds every throughput ratio (README, The numbers).
+  put "$name:lg:$key" "$(cpu_per_gb $(($(children_ticks "$me") - lg0)) $((n * record_size)))"
   put "$name:$key:rps" "${f[1]}"; put "$name:$key:mbs" "${f[2]}"; put "$name:$key:avg" "${f[3]}"
   put "$name:$key:max" "${f[4]}"; put "$name:$key:p50" "${f[5]}"; put "$name:$key:p99" "${f[7]}"
   put "$name:$key:p999" "${f[8]}"

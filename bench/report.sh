@@ -48,6 +48,7 @@ p1:p999|produce acks=1 p99.9 latency ms|lower|1|
 p1:max|produce acks=1 max latency ms|lower|1|
 cpu:p1:all|produce acks=1 broker CPU s/GB$sum|lower|2|
 wpb:p1:all|produce acks=1 disk B/produced B$sum|lower|3|
+lg:p1|produce acks=1 load generator CPU s/GB|lower|2|
 pa:rps|produce acks=all records/s|higher|1|>= 1.5
 pa:mbs|produce acks=all MB/s|higher|1|
 pa:avg|produce acks=all avg latency ms|lower|1|
@@ -56,6 +57,7 @@ pa:p99|produce acks=all p99 latency ms|lower|1|<= 0.5
 pa:p999|produce acks=all p99.9 latency ms|lower|1|
 cpu:pa:all|produce acks=all broker CPU s/GB$sum|lower|2|<= 0.25
 wpb:pa:all|produce acks=all disk B/produced B$sum|lower|3|
+lg:pa|produce acks=all load generator CPU s/GB|lower|2|
 EOF
   if ((n > 1)); then
     for ((i = 1; i <= n; i++)); do echo "cpu:pa:$i|produce acks=all broker CPU s/GB, node $i|lower|2|"; done
@@ -83,6 +85,7 @@ fs:mbs|fsync every write: acks=all MB/s|higher|1|
 fs:p99|fsync every write: p99 latency ms|lower|1|
 cpu:fs:all|fsync every write: broker CPU s/GB$sum|lower|2|
 wpb:fs:all|fsync every write: disk B/produced B$sum|lower|3|
+lg:fs|fsync every write: load generator CPU s/GB|lower|2|
 EOF
   for ((i = 1; i <= n; i++)); do echo "rss:$i|peak RSS MB, node $i|lower|0|$( ((i == 1)) && echo '<= 0.1')"; done
 }
