@@ -229,7 +229,7 @@ func TestClusterShareGroupLeaderKill(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("plain-%d", i)
 	}
-	problems, gaps, redelivered := l.shareVerdict(keys, limit)
+	problems, gaps, redelivered := l.shareVerdict(keys, limit, true)
 	t.Logf("%d records, %d redelivered at least once, %d deliveries after the kill, %d acquisitions never seen by a member (responses lost with the leader)",
 		n, redelivered, l.countAfterKill(), gaps)
 	if len(problems) > 0 {

@@ -130,7 +130,7 @@ func shareIsolationLevel(t *testing.T, addr, topic string) {
 			keys = append(keys, k)
 		}
 		l.mu.Unlock()
-		if problems, _, _ := l.shareVerdict(keys, 5); len(problems) > 0 {
+		if problems, _, _ := l.shareVerdict(keys, 5, false); len(problems) > 0 {
 			t.Errorf("%s: %s", level, strings.Join(problems, "\n"))
 		}
 	}

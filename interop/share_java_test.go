@@ -50,7 +50,9 @@ func TestShareJavaMembersKill9(t *testing.T) {
 // TestClusterShareJavaMembersKill9 is TestShareJavaMembersKill9 on a
 // 3-node cluster where the raft leader is killed with SIGKILL together
 // with the member: the members carry on against the new leader, and the
-// acknowledged state they left on the old one holds.
+// acknowledged state they left on the old one holds. An acquisition whose
+// answer dies with the leader is a delivery nobody sees, so here a
+// release- record may reach the limit unseen (shareVerdict's answersLost).
 func TestClusterShareJavaMembersKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster: not in -short")
@@ -202,7 +204,7 @@ func shareJavaMembersKill9(t *testing.T, lib, addr, name string, rf int16, also 
 	for i := range keys {
 		keys[i] = shareKey(i)
 	}
-	problems, gaps, redelivered := l.shareVerdict(keys, limit)
+	problems, gaps, redelivered := l.shareVerdict(keys, limit, also != nil)
 	after := l.countAfterKill()
 	t.Logf("%d records, %d redelivered at least once, %d deliveries printed after the kill, %d deliveries to %s unconfirmed when it was killed, %d acquisitions never printed (the killed member's, or answers lost with a killed leader)",
 		n, redelivered, after, l.unconfirmed(victim.name), victim.name, gaps)

@@ -150,7 +150,7 @@ func TestShareStateSurvivesRestart(t *testing.T) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("plain-%d", i)
 	}
-	problems, gaps, redelivered := l.shareVerdict(keys, limit)
+	problems, gaps, redelivered := l.shareVerdict(keys, limit, false)
 	t.Logf("%d records, %d redelivered at least once, %d deliveries after the restart, %d acquisitions never seen by a member",
 		n, redelivered, l.countAfterKill(), gaps)
 	if len(problems) > 0 {
