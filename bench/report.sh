@@ -132,6 +132,11 @@ report() {
   ((n > 1)) && notes+=("regent ran as one node and then as a $n-node raft cluster on this machine (every write replicated to all $n; leader per round: ${res[cluster:leader]:-?}); kafka as one node")
   notes+=("CPU and disk rows: each broker process over that phase (utime+stime, /proc/PID/io write_bytes); RSS: VmHWM after the last phase before the fsync one")
   notes+=("fsync every write: regent --fsync always (a second process), kafka flush.messages=1 on its topic")
+  local reported_end
+  reported_end=$(cat "$reported_kib_file" 2>/dev/null)
+  if [[ $reported_kib_start =~ ^[0-9]+$ && $reported_end =~ ^[0-9]+$ ]]; then
+    notes+=("free page reporting: the kernel gave $(awk -v k=$((reported_end - reported_kib_start)) 'BEGIN { printf "%.1f", k / 1048576 }') GiB of freed memory back to the hypervisor during the run; a page used again after that costs a first-touch fault, charged to the process that writes it (a broker filling its page cache), so CPU and throughput rows vary with it (bench/README.md)")
+  fi
   local md=""
   echo
   echo "bench: $summary"

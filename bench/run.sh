@@ -63,6 +63,10 @@ start_timeout=90 # seconds for a broker to open its port
 run_args="" # the arguments as given, for RESULTS.md
 (($#)) && run_args=$(printf '%q ' "$@") && run_args=${run_args% }
 load_start=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null)
+# Free page reporting (a virtual machine's kernel handing freed memory back
+# to its host): report.sh says how much went back during the run.
+reported_kib_file=/sys/module/page_reporting/parameters/reported_kib
+reported_kib_start=$(cat "$reported_kib_file" 2>/dev/null)
 need_arg() { [[ $# -ge 2 && -n $2 ]] || { echo "bench: $1 needs a value" >&2; exit 2; }; }
 while [[ $# -gt 0 ]]; do
   case $1 in
