@@ -338,7 +338,7 @@ func (a *spActor) acquire(msg *acquireMsg) {
 			maxRecords = defaultMaxRecords
 		}
 		ranges, used := next.Acquire(AcquireInput{Member: req.Member, NowMs: now, MaxRecords: maxRecords,
-			RecordLimit: req.RecordLimit, Limit: limit, Batches: batches}, lim)
+			RecordLimit: req.RecordLimit, Limit: limit, Batches: batches, ThrottleBase: int64(req.BatchSize)}, lim)
 		if !req.RecordLimit {
 			ranges = splitToBatchSize(ranges, batches, int64(req.BatchSize))
 		}

@@ -428,3 +428,42 @@ func TestManagerWriteInFlight(t *testing.T) {
 	default:
 	}
 }
+
+// TestManagerThrottlesByBatchSize: the fetch's BatchSize, not its
+// MaxRecords (a fetch's share of its records split over its partitions),
+// is what throttled redeliveries are cut from; and a limit of 3 makes a
+// record failed twice go alone.
+func TestManagerThrottlesByBatchSize(t *testing.T) {
+	h := newHarness(t, Config{AutoOffsetReset: "earliest", DeliveryCountLimit: 5})
+	h.log.append(40, false, false, -1)
+	acquire := func(member string) AcquireResult {
+		return wait(t, func(r func(AcquireResult)) {
+			h.m.Acquire(AcquireRequest{Key: key, Member: member, MaxRecords: 40, BatchSize: 16}, r)
+		})
+	}
+	release := func(member string, r AcquireResult) {
+		t.Helper()
+		for _, a := range r.Acquired {
+			if code := h.ack(member, AckBatch{a.First, a.Last, []AckType{AckRelease}}); code != 0 {
+				t.Fatalf("release %+v: %d", a, code)
+			}
+		}
+	}
+	for n := int16(1); n <= 3; n++ {
+		r := acquire("a")
+		if !slices.Equal(ranges(r), []AcquiredRange{{0, 39, n}}) {
+			t.Fatalf("delivery %d: %+v", n, r.Acquired)
+		}
+		release("a", r)
+	}
+	// Count 3 of 5: 16 >> 1 records, not 40 >> 1.
+	r := acquire("a")
+	if !slices.Equal(ranges(r), []AcquiredRange{{0, 7, 4}}) {
+		t.Fatalf("throttled: %+v, want 0-7 at 4", r.Acquired)
+	}
+	release("a", r)
+	// Count 4: the last delivery, alone.
+	if r := acquire("b"); !slices.Equal(ranges(r), []AcquiredRange{{0, 0, 5}}) {
+		t.Fatalf("last delivery: %+v, want 0-0 at 5", r.Acquired)
+	}
+}

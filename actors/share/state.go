@@ -172,7 +172,21 @@ type AcquireInput struct {
 	// the last stable offset for read_committed.
 	Limit   int64
 	Batches []Batch
+	// ThrottleBase is what throttled redeliveries are cut from (the
+	// fetch's batch size; <= 0: MaxRecords). See throttleFrom.
+	ThrottleBase int64
 }
+
+// throttleFrom is the delivery count from which redeliveries are
+// throttled, as Kafka 4.2 throttles them: half the limit, rounded up, and
+// at least 2. A throttled acquisition takes the throttled records in a
+// fetch of their own, and fewer of them at each further delivery: at most
+// base >> (count - from + 1), at least 1; a record on its last delivery
+// (count limit-1, limits above 2) goes alone. So when a consumer fails a
+// whole batch over one bad record, the batch is split, halving each time,
+// and only the bad record reaches the limit and is archived, not the
+// records delivered with it.
+func (l Limits) throttleFrom() int16 { return max(2, (l.DeliveryLimit+1)/2) }
 
 // Acquire acquires records of the batches (in offset order, as read from
 // ReadOffset) for in.Member: AVAILABLE records in the window and new
@@ -198,8 +212,17 @@ func (s *State) Acquire(in AcquireInput, lim Limits) (ranges []AcquiredRange, us
 		}
 		return in.MaxRecords - got
 	}
+	// Throttled redeliveries (throttleFrom): once a record at or past the
+	// throttling count is met, throttleLeft is what may still be taken and
+	// nothing past the window is; stop ends the acquisition.
+	throttled, stop := false, false
+	var throttleLeft int64
+	base := in.ThrottleBase
+	if base <= 0 {
+		base = in.MaxRecords
+	}
 	for bi, b := range in.Batches {
-		if got >= in.MaxRecords || b.Last >= in.Limit || b.Last < b.Base {
+		if stop || got >= in.MaxRecords || b.Last >= in.Limit || b.Last < b.Base {
 			break
 		}
 		if b.Last < s.StartOffset {
@@ -215,6 +238,26 @@ func (s *State) Acquire(in AcquireInput, lim Limits) (ranges []AcquiredRange, us
 				continue
 			}
 			last := min(sp.Last, b.Last, off+startRoom-1)
+			if sp.Count < lim.DeliveryLimit && lim.DeliveryLimit > 2 && sp.Count >= lim.throttleFrom() {
+				if !throttled {
+					if got > 0 {
+						stop = true // the throttled records go in a fetch of their own
+						break
+					}
+					throttled = true
+					throttleLeft = max(1, base>>(sp.Count-lim.throttleFrom()+1))
+				}
+				if sp.Count == lim.DeliveryLimit-1 {
+					if got > 0 {
+						stop = true
+						break
+					}
+					throttleLeft = 1 // the last delivery: alone
+				}
+			}
+			if throttled {
+				last = min(last, off+throttleLeft-1)
+			}
 			s.split(off)
 			s.split(last + 1)
 			i = s.find(off)
@@ -227,10 +270,23 @@ func (s *State) Acquire(in AcquireInput, lim Limits) (ranges []AcquiredRange, us
 				s.spans[i] = span{First: off, Last: last, State: Acquired, Count: count, Member: in.Member, Deadline: deadline}
 				take(off, last, count, bi)
 				startRoom -= last - off + 1
+				if throttled {
+					if throttleLeft -= last - off + 1; throttleLeft <= 0 {
+						stop = true
+						off = last + 1
+						break
+					}
+				}
 			}
 			off = last + 1
 		}
-		// New records past the window's end.
+		if stop {
+			break
+		}
+		// New records past the window's end: none in a throttled fetch.
+		if throttled {
+			continue
+		}
 		if b.Last < s.EndOffset {
 			continue
 		}

@@ -18,7 +18,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the scripts' expectations")
 //	config lock=MS deliveries=N inflight=N
 //	init offset=N
 //	log batches=0-4,5-9,10c,11-12x limit=N   (c control, x aborted)
-//	acquire member=M now=MS max=N [strict]
+//	acquire member=M now=MS max=N [strict] [base=N]
 //	ack member=M now=MS acks=FIRST-LAST:T[.T...][,...]
 //	release member=M | expire now=MS | trim logstart=N | reset offset=N
 //	lag hwm=N | reload (a round trip through the durable form)
@@ -72,8 +72,12 @@ func TestStateScripts(t *testing.T) {
 							in = append(in, b)
 						}
 					}
+					var base int64
+					if hasKey(args, "base") {
+						base = num(args, "base")
+					}
 					ranges, used := s.Acquire(AcquireInput{Member: args["member"], NowMs: num(args, "now"), MaxRecords: num(args, "max"),
-						RecordLimit: hasKey(args, "strict"), Limit: limit, Batches: in}, lim)
+						RecordLimit: hasKey(args, "strict"), Limit: limit, Batches: in, ThrottleBase: base}, lim)
 					var rs, us []string
 					for _, r := range ranges {
 						rs = append(rs, fmt.Sprintf("%d-%d(n=%d)", r.First, r.Last, r.DeliveryCount))
