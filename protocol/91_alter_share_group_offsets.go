@@ -3,7 +3,8 @@ package protocol
 // AlterShareGroupOffsets: version 0, as Kafka 4.3 serves it; what
 // kafka-share-groups.sh --reset-offsets sends. Each named share-partition
 // starts again at the given offset, its in-flight state dropped. Only for
-// an empty share group (NON_EMPTY_GROUP otherwise); a group that does not
+// an empty share group (NON_EMPTY_GROUP otherwise, and for a partition
+// whose records a member that joined since the check holds); a group that does not
 // exist is made, an empty share group, as Kafka makes it (GROUP_ID_NOT_FOUND
 // for a group of another type).
 // ACLs: READ on the group (else GROUP_AUTHORIZATION_FAILED), READ on each

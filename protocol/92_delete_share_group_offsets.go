@@ -4,7 +4,8 @@ package protocol
 // kafka-share-groups.sh --delete-offsets sends. The share group forgets its
 // share-partitions of the named topics (a later fetch starts them again
 // from share.auto.offset.reset). Only for an empty share group
-// (NON_EMPTY_GROUP otherwise); GROUP_ID_NOT_FOUND for no share group.
+// (NON_EMPTY_GROUP otherwise; also for a topic whose records a member that
+// joined since the check holds); GROUP_ID_NOT_FOUND for no share group.
 // ACLs: DELETE on the group (else GROUP_AUTHORIZATION_FAILED), READ on each
 // topic (else TOPIC_AUTHORIZATION_FAILED for it).
 

@@ -61,7 +61,12 @@ type (
 		off   StartOffset
 		reply func(int16)
 	}
-	deleteMsg struct{ reply func(int16) }
+	// deleteMsg forgets the state; with ifUnlocked only while no member
+	// holds a lock (DeleteShareGroupOffsets), not for a deleted group.
+	deleteMsg struct {
+		ifUnlocked bool
+		reply      func(int16)
+	}
 	// inspectMsg hands a copy of the state to tests.
 	inspectMsg struct{ reply func(*State) }
 	// expireMsg ends the locks past their deadline (the timer's tick).
@@ -223,6 +228,10 @@ func (a *spActor) handle(r request) {
 		a.describe(msg)
 	case *alterMsg:
 		next := a.st.Clone()
+		if a.lockedAfterExpiry(next) {
+			msg.reply(kerr.NonEmptyGroup.Code)
+			return
+		}
 		if !next.Initialized || (msg.off.TopicID != [16]byte{} && next.TopicID != msg.off.TopicID) {
 			next.Init(msg.off.TopicID, msg.off.StartOffset)
 		} else {
@@ -230,6 +239,10 @@ func (a *spActor) handle(r request) {
 		}
 		a.commit(next, msg.reply)
 	case *deleteMsg:
+		if msg.ifUnlocked && a.lockedAfterExpiry(a.st.Clone()) {
+			msg.reply(kerr.NonEmptyGroup.Code)
+			return
+		}
 		a.commit(&State{}, msg.reply)
 	case *inspectMsg:
 		msg.reply(a.st.Clone())
@@ -238,6 +251,17 @@ func (a *spActor) handle(r request) {
 		avail := next.Expire(a.nowMs(), a.limits())
 		a.commit(next, a.telling(avail, func(int16) {}))
 	}
+}
+
+// lockedAfterExpiry reports whether a member holds records of next once
+// the locks past their deadline are gone (next is stepped). The admin
+// calls that drop in-flight state need an empty group, which the group
+// coordinator checked a moment before: a member that joined since and has
+// acquired records is seen here, where acquisitions are ordered with them,
+// and the call is refused rather than its locks dropped.
+func (a *spActor) lockedAfterExpiry(next *State) bool {
+	next.Expire(a.nowMs(), a.limits())
+	return next.Acquired() > 0
 }
 
 // telling wraps answer: once the step is adopted (code 0), and when avail

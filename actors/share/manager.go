@@ -437,7 +437,8 @@ func (m *Manager) StartOffsets(group string, parts []TopicPartition, reply func(
 
 // AlterStartOffsets resets each share-partition to start at the given
 // offset, dropping its in-flight records (the caller checks that the
-// group is empty). Durable before reply.
+// group is empty; a share-partition whose records a member holds all the
+// same answers NON_EMPTY_GROUP). Durable before reply.
 func (m *Manager) AlterStartOffsets(group string, offs []StartOffset, reply func([]StartOffsetResult)) {
 	if len(offs) == 0 {
 		m.later(func() { reply(nil) })
@@ -467,17 +468,19 @@ func (m *Manager) AlterStartOffsets(group string, offs []StartOffset, reply func
 
 // DeleteState forgets group's share-partitions of the given topics
 // (DeleteShareGroupOffsets). reply gets the first error code, if any.
+// A share-partition whose records a member holds is kept and answers
+// NON_EMPTY_GROUP (see lockedAfterExpiry).
 func (m *Manager) DeleteState(group string, topics []string, reply func(errorCode int16)) {
-	m.deleteWhere(group, func(k partKey) bool { return slices.Contains(topics, k.Topic) }, reply)
+	m.deleteWhere(group, func(k partKey) bool { return slices.Contains(topics, k.Topic) }, true, reply)
 }
 
 // DeleteGroup forgets every share-partition of group (the group was
 // deleted).
 func (m *Manager) DeleteGroup(group string, reply func(errorCode int16)) {
-	m.deleteWhere(group, nil, reply)
+	m.deleteWhere(group, nil, false, reply)
 }
 
-func (m *Manager) deleteWhere(group string, match func(partKey) bool, reply func(int16)) {
+func (m *Manager) deleteWhere(group string, match func(partKey) bool, ifUnlocked bool, reply func(int16)) {
 	m.mu.Lock()
 	serving := m.mu.active && !m.mu.closed
 	m.mu.Unlock()
@@ -492,7 +495,7 @@ func (m *Manager) deleteWhere(group string, match func(partKey) bool, reply func
 	}
 	j := newJoin(len(keys), reply)
 	for _, k := range keys {
-		m.dispatch(k, &deleteMsg{reply: j.add})
+		m.dispatch(k, &deleteMsg{ifUnlocked: ifUnlocked, reply: j.add})
 	}
 }
 

@@ -467,3 +467,47 @@ func TestManagerThrottlesByBatchSize(t *testing.T) {
 		t.Fatalf("last delivery: %+v, want 0-0 at 5", r.Acquired)
 	}
 }
+
+// TestManagerAdminRefusesHeldRecords: AlterStartOffsets and DeleteState
+// need an empty group, which the coordinator checks just before; a member
+// that joined since and acquired records makes them answer
+// NON_EMPTY_GROUP and keep its locks. Once its records are acknowledged
+// (or its locks expire) they go ahead; a deleted group drops held
+// records regardless.
+func TestManagerAdminRefusesHeldRecords(t *testing.T) {
+	h := newHarness(t, Config{AutoOffsetReset: "earliest", RecordLockDuration: time.Hour})
+	h.log.append(6, false, false, -1)
+	h.acquire("a", 3)
+	held := h.state()
+	alter := func() int16 {
+		res := wait(t, func(r func([]StartOffsetResult)) {
+			h.m.AlterStartOffsets("g", []StartOffset{{Topic: "t", StartOffset: 4}}, r)
+		})
+		return res[0].ErrorCode
+	}
+	if code := alter(); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with records held: %d, want NON_EMPTY_GROUP", code)
+	}
+	if code := wait(t, func(r func(int16)) { h.m.DeleteState("g", []string{"t"}, r) }); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete offsets with records held: %d, want NON_EMPTY_GROUP", code)
+	}
+	if got := h.state(); got != held {
+		t.Fatalf("state changed by refused calls: %s, was %s", got, held)
+	}
+	if code := h.ack("a", AckBatch{0, 5, []AckType{AckAccept}}); code != 0 {
+		t.Fatalf("ack: %d", code)
+	}
+	if code := alter(); code != 0 {
+		t.Fatalf("alter once nothing is held: %d", code)
+	}
+	if got := h.state(); got != "spso=4 end=4" {
+		t.Fatalf("after alter: %s", got)
+	}
+	h.acquire("b", 1)
+	if code := wait(t, func(r func(int16)) { h.m.DeleteGroup("g", r) }); code != 0 {
+		t.Fatalf("deleted group: %d", code)
+	}
+	if got := h.state(); got != "uninitialised" {
+		t.Fatalf("after group deletion: %s", got)
+	}
+}
