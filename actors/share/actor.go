@@ -227,11 +227,11 @@ func (a *spActor) handle(r request) {
 	case *startMsg:
 		a.describe(msg)
 	case *alterMsg:
-		next := a.st.Clone()
-		if a.lockedAfterExpiry(next) {
+		if a.memberHoldsRecords() {
 			msg.reply(kerr.NonEmptyGroup.Code)
 			return
 		}
+		next := a.st.Clone()
 		if !next.Initialized || (msg.off.TopicID != [16]byte{} && next.TopicID != msg.off.TopicID) {
 			next.Init(msg.off.TopicID, msg.off.StartOffset)
 		} else {
@@ -239,7 +239,7 @@ func (a *spActor) handle(r request) {
 		}
 		a.commit(next, msg.reply)
 	case *deleteMsg:
-		if msg.ifUnlocked && a.lockedAfterExpiry(a.st.Clone()) {
+		if msg.ifUnlocked && a.memberHoldsRecords() {
 			msg.reply(kerr.NonEmptyGroup.Code)
 			return
 		}
@@ -253,16 +253,13 @@ func (a *spActor) handle(r request) {
 	}
 }
 
-// lockedAfterExpiry reports whether a member holds records of next once
-// the locks past their deadline are gone (next is stepped). The admin
-// calls that drop in-flight state need an empty group, which the group
-// coordinator checked a moment before: a member that joined since and has
-// acquired records is seen here, where acquisitions are ordered with them,
-// and the call is refused rather than its locks dropped.
-func (a *spActor) lockedAfterExpiry(next *State) bool {
-	next.Expire(a.nowMs(), a.limits())
-	return next.Acquired() > 0
-}
+// memberHoldsRecords reports whether a lock on the share-partition is
+// still in force. The admin calls that drop in-flight state need an empty
+// group, which the group coordinator checked a moment before: a member
+// that joined since and has acquired records is seen here, where
+// acquisitions are ordered with them, and the call is refused rather than
+// its locks dropped.
+func (a *spActor) memberHoldsRecords() bool { return a.st.Locked(a.nowMs()) }
 
 // telling wraps answer: once the step is adopted (code 0), and when avail
 // says it made records available to acquire, the Manager's listener is

@@ -469,7 +469,7 @@ func (m *Manager) AlterStartOffsets(group string, offs []StartOffset, reply func
 // DeleteState forgets group's share-partitions of the given topics
 // (DeleteShareGroupOffsets). reply gets the first error code, if any.
 // A share-partition whose records a member holds is kept and answers
-// NON_EMPTY_GROUP (see lockedAfterExpiry).
+// NON_EMPTY_GROUP (see memberHoldsRecords).
 func (m *Manager) DeleteState(group string, topics []string, reply func(errorCode int16)) {
 	m.deleteWhere(group, func(k partKey) bool { return slices.Contains(topics, k.Topic) }, true, reply)
 }

@@ -217,6 +217,7 @@ func (s *State) Acquire(in AcquireInput, lim Limits) (ranges []AcquiredRange, us
 	// nothing past the window is; stop ends the acquisition.
 	throttled, stop := false, false
 	var throttleLeft int64
+	from := lim.throttleFrom()
 	base := in.ThrottleBase
 	if base <= 0 {
 		base = in.MaxRecords
@@ -238,21 +239,18 @@ func (s *State) Acquire(in AcquireInput, lim Limits) (ranges []AcquiredRange, us
 				continue
 			}
 			last := min(sp.Last, b.Last, off+startRoom-1)
-			if sp.Count < lim.DeliveryLimit && lim.DeliveryLimit > 2 && sp.Count >= lim.throttleFrom() {
-				if !throttled {
-					if got > 0 {
-						stop = true // the throttled records go in a fetch of their own
-						break
-					}
-					throttled = true
-					throttleLeft = max(1, base>>(sp.Count-lim.throttleFrom()+1))
+			if lim.DeliveryLimit > 2 && sp.Count >= from && sp.Count < lim.DeliveryLimit {
+				lastDelivery := sp.Count == lim.DeliveryLimit-1
+				if got > 0 && (!throttled || lastDelivery) {
+					stop = true // they go in a fetch of their own
+					break
 				}
-				if sp.Count == lim.DeliveryLimit-1 {
-					if got > 0 {
-						stop = true
-						break
+				if !throttled {
+					throttled = true
+					throttleLeft = max(1, base>>(sp.Count-from+1))
+					if lastDelivery {
+						throttleLeft = 1 // alone
 					}
-					throttleLeft = 1 // the last delivery: alone
 				}
 			}
 			if throttled {
@@ -273,7 +271,6 @@ func (s *State) Acquire(in AcquireInput, lim Limits) (ranges []AcquiredRange, us
 				if throttled {
 					if throttleLeft -= last - off + 1; throttleLeft <= 0 {
 						stop = true
-						off = last + 1
 						break
 					}
 				}
@@ -411,6 +408,17 @@ func (s *State) unlockWhere(lim Limits, match func(span) bool) bool {
 		s.advance()
 	}
 	return changed
+}
+
+// Locked reports whether a member holds a lock that has not ended by
+// nowMs.
+func (s *State) Locked(nowMs int64) bool {
+	for _, sp := range s.spans {
+		if sp.State == Acquired && sp.Deadline > nowMs {
+			return true
+		}
+	}
+	return false
 }
 
 // NextDeadline is the earliest lock deadline (ok false: no lock held).
