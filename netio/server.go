@@ -165,6 +165,9 @@ type Server struct {
 	open    atomic.Int64
 	conns   sync.Map // id -> *connState, for sweeps and eviction
 	stopped atomic.Bool
+	// socketBytes counts request bytes read straight from sockets into
+	// frames (fill), past gnet's read buffer.
+	socketBytes atomic.Int64
 
 	// watch holds the connections the drain poller wakes: paused ones and
 	// ones with bytes in gnet's outbound buffer. Added to and removed from
@@ -198,7 +201,7 @@ func (s *Server) Run() error {
 		gnet.WithReuseAddr(true),
 		gnet.WithTicker(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReadBufferCap(1<<20),
+		gnet.WithReadBufferCap(readBufferBytes),
 		gnet.WithWriteBufferCap(1<<20),
 		gnet.WithLogger(gnetLogger{s.log}),
 	)
@@ -515,8 +518,13 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			// A whole frame gets its exact buffer; a partial one a
 			// buffer for what is here, grown as the rest arrives, or
 			// its exact buffer when it arrives at speed and fits.
-			first := min(max(buffered-4, 4<<10), size)
-			if size-first <= s.frameRoom(buffered) {
+			// What the socket holds beyond gnet's read has arrived too.
+			arrived := buffered
+			if size > buffered-4 {
+				arrived += cs.socketBuffered()
+			}
+			first := min(max(arrived-4, 4<<10), size)
+			if size-first <= s.frameRoom(arrived) {
 				first = size
 			}
 			if !s.reserve(cs, int64(first)) {
@@ -532,26 +540,8 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			cs.partial = cs.frameBuf(first, size, key)
 			cs.want = size
 		}
-		n := min(c.InboundBuffered(), cs.want-len(cs.partial))
-		if need := len(cs.partial) + n; need > cap(cs.partial) {
-			grown := growFrame(cap(cs.partial), need, cs.want, s.frameRoom(need+4))
-			more := int64(grown - cap(cs.partial))
-			if !s.reserve(cs, more) {
-				s.log.Warn("closing connection: request memory budget spent", "size", cs.want, "read", len(cs.partial), "remote", cs.info.RemoteAddr)
-				return cs.refuse(closeRequestBudget)
-			}
-			cs.reqHeld.Add(more)
-			// The old buffer is garbage once copied; its charge
-			// carries over to the new one.
-			b := cs.frameBuf(grown, cs.want, frameKey(cs.partial))[:len(cs.partial)]
-			copy(b, cs.partial)
-			cs.partial = b
-		}
-		if n > 0 {
-			if _, err := c.Read(cs.partial[len(cs.partial) : len(cs.partial)+n]); err != nil {
-				return gnet.Close
-			}
-			cs.partial = cs.partial[:len(cs.partial)+n]
+		if act := cs.fill(); act != gnet.None {
+			return act
 		}
 		if len(cs.partial) < cs.want {
 			return gnet.None
