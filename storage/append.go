@@ -153,6 +153,9 @@ func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, 
 	}
 	l.mu.next = hs[len(hs)-1].LastOffset() + 1
 	l.mu.Unlock()
+	if l.files.DropBehind() {
+		seg.dropBehind(pos)
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 )
 
 // File handles are the scarce resource of a broker with many partitions:
@@ -39,6 +40,9 @@ const minOpenFiles = 16
 // count can exceed the bound by what is in use at that instant.
 type FileCache struct {
 	max int
+	// dropBehind: appends let their pages go once written back
+	// (dropbehind.go).
+	dropBehind atomic.Bool
 
 	mu struct {
 		sync.Mutex

@@ -83,6 +83,7 @@ type segment struct {
 	rollStartMs     int64 // clock time the segment's age counts from; -1 empty
 	bytesSinceIndex int64
 	lastTimeTS      int64 // newest time-index key, MinInt64 when none
+	dropped         int64 // drop-behind let the page cache go below here
 }
 
 // openSegment opens (creating if asked) the three files of a segment.

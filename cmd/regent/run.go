@@ -295,7 +295,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		peerLs = newPeerListeners(view, clusterCerts)
 		go peerLs.run(stopProbe)
 		pcfg.Cluster = view
+		// Followers serve no reads: their appends leave the page cache
+		// once written back (storage/dropbehind.go); the leader keeps
+		// them for its consumers.
+		storage.DefaultFileCache().SetDropBehind(true)
 		raftRepl.OnLeadership(func(leader bool) {
+			storage.DefaultFileCache().SetDropBehind(!leader)
 			if !leader {
 				shareMgr.Deactivate()
 				txns.Deactivate()
