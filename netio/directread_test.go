@@ -2,7 +2,6 @@ package netio
 
 import (
 	"bufio"
-	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -67,15 +66,7 @@ func TestFramesReadStraightFromSocket(t *testing.T) {
 	const n = 80
 	var stream []byte
 	for i := range int32(n) {
-		var f []byte
-		f = binary.BigEndian.AppendUint32(f, 0)
-		f = binary.BigEndian.AppendUint16(f, produceKey)
-		f = binary.BigEndian.AppendUint16(f, 3)
-		f = binary.BigEndian.AppendUint32(f, uint32(i))
-		f = binary.BigEndian.AppendUint16(f, 1)
-		f = append(f, 'x')
-		f = append(f, patternBody(i, sizes[int(i)%len(sizes)])...)
-		binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+		f := requestFrame(produceKey, 3, i, patternBody(i, sizes[int(i)%len(sizes)]))
 		stream = append(stream, f...)
 	}
 	go func() {

@@ -3,7 +3,6 @@ package netio
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"fmt"
 	"net"
 	"sync"
@@ -69,15 +68,7 @@ func TestFramesReusedOnlyWhenFreed(t *testing.T) {
 	go func() {
 		w := bufio.NewWriter(c)
 		for i := range int32(n) {
-			var f []byte
-			f = binary.BigEndian.AppendUint32(f, 0)
-			f = binary.BigEndian.AppendUint16(f, produceKey)
-			f = binary.BigEndian.AppendUint16(f, 3)
-			f = binary.BigEndian.AppendUint32(f, uint32(i))
-			f = binary.BigEndian.AppendUint16(f, 1)
-			f = append(f, 'x')
-			f = append(f, bytes.Repeat([]byte{byte(i)}, size)...)
-			binary.BigEndian.PutUint32(f, uint32(len(f)-4))
+			f := requestFrame(produceKey, 3, i, bytes.Repeat([]byte{byte(i)}, size))
 			if _, err := w.Write(f); err != nil {
 				return
 			}
