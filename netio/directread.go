@@ -58,17 +58,23 @@ func (cs *connState) readSocket(p []byte) (int, bool) {
 
 // fill moves what has arrived of the frame being read into its buffer,
 // growing it as needed: first what gnet read, then what the socket holds.
-// It returns gnet.None when the frame is whole or nothing more has arrived,
-// else the action that closes the connection. On the loop, frameMu held.
-func (cs *connState) fill() gnet.Action {
+// sock is what socketBuffered said when the frame began (-1: not asked), so
+// a frame that has all arrived costs one ioctl, not two. It returns
+// gnet.None when the frame is whole or nothing more has arrived, else the
+// action that closes the connection. On the loop, frameMu held.
+func (cs *connState) fill(sock int) gnet.Action {
 	s, c := cs.srv, cs.conn
 	for len(cs.partial) < cs.want {
 		n := min(c.InboundBuffered(), cs.want-len(cs.partial))
 		direct := false
 		if n == 0 {
-			if n = min(cs.socketBuffered(), cs.want-len(cs.partial)); n == 0 {
+			if sock < 0 {
+				sock = cs.socketBuffered()
+			}
+			if n = min(sock, cs.want-len(cs.partial)); n == 0 {
 				return gnet.None
 			}
+			sock = -1 // what is left is asked again
 			direct = true
 		}
 		if need := len(cs.partial) + n; need > cap(cs.partial) {

@@ -476,6 +476,7 @@ func (s *Server) traffic(cs *connState) gnet.Action {
 func (cs *connState) frame(now time.Time) gnet.Action {
 	s, c := cs.srv, cs.conn
 	for {
+		sock := -1 // bytes the socket holds beyond gnet's read, when asked
 		if cs.partial == nil {
 			// Between frames: wait here while answers are owed. With
 			// the response budget spent, a connection that owes nothing
@@ -521,7 +522,8 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			// What the socket holds beyond gnet's read has arrived too.
 			arrived := buffered
 			if size > buffered-4 {
-				arrived += cs.socketBuffered()
+				sock = cs.socketBuffered()
+				arrived += sock
 			}
 			first := min(max(arrived-4, 4<<10), size)
 			if size-first <= s.frameRoom(arrived) {
@@ -540,7 +542,7 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			cs.partial = cs.frameBuf(first, size, key)
 			cs.want = size
 		}
-		if act := cs.fill(); act != gnet.None {
+		if act := cs.fill(sock); act != gnet.None {
 			return act
 		}
 		if len(cs.partial) < cs.want {
