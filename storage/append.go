@@ -23,12 +23,33 @@ func (l *Log) Append(batch []byte) (baseOffset, lastOffset int64, err error) {
 // the command, so that every node applying the same commands rolls at the
 // same offsets whatever its own clock says.
 func (l *Log) AppendAt(batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error) {
-	firsts, err := l.AppendManyAt([][]byte{batch}, nowMs)
+	return l.appendOne(nil, batch, nowMs)
+}
+
+// AppendPatchedAt is AppendAt for a batch that must not be written to:
+// head is a patched copy of its first recordbatch.HeaderSize bytes (leader
+// epoch, LogAppendTime), and the log writes head followed by the rest of
+// batch, setting the base offset in head. A replicated partition appends
+// this way from the raft entry itself, which replication may still be
+// reading, instead of from a copy of it.
+func (l *Log) AppendPatchedAt(head, batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error) {
+	if len(head) != recordbatch.HeaderSize {
+		return -1, -1, fmt.Errorf("append patched batch: head of %d bytes, want %d", len(head), recordbatch.HeaderSize)
+	}
+	return l.appendOne(head, batch, nowMs)
+}
+
+func (l *Log) appendOne(head, batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error) {
+	var heads [][]byte
+	if head != nil {
+		heads = [][]byte{head}
+	}
+	firsts, err := l.appendMany([][]byte{batch}, heads, nowMs)
 	if len(firsts) == 0 {
 		return -1, -1, err
 	}
 	h, _ := recordbatch.ParseHeader(batch)
-	return firsts[0], h.LastOffset(), err
+	return firsts[0], firsts[0] + int64(h.LastOffsetDelta), err
 }
 
 // maxRunBytes caps how much AppendManyAt gathers into one write, bounding
@@ -46,9 +67,16 @@ func (l *Log) AppendMany(batches [][]byte) (firsts []int64, err error) {
 // were written before the failure. nowMs is the roll check's time, as for
 // AppendAt: a roll depends only on the bytes appended and nowMs.
 func (l *Log) AppendManyAt(batches [][]byte, nowMs int64) (firsts []int64, err error) {
+	return l.appendMany(batches, nil, nowMs)
+}
+
+// appendMany is AppendManyAt where heads, if not nil, holds for each batch
+// nil or a patched copy of its header, written (and given its base
+// offset) in place of the batch's own (AppendPatchedAt).
+func (l *Log) appendMany(batches, heads [][]byte, nowMs int64) (firsts []int64, err error) {
 	hs := make([]recordbatch.Header, len(batches))
 	for i, b := range batches {
-		h, err := recordbatch.ParseHeader(b)
+		h, err := recordbatch.ParseHeader(headOf(batches, heads, i))
 		if err == nil && h.TotalSize() != len(b) {
 			err = fmt.Errorf("%w: header says %d bytes, have %d", recordbatch.ErrBadLength, h.TotalSize(), len(b))
 		}
@@ -81,12 +109,16 @@ func (l *Log) AppendManyAt(batches [][]byte, nowMs int64) (firsts []int64, err e
 				break
 			}
 			hs[j].BaseOffset = next
-			recordbatch.SetBaseOffset(batches[j], next)
+			recordbatch.SetBaseOffset(headOf(batches, heads, j), next)
 			next = hs[j].LastOffset() + 1
 			size += int64(len(batches[j]))
 			j++
 		}
-		if err := l.writeRun(seg, batches[i:j], hs[i:j], size, opts, nowMs); err != nil {
+		var runHeads [][]byte
+		if heads != nil {
+			runHeads = heads[i:j]
+		}
+		if err := l.writeRun(seg, batches[i:j], runHeads, hs[i:j], size, opts, nowMs); err != nil {
 			return firsts, err
 		}
 		for k := i; k < j; k++ {
@@ -123,12 +155,12 @@ func segmentAged(seg *segment, h recordbatch.Header, nowMs, rollMs int64) bool {
 
 // writeRun writes batches contiguously at the end of seg and publishes them;
 // end is where they end (seg.size plus their lengths, which the caller summed).
-func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, end int64, opts Options, nowMs int64) error {
+func (l *Log) writeRun(seg *segment, batches, heads [][]byte, hs []recordbatch.Header, end int64, opts Options, nowMs int64) error {
 	pos := seg.size
 	if !opts.NoReserve {
 		seg.reserve(end, opts.SegmentBytes)
 	}
-	if err := writeAll(seg, batches, pos); err != nil {
+	if err := writeAll(seg, batches, heads, pos); err != nil {
 		// Drop any partial write so the next append starts clean; if even
 		// that fails, recovery truncates the torn tail on restart.
 		if terr := seg.log.Truncate(pos); terr != nil {
@@ -159,24 +191,32 @@ func (l *Log) writeRun(seg *segment, batches [][]byte, hs []recordbatch.Header, 
 	return nil
 }
 
-// writeAll writes bufs contiguously at off in one pwrite(2). Several
-// batches are first gathered into one buffer: the copy is cheap next to a
-// syscall per batch, and it avoids a platform-specific pwritev.
-func writeAll(seg *segment, bufs [][]byte, off int64) error {
-	if len(bufs) == 1 {
-		_, err := seg.log.WriteAt(bufs[0], off)
+// headOf is the bytes batch i's header is read from and patched in: its
+// patched copy if heads has one, else the batch itself.
+func headOf(batches, heads [][]byte, i int) []byte {
+	if heads != nil && heads[i] != nil {
+		return heads[i]
+	}
+	return batches[i]
+}
+
+// writeAll writes batches contiguously at off, each with its patched
+// header from heads if it has one: one pwrite(2) for a single whole
+// batch, else one pwritev(2) of all the pieces, which are not copied.
+func writeAll(seg *segment, batches, heads [][]byte, off int64) error {
+	if len(batches) == 1 && (heads == nil || heads[0] == nil) {
+		_, err := seg.log.WriteAt(batches[0], off)
 		return err
 	}
-	n := 0
-	for _, b := range bufs {
-		n += len(b)
+	parts := make([][]byte, 0, 2*len(batches))
+	for i, b := range batches {
+		if heads != nil && heads[i] != nil {
+			parts = append(parts, heads[i], b[recordbatch.HeaderSize:])
+			continue
+		}
+		parts = append(parts, b)
 	}
-	all := make([]byte, 0, n)
-	for _, b := range bufs {
-		all = append(all, b...)
-	}
-	_, err := seg.log.WriteAt(all, off)
-	return err
+	return seg.log.writevAt(parts, off)
 }
 
 // roll seals the active segment and starts a new one at NextOffset (owner).

@@ -9,7 +9,6 @@ import (
 
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage"
-	"github.com/regent-broker/regent/storage/bufpool"
 )
 
 // The partition's replicated commands. In raft mode they travel in the
@@ -44,15 +43,7 @@ func init() {
 type appendCmd struct {
 	records []byte
 	now     int64 // the proposer's clock, unix nanoseconds
-	// pooled is records' buffer when decodeAppend took it from applyBufs
-	// (nil: not pooled); applyCommitted gives it back once applied.
-	pooled *[]byte
 }
-
-// applyBufs recycles the copies decodeAppend makes of replicated records:
-// on a cluster node they were about a third of its allocation (and their
-// zeroing and collection, 3-6% of its CPU).
-var applyBufs bufpool.Pool
 
 // markerCmd is the replicated form of a transaction marker.
 type markerCmd struct {
@@ -124,15 +115,9 @@ func decodeAppend(p []byte) (replication.Command, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Copied: p aliases the raft entry and Produce patches batches in place.
-	c := &appendCmd{now: int64(binary.BigEndian.Uint64(body))}
-	n := len(body) - appendHeaderLen
-	if c.pooled = applyBufs.Get(n); c.pooled != nil {
-		c.records = (*c.pooled)[:n]
-	} else {
-		c.records = make([]byte, n)
-	}
-	copy(c.records, body[appendHeaderLen:])
+	// Not copied: p is the raft entry's, which replication may still be
+	// reading, and Produce writes to no batch (Append.Heads).
+	c := &appendCmd{now: int64(binary.BigEndian.Uint64(body)), records: body[appendHeaderLen:]}
 	return c, nil
 }
 

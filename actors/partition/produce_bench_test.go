@@ -100,6 +100,16 @@ func (c *countLog) AppendAt(b []byte, _ int64) (int64, int64, error) {
 	c.next = base + int64(h.LastOffsetDelta) + 1
 	return base, c.next - 1, nil
 }
+func (c *countLog) AppendPatchedAt(head, b []byte, _ int64) (int64, int64, error) {
+	h, err := recordbatch.ParseHeader(head)
+	if err != nil {
+		return -1, -1, err
+	}
+	base := c.next
+	recordbatch.SetBaseOffset(head, base)
+	c.next = base + int64(h.LastOffsetDelta) + 1
+	return base, c.next - 1, nil
+}
 func (c *countLog) DeleteRecordsBefore(int64) error       { return nil }
 func (c *countLog) Read(int64, int, bool) ([]byte, error) { return nil, nil }
 func (c *countLog) StartOffset() int64                    { return 0 }

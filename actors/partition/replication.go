@@ -139,13 +139,6 @@ func (a *partitionActor) applyCommitted(m *applyMsg) {
 		return
 	}
 	res := a.Apply(m.cmd)
-	if c, ok := m.cmd.(*appendCmd); ok && c.pooled != nil {
-		// Applied: the log has the bytes and nothing else holds them
-		// (ProduceResult keeps none; a tracer reads them only while
-		// Work runs).
-		applyBufs.Put(c.pooled)
-		c.pooled, c.records = nil, nil
-	}
 	a.publish()
 	m.done(res)
 }

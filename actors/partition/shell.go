@@ -19,6 +19,9 @@ type Log interface {
 	// the log's roll check uses so that every node rolls alike. On error
 	// the batch is not in the log (a partial write is dropped).
 	AppendAt(batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error)
+	// AppendPatchedAt is AppendAt writing head (a patched copy of the
+	// batch's header) in place of the batch's own; batch is not written to.
+	AppendPatchedAt(head, batch []byte, nowMs int64) (baseOffset, lastOffset int64, err error)
 	// DeleteRecordsBefore moves the log start to offset (never back).
 	DeleteRecordsBefore(offset int64) error
 	Read(offset int64, maxBytes int, strictMax bool) ([]byte, error)
@@ -118,7 +121,13 @@ func (sl *stateLog) write(a *Append) (int, error) {
 	}
 	for i, b := range a.Batches {
 		want := a.headers[i].BaseOffset
-		base, _, err := sl.log.AppendAt(b, a.NowMs)
+		var base int64
+		var err error
+		if a.Heads != nil {
+			base, _, err = sl.log.AppendPatchedAt(a.Heads[i], b, a.NowMs)
+		} else {
+			base, _, err = sl.log.AppendAt(b, a.NowMs)
+		}
 		if err != nil {
 			return i, err
 		}

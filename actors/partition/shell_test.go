@@ -27,6 +27,10 @@ func (f *faultyLog) AppendAt(b []byte, nowMs int64) (int64, int64, error) {
 	return f.memLog.AppendAt(b, nowMs)
 }
 
+func (f *faultyLog) AppendPatchedAt(head, b []byte, nowMs int64) (int64, int64, error) {
+	return f.AppendAt(patchedBatch(head, b), nowMs)
+}
+
 // TestShellStorageErrorMidRequest: a storage error on the second batch
 // of a request answers KAFKA_STORAGE_ERROR; the first batch is in the log
 // and the state counts it, so the two still agree and the next produce

@@ -104,16 +104,20 @@ func (s *State) NextOffset() int64 { return s.next }
 func (s *State) StartOffset() int64 { return s.start }
 
 // Append is the effect of a produce or a marker: batches to append to the
-// log in order, the first at Base, each already patched with its base
-// offset, the leader epoch and (LogAppendTime topics) the append time.
-// The shell writes them with the command's clock (NowMs, for the log's
-// roll check) and reports how many the log took with State.Appended. An
-// Append without batches is no effect. (Returned by value: a produce
-// allocates no effect.)
+// log in order, the first at Base, each patched with its base offset, the
+// leader epoch and (LogAppendTime topics) the append time. The shell
+// writes them with the command's clock (NowMs, for the log's roll check)
+// and reports how many the log took with State.Appended. An Append
+// without batches is no effect.
 type Append struct {
 	Batches [][]byte
-	Base    int64
-	NowMs   int64
+	// Heads, if not nil, holds for each batch the patched copy of its
+	// header, to be written in place of the batch's own: a produce's
+	// batches are never written to, since on a cluster node they are the
+	// raft entry, which replication may still be reading.
+	Heads [][]byte
+	Base  int64
+	NowMs int64
 	// What Appended records, per batch: headers with their base offsets.
 	headers    []recordbatch.Header
 	appendTime int64        // -1 unless LogAppendTime
@@ -131,8 +135,9 @@ type markerWrite struct {
 // Produce decides a produce of one partition's records field: validation,
 // sequence checks and offsets. Either every batch is to be appended or
 // (on a refusal, or a duplicate answered with the original offsets) none
-// is, and the Append is empty (no batches). It patches the batches in place but changes
-// no state: that waits for Appended. nowMs is the command's clock.
+// is, and the Append is empty (no batches). It writes to no batch (the
+// patched headers are copies, Append.Heads) and changes no state: that
+// waits for Appended. nowMs is the command's clock.
 func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: s.start}
 	batches, err := recordbatch.Split(records)
@@ -205,17 +210,22 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 		res.LogAppendTime = appendTime
 	}
 	off := s.next
+	heads := make([][]byte, len(batches))
+	headBytes := make([]byte, len(batches)*recordbatch.HeaderSize)
 	for i, b := range batches {
-		recordbatch.SetPartitionLeaderEpoch(b, s.epoch)
+		head := headBytes[i*recordbatch.HeaderSize : (i+1)*recordbatch.HeaderSize : (i+1)*recordbatch.HeaderSize]
+		copy(head, b)
+		recordbatch.SetPartitionLeaderEpoch(head, s.epoch)
 		if appendTime >= 0 {
-			recordbatch.SetLogAppendTime(b, appendTime)
+			recordbatch.SetLogAppendTimeHead(head, b, appendTime)
 		}
-		recordbatch.SetBaseOffset(b, off)
+		recordbatch.SetBaseOffset(head, off)
+		heads[i] = head
 		headers[i].BaseOffset = off
 		off = headers[i].LastOffset() + 1
 	}
 	res.BaseOffset = s.next
-	return res, Append{Batches: batches, Base: s.next, NowMs: nowMs, headers: headers, appendTime: appendTime}
+	return res, Append{Batches: batches, Heads: heads, Base: s.next, NowMs: nowMs, headers: headers, appendTime: appendTime}
 }
 
 // Appended records that the log took the first n batches of a, which

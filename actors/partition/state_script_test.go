@@ -259,6 +259,9 @@ func (s *stateScript) perform(a *Append) []string {
 		s.failNext = -1
 	}
 	for i, b := range a.Batches[:n] {
+		if a.Heads != nil {
+			b = patchedBatch(a.Heads[i], b)
+		}
 		h, err := recordbatch.Validate(b) // the patched batch's CRC holds
 		if err != nil {
 			s.t.Fatalf("patched batch %d: %v", i, err)

@@ -40,6 +40,16 @@ func (m *memLog) AppendAt(b []byte, _ int64) (int64, int64, error) {
 	return base, m.next - 1, nil
 }
 
+func (m *memLog) AppendPatchedAt(head, b []byte, nowMs int64) (int64, int64, error) {
+	return m.AppendAt(patchedBatch(head, b), nowMs)
+}
+
+// patchedBatch is the batch a log stores for AppendPatchedAt(head, b): a
+// new slice, so b stays as it was.
+func patchedBatch(head, b []byte) []byte {
+	return append(append([]byte(nil), head...), b[recordbatch.HeaderSize:]...)
+}
+
 func (m *memLog) Read(off int64, max int, _ bool) ([]byte, error) {
 	if off > m.next {
 		return nil, storage.ErrOffsetOutOfRange

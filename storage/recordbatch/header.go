@@ -25,6 +25,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 )
 
 // HeaderSize is the fixed size of a v2 batch header, up to the first record.
@@ -189,6 +190,18 @@ func SetBaseOffset(b []byte, off int64) {
 // SetPartitionLeaderEpoch patches the leader epoch in place (outside the CRC).
 func SetPartitionLeaderEpoch(b []byte, e int32) {
 	binary.BigEndian.PutUint32(b[leaderEpochOffset:], uint32(e))
+}
+
+// SetLogAppendTimeHead is SetLogAppendTime on head, a copy of batch's
+// first HeaderSize bytes: it patches head alone, with the CRC computed
+// over head and the rest of batch, which is not written to.
+func SetLogAppendTimeHead(head, batch []byte, ts int64) {
+	be := binary.BigEndian
+	attrs := be.Uint16(head[attributesOffset:]) | uint16(AttrLogAppendTime)
+	be.PutUint16(head[attributesOffset:], attrs)
+	be.PutUint64(head[maxTimestampOffset:], uint64(ts))
+	crc := crc32.Update(crc32.Checksum(head[attributesOffset:HeaderSize], castagnoli), castagnoli, batch[HeaderSize:])
+	be.PutUint32(head[crcOffset:], crc)
 }
 
 // SetLogAppendTime converts a batch to LogAppendTime the way Kafka's

@@ -340,3 +340,26 @@ func TestCompressibleExtremes(t *testing.T) {
 		t.Fatal("lying snappy length accepted")
 	}
 }
+
+// SetLogAppendTimeHead on a header copy gives the bytes SetLogAppendTime
+// gives in place, and leaves the batch alone.
+func TestSetLogAppendTimeHeadMatchesInPlace(t *testing.T) {
+	b, err := Build(Header{FirstTimestamp: 100, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]Record{{Key: []byte("k"), Value: []byte("v1")}, {OffsetDelta: 1, TimestampDelta: 5, Value: []byte("v2")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := bytes.Clone(b)
+	head := bytes.Clone(b[:HeaderSize])
+	SetLogAppendTimeHead(head, b, 9999)
+	if !bytes.Equal(b, orig) {
+		t.Fatal("SetLogAppendTimeHead wrote to the batch")
+	}
+	SetLogAppendTime(b, 9999)
+	if !bytes.Equal(head, b[:HeaderSize]) {
+		t.Fatalf("head %x, in place %x", head, b[:HeaderSize])
+	}
+	if _, err := Validate(append(head, orig[HeaderSize:]...)); err != nil {
+		t.Fatalf("patched batch does not validate: %v", err)
+	}
+}
