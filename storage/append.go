@@ -62,7 +62,7 @@ func (l *Log) AppendMany(batches [][]byte) (firsts []int64, err error) {
 }
 
 // AppendManyAt appends batches in order, writing each run of batches that
-// lands in one segment with a single pwrite(2). It returns the base offset
+// lands in one segment with a single pwrite(2) or pwritev(2). It returns the base offset
 // assigned to each batch written; on error, firsts covers the batches that
 // were written before the failure. nowMs is the roll check's time, as for
 // AppendAt: a roll depends only on the bytes appended and nowMs.
