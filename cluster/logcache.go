@@ -53,6 +53,15 @@ func (c *logCache) GetLog(idx uint64, log *raft.Log) error {
 		*log = *cached
 		return nil
 	}
+	// raft-wal's tail segment still serves entries below a head
+	// truncation (its writer does not check the new first index), so the
+	// leader would replicate entries it has compacted away, or send a
+	// snapshot, depending on where its segment boundaries fall. Below the
+	// first index an entry is gone, as raft expects: a follower that far
+	// behind gets a snapshot.
+	if first, err := c.store.FirstIndex(); err == nil && idx < first {
+		return raft.ErrLogNotFound
+	}
 	return c.store.GetLog(idx, log)
 }
 
