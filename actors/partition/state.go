@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -82,6 +83,11 @@ type State struct {
 	// changes counts changes to what a snapshot holds (the shell skips
 	// writing one when nothing changed).
 	changes uint64
+	// heads and headBytes back Append.Heads, reused by every Produce: an
+	// Append is written and confirmed before the next one is decided
+	// (Appended), so a produce allocates no header copies.
+	heads     [][]byte
+	headBytes []byte
 }
 
 // NewState returns the state of a log holding [start, next) with no
@@ -114,7 +120,8 @@ type Append struct {
 	// Heads, if not nil, holds for each batch the patched copy of its
 	// header, to be written in place of the batch's own: a produce's
 	// batches are never written to, since on a cluster node they are the
-	// raft entry, which replication may still be reading.
+	// raft entry, which replication may still be reading. The State reuses
+	// them at its next Produce.
 	Heads [][]byte
 	Base  int64
 	NowMs int64
@@ -210,8 +217,9 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 		res.LogAppendTime = appendTime
 	}
 	off := s.next
-	heads := make([][]byte, len(batches))
-	headBytes := make([]byte, len(batches)*recordbatch.HeaderSize)
+	heads := s.heads[:0]
+	headBytes := slices.Grow(s.headBytes[:0], len(batches)*recordbatch.HeaderSize)[:len(batches)*recordbatch.HeaderSize]
+	s.headBytes = headBytes
 	for i, b := range batches {
 		head := headBytes[i*recordbatch.HeaderSize : (i+1)*recordbatch.HeaderSize : (i+1)*recordbatch.HeaderSize]
 		copy(head, b)
@@ -220,13 +228,26 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 			recordbatch.SetLogAppendTimeHead(head, b, appendTime)
 		}
 		recordbatch.SetBaseOffset(head, off)
-		heads[i] = head
+		heads = append(heads, head)
 		headers[i].BaseOffset = off
 		off = headers[i].LastOffset() + 1
+	}
+	if len(batches) <= maxReusedHeads {
+		s.heads = heads
+	} else {
+		// A request of many small batches is not kept in the partition's
+		// memory after it: the next produce allocates afresh.
+		s.heads, s.headBytes = nil, nil
 	}
 	res.BaseOffset = s.next
 	return res, Append{Batches: batches, Heads: heads, Base: s.next, NowMs: nowMs, headers: headers, appendTime: appendTime}
 }
+
+// maxReusedHeads bounds the header copies a State keeps for its next
+// Produce (maxReusedHeads * recordbatch.HeaderSize bytes): clients send one
+// batch per partition in a request, and a request of thousands of tiny
+// batches must not leave its size in memory for the partition's life.
+const maxReusedHeads = 16
 
 // Appended records that the log took the first n batches of a, which
 // must be the Append of the last command decided (nothing may come

@@ -193,3 +193,34 @@ func TestTopicLimits(t *testing.T) {
 		t.Fatalf("garbage records: %v", res.Err)
 	}
 }
+
+// TestProduceKeepsFewHeaderCopies: the header copies a produce makes are
+// reused by the next one, but a request of many batches leaves none of
+// its size behind in the partition's state.
+func TestProduceKeepsFewHeaderCopies(t *testing.T) {
+	s := NewState(defaultConfig(t), 0, 0, 0)
+	produce := func(n int) {
+		t.Helper()
+		var records []byte
+		for range n {
+			records = append(records, batch(t, -1, 0, 0, 1, true)...)
+		}
+		res, a := s.Produce(records, 1000)
+		if res.Err != nil || len(a.Heads) != n {
+			t.Fatalf("produce of %d batches: %v, %d heads", n, res.Err, len(a.Heads))
+		}
+		s.Appended(&a, n)
+	}
+	produce(2)
+	if cap(s.headBytes) < 2*recordbatch.HeaderSize {
+		t.Fatalf("a 2-batch produce kept %d bytes of header copies, want them kept for reuse", cap(s.headBytes))
+	}
+	produce(1000)
+	if s.headBytes != nil || s.heads != nil {
+		t.Fatalf("a 1000-batch produce left %d bytes of header copies in the state", cap(s.headBytes))
+	}
+	produce(3)
+	if s.NextOffset() != 1005 {
+		t.Fatalf("next offset %d, want 1005", s.NextOffset())
+	}
+}
