@@ -210,9 +210,5 @@ func SetLogAppendTimeHead(head, batch []byte, ts int64) {
 // (readers report MaxTimestamp for every record of such a batch), and
 // recomputes the CRC in place. b must be one whole batch.
 func SetLogAppendTime(b []byte, ts int64) {
-	be := binary.BigEndian
-	attrs := be.Uint16(b[attributesOffset:]) | uint16(AttrLogAppendTime)
-	be.PutUint16(b[attributesOffset:], attrs)
-	be.PutUint64(b[maxTimestampOffset:], uint64(ts))
-	be.PutUint32(b[crcOffset:], checksum(b))
+	SetLogAppendTimeHead(b[:HeaderSize], b, ts)
 }
