@@ -12,7 +12,9 @@ const maxIovecs = 1024
 
 // writevAt writes bufs contiguously at off with pwritev(2), looping over
 // short writes, so that pieces held in different buffers (a patched batch
-// header and the batch's records) need no copy into one.
+// header and the batch's records) need no copy into one. It consumes bufs:
+// its elements are resliced past what was written (writeAll builds it for
+// this one call).
 func (lf *lazyFile) writevAt(bufs [][]byte, off int64) error {
 	f, err := lf.get()
 	if err != nil {
@@ -23,8 +25,7 @@ func (lf *lazyFile) writevAt(bufs [][]byte, off int64) error {
 	if err != nil {
 		return err
 	}
-	// Consumed front to back; bufs itself is the caller's and stays as it was.
-	rest := append([][]byte(nil), bufs...)
+	rest := bufs
 	for len(rest) > 0 {
 		chunk := rest[:min(len(rest), maxIovecs)]
 		var n int
