@@ -21,7 +21,8 @@ usage: bench/run.sh [options]
                      (default 3; the 4x4 workload always uses 24)
   --latency-records N  records EndToEndLatency sends one at a time
                      (default 10000, at most --records)
-  --fsync-records N  records of the fsync-every-write run (default --records / 4)
+  --fsync-records N  records of the fsync-every-write run (default --records: at
+                     a quarter of it the producer JVM's warm-up was half its CPU)
   --idle-timeout S   seconds a 4x4 consumer waits for its next record before it
                      stops (default 30); it counts from the consumer's start too,
                      so raise it when the machine is loaded
@@ -87,7 +88,7 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 latency_records=${latency_records:-$((records < 10000 ? records : 10000))}
-fsync_records=${fsync_records:-$((records / 4 > 0 ? records / 4 : 1))}
+fsync_records=${fsync_records:-$records}
 for v in records record_size partitions rounds step_timeout regent_nodes latency_records fsync_records idle_timeout; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: --${v//_/-} must be a positive integer" >&2; exit 2; }
 done
