@@ -34,9 +34,14 @@ type expiryBucket struct{ head, tail producerRef }
 // Owned by the partition actor, with the State.
 type expiryIndex struct {
 	buckets map[int64]*expiryBucket
-	// keys is a min-heap of the keys of buckets; a bucket is in the map
-	// exactly when its key is in the heap (an emptied bucket stays until a
-	// pass pops it).
+	// keys is a min-heap of the keys of buckets: every bucket's key is in
+	// it, and so may be the keys of buckets emptied since they went in
+	// (stale; a key may be there twice). An emptied bucket leaves the map
+	// at once: a producer writing all day moves to a new bucket every
+	// second, and kept until a pass reached them, the buckets it left
+	// were 86,400 a day on every such partition. The top is never stale
+	// (dropStaleTop), and the heap is rebuilt from the map once most of it
+	// is stale, so it holds at most about twice the buckets.
 	keys bucketHeap
 }
 
@@ -107,6 +112,31 @@ func (x *expiryIndex) unlink(sl *producerSlab, e *producerEntry) {
 		b.tail = e.expPrev
 	}
 	e.expPrev, e.expNext, e.inBucket = 0, 0, false
+	if b.head == 0 {
+		delete(x.buckets, e.bucket)
+		x.dropStaleTop()
+		if len(x.keys) > 2*len(x.buckets)+64 {
+			x.rebuildKeys()
+		}
+	}
+}
+
+// dropStaleTop pops the heap's stale keys off its top, so that keys[0], if
+// any, is the oldest bucket's.
+func (x *expiryIndex) dropStaleTop() {
+	for len(x.keys) > 0 && x.buckets[x.keys[0]] == nil {
+		heap.Pop(&x.keys)
+	}
+}
+
+// rebuildKeys makes the heap the buckets' keys alone.
+func (x *expiryIndex) rebuildKeys() {
+	keys := make(bucketHeap, 0, len(x.buckets))
+	for k := range x.buckets {
+		keys = append(keys, k)
+	}
+	heap.Init(&keys)
+	x.keys = keys
 }
 
 // expiryCutoff is the newest last timestamp that is expired at nowMs:
@@ -148,6 +178,9 @@ func (s *State) ExpireProducers(nowMs, expirationMs int64) int {
 	for len(s.expiry.keys) > 0 && s.expiry.keys[0] < bucketOf(cut+1) {
 		k := heap.Pop(&s.expiry.keys).(int64)
 		b := s.expiry.buckets[k]
+		if b == nil {
+			continue // stale: the bucket emptied and went
+		}
 		delete(s.expiry.buckets, k)
 		for r := b.head; r != 0; {
 			e := s.producers.slab.at(r)
@@ -161,6 +194,7 @@ func (s *State) ExpireProducers(nowMs, expirationMs int64) int {
 			// ends it places the entry again (endTxn).
 		}
 	}
+	s.expiry.dropStaleTop()
 	if n > 0 {
 		s.shrinkProducers()
 		s.changes++
