@@ -71,6 +71,9 @@ type Options struct {
 	// Repl orders the partition's state changes; nil means a private
 	// replication.Local.
 	Repl replication.Replicator
+	// Budget, shared by the node's partitions, bounds the producer state
+	// they hold together; nil: no bound.
+	Budget *ProducerBudget
 	// syncLog, when set, stands in for the log's Sync (tests: slow and
 	// failing fsyncs).
 	syncLog func(*storage.Log) error
@@ -103,7 +106,8 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	if repl == nil {
 		repl = replication.NewLocal()
 	}
-	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger}
+	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger, budget: o.Budget}
+	a.noteProducers()
 	_, a.freeAtDone = repl.(replication.FreeAtDone)
 	a.gc.syncLog = o.syncLog
 	if a.gc.syncLog == nil {
@@ -433,6 +437,12 @@ type partitionActor struct {
 	compacting atomic.Bool
 	// expiring is retaining's twin for producer-expiry passes (expire.go).
 	expiring atomic.Bool
+	// evicting is its twin for producer-eviction passes (evict.go).
+	evicting atomic.Bool
+	// budget (set in Open, shared by the node's partitions) bounds the
+	// producer state; held is what this partition last counted into it.
+	budget *ProducerBudget
+	held   int
 	// gc is the syncer's state (syncer.go): group commit with SyncAlways,
 	// the periodic fsync in either mode. The actor's, like the fields above.
 	gc groupCommit
@@ -500,6 +510,9 @@ func (a *partitionActor) produce(m *produceMsg) {
 	if m.wt != nil {
 		m.wt.StorageStart()
 	}
+	// Over the producer budget, room is made before the batch that may
+	// add one more.
+	a.proposeEviction()
 	m.cmd = appendCmd{records: m.records, now: time.Now().UnixNano()}
 	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*producedMsg)(m))
 }
@@ -637,6 +650,7 @@ func (a *partitionActor) maintain(leader bool) {
 		a.proposeRetention(now)
 		a.proposeCompaction(now)
 		a.proposeExpiry(now)
+		a.proposeEviction()
 	}
 	a.snapshot()
 }
@@ -728,6 +742,9 @@ func (a *partitionActor) close(remove bool) error {
 	}
 	a.closed = true
 	a.repl.Unregister(a.key)
+	// Closed, its producers hold no memory of the node's budget.
+	a.budget.moved(a.held, 0)
+	a.held = 0
 	a.gate.Lock()
 	a.gate.closed = true
 	a.gate.Unlock()

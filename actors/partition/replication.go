@@ -148,6 +148,7 @@ func (a *partitionActor) applyCommitted(m *applyMsg) {
 // raft. A panic becomes a failed result: the replicator (the FSM) must get
 // an answer and the partition keep serving.
 func (a *partitionActor) Apply(cmd replication.Command) (res any) {
+	defer a.noteProducers() // after the recover below, panic or not
 	defer func() {
 		if r := recover(); r != nil {
 			a.logger.Error("apply panicked", "command", fmt.Sprintf("%T", cmd), "panic", r)
@@ -183,6 +184,8 @@ func (a *partitionActor) apply(cmd replication.Command) any {
 		return a.compact(c)
 	case *expireCmd:
 		return a.expire(c)
+	case *evictCmd:
+		return a.evict(c)
 	default:
 		panic(fmt.Sprintf("partition %s: unknown command %T", a.key, cmd))
 	}

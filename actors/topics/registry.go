@@ -46,6 +46,8 @@ type Registry struct {
 	repl    replication.Replicator
 	voters  func() int
 	logger  *slog.Logger
+	// producers bounds the producer state of every partition; nil: none.
+	producers *partition.ProducerBudget
 	// base is Options.Broker, the command line's broker configs, under
 	// which the saved ones are merged when the registry (re)loads.
 	base logconfig.Broker
@@ -86,6 +88,9 @@ type Options struct {
 	// replication factor and min.insync.replicas; nil means one (a single
 	// node).
 	Voters func() int
+	// Producers bounds the producer state every partition holds
+	// together; nil: no bound.
+	Producers *partition.ProducerBudget
 }
 
 // Error is a topic operation's Kafka error with a message.
@@ -118,7 +123,7 @@ type persistedTopic struct {
 // Open loads persisted topics, opens their partitions and registers the
 // registry as the replicator's applier for topic changes.
 func Open(o Options) (*Registry, error) {
-	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker}
+	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker, producers: o.Producers}
 	if r.repl == nil {
 		r.repl = replication.NewLocal()
 	}
@@ -244,6 +249,7 @@ func (r *Registry) openPartition(t *Topic, i int32) (*partition.Partition, error
 		Sync:   r.sync,
 		Repl:   r.repl,
 		Logger: r.logger,
+		Budget: r.producers,
 	})
 }
 

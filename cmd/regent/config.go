@@ -51,6 +51,9 @@ type Config struct {
 	// the request, response and fetch budgets (netio.NewBudgets); the Go
 	// runtime's soft memory limit is set from it too.
 	MaxMemory int64
+	// MaxProducerStates bounds the producers all partitions keep
+	// idempotence state for together (partition.ProducerBudget).
+	MaxProducerStates int64
 	// MaxOpenFiles bounds the segment file descriptors open at once across
 	// all partitions (storage.FileCache); 0: derived from RLIMIT_NOFILE.
 	MaxOpenFiles int
@@ -158,6 +161,7 @@ func DefaultConfig() Config {
 		TelemetryMaxBytes: 1 << 20,
 		IdleTimeout:       10 * time.Minute,
 		MaxMemory:         netio.DefaultMaxMemory,
+		MaxProducerStates: defaultMaxProducerStates,
 		TxnMaxTimeout:     defaultTxnMaxTimeout,
 		Authorizer:        "none",
 		OtelExporter:      "none",
@@ -357,6 +361,11 @@ func (c Config) txnIDExpiration() (time.Duration, error) {
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
+
+// defaultMaxProducerStates is --max-producer-states's default: a million
+// producers, ~300 MB of state (TestMillionProducers held one partition's
+// million), as many as one partition was shown to carry.
+const defaultMaxProducerStates = 1_000_000
 
 // minMaxMemory is the smallest --max-memory: below it the request budget
 // (3/8) cannot hold a few ordinary produce requests at once.

@@ -219,7 +219,7 @@ func (v millisValue) Set(s string) error {
 }
 
 // intValue is an integer in [min, max], stored in an int or an int32.
-type intValue[T int | int32] struct {
+type intValue[T int | int32 | int64] struct {
 	p        *T
 	min, max int64
 }

@@ -182,7 +182,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 
 	start := time.Now()
-	reg, err := topics.Open(topics.Options{DataDir: stateDir, Root: system.Root, Sync: sync, Repl: repl, Broker: broker, Logger: logger, Voters: voters})
+	reg, err := topics.Open(topics.Options{DataDir: stateDir, Root: system.Root, Sync: sync, Repl: repl, Broker: broker, Logger: logger, Voters: voters,
+		Producers: partition.NewProducerBudget(cfg.MaxProducerStates)})
 	if err != nil {
 		return fmt.Errorf("open topics: %w", err)
 	}
