@@ -362,10 +362,13 @@ func (c Config) txnIDExpiration() (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// defaultMaxProducerStates is --max-producer-states's default: a million
-// producers, ~300 MB of state (TestMillionProducers held one partition's
-// million), as many as one partition was shown to carry.
-const defaultMaxProducerStates = 1_000_000
+// defaultMaxProducerStates is --max-producer-states's default. Producers
+// whose ids InitProducerId handed out (consecutive) cost ~300 bytes each;
+// ids made up at random cost ~1.2 KiB of RSS each (a page of the producer
+// table each, and the collector's headroom): 400,000 took a broker from 26
+// to 508 MiB. A quarter million is then ~300 MiB at worst, under the Go
+// memory limit the default --max-memory sets (768 MiB).
+const defaultMaxProducerStates = 250_000
 
 // minMaxMemory is the smallest --max-memory: below it the request budget
 // (3/8) cannot hold a few ordinary produce requests at once.

@@ -151,7 +151,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Var(intValue[int]{p: &c.MaxConnections, min: 1, max: 1<<31 - 1}, "max-connections", "maximum open client connections")
 	fs.Var(durationValue{p: &c.IdleTimeout, min: time.Millisecond}, "idle-timeout", "close connections idle this long")
 	fs.Var(intValue[int]{p: &c.MaxOpenFiles, min: 0, max: 1<<31 - 1}, "max-open-files", "segment files kept open at once across all partitions (least recently used closed first); 0: 1024, or a quarter of RLIMIT_NOFILE if lower")
-	fs.Var(intValue[int64]{p: &c.MaxProducerStates, min: 1000, max: 1 << 40}, "max-producer-states", "producers all partitions together keep idempotence state for (~300 bytes each); over it, a partition holding more than its share drops its least recently active producers, which then count as new")
+	fs.Var(intValue[int64]{p: &c.MaxProducerStates, min: 1000, max: 1 << 40}, "max-producer-states", "producers all partitions together keep idempotence state for (300 bytes to 1.2 KiB each); over it, a partition holding more than its share drops its least recently active producers, which then count as new")
 	fs.Var(bytesValue{p: &c.MaxMemory, min: minMaxMemory}, "max-memory", "memory the network edge and fetches may hold (`size`, e.g. 512MiB, 1GiB): 3/8 for requests read, 3/8 for responses not yet sent, 1/4 for fetch reads; also sets the Go memory limit (1.5x) unless GOMEMLIMIT is set")
 	fs.Var(choiceValue{p: &c.OtelExporter, choices: []string{"none", "otlp-grpc", "otlp-http", "stdout"}}, "otel-exporter", "where request traces go: none, otlp-grpc, otlp-http or stdout")
 	fs.StringVar(&c.OtelEndpoint, "otel-endpoint", c.OtelEndpoint, "OTLP collector: host:port (plaintext) or URL (https:// for TLS); default: the exporter's, or OTEL_EXPORTER_OTLP_ENDPOINT")
