@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/regent-broker/regent/cluster"
-	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/interop/testwait"
+	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
 
