@@ -72,36 +72,8 @@ func TestProducerIDFloodIsBounded(t *testing.T) {
 
 	// The flood: raw produce requests, every batch under a new id.
 	flood := newClient(t, kgo.SeedBrokers(b.Addr))
-	rng := rand.New(rand.NewPCG(1, 2))
-	now := time.Now().UnixMilli()
 	start := time.Now()
-	for i := range requests {
-		req := kmsg.NewPtrProduceRequest()
-		req.Acks, req.TimeoutMillis = -1, 30_000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic, rt.TopicID = topic, created.ID // by name before v13, by id after
-		for p := range int32(partitions) {
-			pid := rng.Int64N(1<<62) + 1
-			batch, err := recordbatch.Build(recordbatch.Header{ProducerID: pid, BaseSequence: rng.Int32N(1000), FirstTimestamp: now, MaxTimestamp: now},
-				[]recordbatch.Record{{Value: []byte("invented"), KeyNull: true}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Partition, rp.Records = p, batch
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
-		resp, err := req.RequestWith(ctx, flood)
-		if err != nil {
-			t.Fatalf("flood request %d: %v", i, err)
-		}
-		for _, p := range resp.Topics[0].Partitions {
-			if p.ErrorCode != 0 {
-				t.Fatalf("flood request %d partition %d: error code %d", i, p.Partition, p.ErrorCode)
-			}
-		}
-	}
+	floodInventedIDs(t, ctx, flood, topic, created.ID, partitions, requests)
 	took := time.Since(start)
 	wg.Wait()
 	if err := legit.Flush(ctx); err != nil {
@@ -158,6 +130,43 @@ func TestProducerIDFloodIsBounded(t *testing.T) {
 	for i := range legitRecs {
 		if c := seen[fmt.Sprintf("legit-%d", i)]; c != 1 {
 			t.Errorf("legit-%d read %d times", i, c)
+		}
+	}
+}
+
+// floodInventedIDs sends requests produce requests (acks=all) of one
+// idempotent batch per partition, each under a producer id made up for
+// it, to cl (the partitions' leader), and fails the test unless every
+// batch is taken.
+func floodInventedIDs(t *testing.T, ctx context.Context, cl kmsg.Requestor, topic string, id [16]byte, partitions int32, requests int) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	now := time.Now().UnixMilli()
+	for i := range requests {
+		req := kmsg.NewPtrProduceRequest()
+		req.Acks, req.TimeoutMillis = -1, 30_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic, rt.TopicID = topic, id // by name before v13, by id after
+		for p := range partitions {
+			pid := rng.Int64N(1<<62) + 1
+			batch, err := recordbatch.Build(recordbatch.Header{ProducerID: pid, BaseSequence: rng.Int32N(1000), FirstTimestamp: now, MaxTimestamp: now},
+				[]recordbatch.Record{{Value: []byte("invented"), KeyNull: true}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rp := kmsg.NewProduceRequestTopicPartition()
+			rp.Partition, rp.Records = p, batch
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("flood request %d: %v", i, err)
+		}
+		for _, p := range resp.Topics[0].Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("flood request %d partition %d: error code %d", i, p.Partition, p.ErrorCode)
+			}
 		}
 	}
 }
