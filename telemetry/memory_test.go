@@ -60,3 +60,36 @@ func grepRegent(text string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+func TestProducerStateMetrics(t *testing.T) {
+	tel, err := New(context.Background(), Config{MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tel.Shutdown(context.Background())
+	if err := tel.ObserveProducerStates(func() (int64, int64) { return 12, 250000 }); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + tel.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(line, "regent_producer_states") {
+			got = append(got, line)
+		}
+	}
+	joined := strings.Join(got, "\n")
+	for _, want := range []string{"regent_producer_states{", "} 12", "regent_producer_states_limit{", "} 250000"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, joined)
+		}
+	}
+	var off *Telemetry
+	if err := off.ObserveProducerStates(nil); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -182,8 +182,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 
 	start := time.Now()
+	producerBudget := partition.NewProducerBudget(cfg.MaxProducerStates)
 	reg, err := topics.Open(topics.Options{DataDir: stateDir, Root: system.Root, Sync: sync, Repl: repl, Broker: broker, Logger: logger, Voters: voters,
-		Producers: partition.NewProducerBudget(cfg.MaxProducerStates)})
+		Producers: producerBudget})
 	if err != nil {
 		return fmt.Errorf("open topics: %w", err)
 	}
@@ -387,6 +388,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			Observer: tel.Observer(),
 			Listener: l,
 		}, srv))
+	}
+	if err := tel.ObserveProducerStates(func() (int64, int64) { return producerBudget.Held(), producerBudget.Limit() }); err != nil {
+		return fmt.Errorf("producer-state metrics: %w", err)
 	}
 	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
 		st := nsrvs[0].MemoryStats()
