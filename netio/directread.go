@@ -28,11 +28,7 @@ func (cs *connState) socketBuffered() int {
 	if !ok {
 		return 0
 	}
-	n, err := unix.IoctlGetInt(sc.Fd(), unix.SIOCINQ)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
+	return socketInQueue(sc.Fd())
 }
 
 // readSocket reads into p straight from the socket, which socketBuffered

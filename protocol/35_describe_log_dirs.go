@@ -30,8 +30,8 @@ func (s *Server) describeLogDirs(r *Request) {
 	dir.Dir, _ = filepath.Abs(s.cfg.DataDir)
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(s.cfg.DataDir, &fs); err == nil {
-		dir.TotalBytes = int64(fs.Blocks) * fs.Bsize
-		dir.UsableBytes = int64(fs.Bavail) * fs.Bsize
+		dir.TotalBytes = int64(fs.Blocks) * int64(fs.Bsize)
+		dir.UsableBytes = int64(fs.Bavail) * int64(fs.Bsize)
 	} else {
 		dir.TotalBytes, dir.UsableBytes = -1, -1
 	}

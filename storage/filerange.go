@@ -1,7 +1,6 @@
 package storage
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -97,10 +96,9 @@ func (r *FileRange) ReadAt(p []byte, off int64) (int, error) {
 // cached at both ends is cached whole unless memory pressure evicted its
 // middle. Unknown (no RWF_NOWAIT) counts as cached.
 func (r *FileRange) Cached() bool {
-	var b [1]byte
 	probes, n := cacheProbes(r.pos, r.size)
 	for _, off := range probes[:n] {
-		if _, err := unix.Preadv2(r.fd, [][]byte{b[:]}, off, unix.RWF_NOWAIT); errors.Is(err, unix.EAGAIN) {
+		if !pageCached(r.fd, off) {
 			return false
 		}
 	}
