@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // ProducerBudget bounds the idempotence state every partition of a node
 // holds together, counted in producers (a producer on two partitions
-// counts twice: each holds its own state, 300 bytes to 1.2 KiB).
+// counts twice: each holds its own state, 200 bytes to 1 KiB of RSS).
 //
 // Producer ids cost a client nothing to make up: a produce with a new one
 // adds a producer to the partition, kept until producer.id.expiration.ms

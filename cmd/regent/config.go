@@ -363,11 +363,12 @@ func (c Config) txnIDExpiration() (time.Duration, error) {
 }
 
 // defaultMaxProducerStates is --max-producer-states's default. Producers
-// whose ids InitProducerId handed out (consecutive) cost ~300 bytes each;
-// ids made up at random cost ~1.2 KiB of RSS each (a page of the producer
-// table each, and the collector's headroom): 400,000 took a broker from 26
-// to 508 MiB. A quarter million is then ~300 MiB at worst, under the Go
-// memory limit the default --max-memory sets (768 MiB).
+// whose ids InitProducerId handed out (consecutive) cost ~200 bytes of
+// heap each; ids made up at random ~1 KiB of RSS each (a page of the
+// producer table each, and the collector's headroom at GOGC=200): 400,000
+// took a broker from 26 to 412 MiB. A quarter million is then ~250 MiB at
+// worst, under the Go memory limit the default --max-memory sets (768
+// MiB).
 const defaultMaxProducerStates = 250_000
 
 // minMaxMemory is the smallest --max-memory: below it the request budget
