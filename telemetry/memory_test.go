@@ -70,26 +70,32 @@ func TestProducerStateMetrics(t *testing.T) {
 	if err := tel.ObserveProducerStates(func() (int64, int64) { return 12, 250000 }); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + tel.MetricsAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var got []string
-	for _, line := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(line, "regent_producer_states") {
-			got = append(got, line)
-		}
-	}
-	joined := strings.Join(got, "\n")
+	got := scrapeLines(t, tel, "regent_producer_states")
 	for _, want := range []string{"regent_producer_states{", "} 12", "regent_producer_states_limit{", "} 250000"} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, joined)
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, got)
 		}
 	}
 	var off *Telemetry
 	if err := off.ObserveProducerStates(nil); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scrapeLines is the /metrics lines of tel that start with prefix.
+func scrapeLines(t *testing.T, tel *Telemetry, prefix string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + tel.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
 }

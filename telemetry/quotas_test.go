@@ -2,9 +2,7 @@ package telemetry
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,19 +33,7 @@ func TestQuotaMetrics(t *testing.T) {
 	if err := tel.ObserveQuotas(enf); err != nil {
 		t.Fatal(err)
 	}
-	resp, err := http.Get("http://" + tel.MetricsAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var lines []string
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, "regent_quota") {
-			lines = append(lines, l)
-		}
-	}
-	text := strings.Join(lines, "\n")
+	text := scrapeLines(t, tel, "regent_quota")
 	for _, want := range []string{
 		`regent_quota_rate{client_id="app",`,
 		`regent_quota_throttle_time_milliseconds_total{client_id="app",`,
@@ -58,7 +44,7 @@ func TestQuotaMetrics(t *testing.T) {
 		}
 	}
 	// The rate: 20000 bytes over the 10 s (and the time since) measured.
-	for _, l := range lines {
+	for _, l := range strings.Split(text, "\n") {
 		if strings.HasPrefix(l, "regent_quota_rate{") {
 			v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
 			if err != nil || v < 1900 || v > 2000 {

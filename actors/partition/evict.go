@@ -118,24 +118,7 @@ func (a *partitionActor) proposeEviction() {
 	if !ok {
 		return
 	}
-	a.evicting.Store(true)
-	defer func() {
-		// Local applies inside Propose: a panic there must not take the
-		// actor's message loop with it.
-		if r := recover(); r != nil {
-			a.evicting.Store(false)
-			a.logger.Error("producer eviction proposal panicked", "panic", r)
-		}
-	}()
-	replication.Propose(a.repl, a.key, &evictCmd{keep: int64(keep)}, func(_ evictResult, err error) {
-		a.evicting.Store(false)
-		switch {
-		case errors.Is(err, replication.ErrNotLeader):
-			a.logger.Debug("producer eviction proposal refused", "err", err)
-		case err != nil:
-			a.logger.Warn("producer eviction proposal failed", "err", err)
-		}
-	})
+	proposePass[evictResult](a, &a.evicting, &evictCmd{keep: int64(keep)}, "producer eviction")
 }
 
 // noteProducers brings the budget up to date with the producers the

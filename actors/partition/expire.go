@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/regent-broker/regent/actors/replication"
@@ -80,22 +81,29 @@ func (a *partitionActor) proposeExpiry(now time.Time) {
 	if cmd.expirationMs < 1 {
 		cmd.expirationMs = logconfig.DefaultProducerIDExpirationMs
 	}
-	a.expiring.Store(true)
+	proposePass[expireResult](a, &a.expiring, cmd, "producer expiry")
+}
+
+// proposePass proposes a maintenance pass (expiry, eviction) whose result
+// only says how it went, one at a time: busy is set until its done. With
+// Local it is applied inside Propose, on this goroutine.
+func proposePass[R any](a *partitionActor, busy *atomic.Bool, cmd replication.Command, what string) {
+	busy.Store(true)
 	defer func() {
 		// Local applies inside Propose: a panic there must not take the
 		// actor's message loop with it.
 		if r := recover(); r != nil {
-			a.expiring.Store(false)
-			a.logger.Error("producer expiry proposal panicked", "panic", r)
+			busy.Store(false)
+			a.logger.Error(what+" proposal panicked", "panic", r)
 		}
 	}()
-	replication.Propose(a.repl, a.key, cmd, func(_ expireResult, err error) {
-		a.expiring.Store(false)
+	replication.Propose(a.repl, a.key, cmd, func(_ R, err error) {
+		busy.Store(false)
 		switch {
 		case errors.Is(err, replication.ErrNotLeader):
-			a.logger.Debug("producer expiry proposal refused", "err", err)
+			a.logger.Debug(what+" proposal refused", "err", err)
 		case err != nil:
-			a.logger.Warn("producer expiry proposal failed", "err", err)
+			a.logger.Warn(what+" proposal failed", "err", err)
 		}
 	})
 }
