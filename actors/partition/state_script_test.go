@@ -29,6 +29,8 @@ package partition
 //	advance ms=N                 move the clock
 //	expire [expiration-ms=N]     an expiry pass at the clock (the leader's
 //	                             partition.expire_producers command)
+//	evict keep=N                 an eviction pass keeping N producers (the
+//	                             leader's partition.evict_producers command)
 //	aborted-in from=F to=T       the aborted transactions a fetch of [F, T)
 //	                             reports
 //	snapshot                     keep the producer snapshot as of now
@@ -174,6 +176,9 @@ func (s *stateScript) run(cmd string) []string {
 		due := s.st.ExpiryDue(s.now, ms)
 		n := s.st.ExpireProducers(s.now, ms)
 		return []string{fmt.Sprintf("due=%v expired=%d", due, n)}
+	case "evict":
+		n := s.st.EvictProducers(int(num("keep", 0)))
+		return []string{fmt.Sprintf("evicted=%d producers=%d", n, s.st.ProducerCount())}
 	case "aborted-in":
 		var parts []string
 		for _, a := range s.st.View().AbortedIn(num("from", 0), num("to", 0)) {
