@@ -2,9 +2,7 @@ package telemetry
 
 import (
 	"context"
-	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -36,19 +34,8 @@ func TestACLDenials(t *testing.T) {
 		t.Fatalf("span attributes %v", rec.Ended()[0].Attributes())
 	}
 
-	resp, err := http.Get("http://" + tel.MetricsAddr().String() + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var lines []string
-	for _, l := range strings.Split(string(body), "\n") {
-		if strings.HasPrefix(l, "regent_acl_denials_total{") {
-			lines = append(lines, l)
-		}
-	}
-	joined := strings.Join(lines, "\n")
+	joined := scrapeLines(t, tel, "regent_acl_denials_total{")
+	lines := strings.Split(joined, "\n")
 	for _, want := range []string{`operation="WRITE"`, `resource_type="TOPIC"`, `operation="READ"`, `resource_type="GROUP"`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("regent_acl_denials_total lacks %s:\n%s", want, joined)

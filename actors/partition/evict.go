@@ -65,7 +65,10 @@ func (s *State) EvictProducers(keep int) int {
 	if n <= 0 {
 		return 0
 	}
-	type candidate struct{ last, pid int64 }
+	type candidate struct {
+		last, pid int64
+		ref       producerRef
+	}
 	cands := make([]candidate, 0, s.producers.len())
 	s.producers.each(func(e *producerEntry) {
 		if e.txnFirstOffset >= 0 {
@@ -75,7 +78,7 @@ func (s *State) EvictProducers(keep int) int {
 		if e.nBatches > 0 {
 			last = e.batches[e.nBatches-1].firstOffset
 		}
-		cands = append(cands, candidate{last, e.pid})
+		cands = append(cands, candidate{last, e.pid, e.self})
 	})
 	if n < len(cands) {
 		slices.SortFunc(cands, func(a, b candidate) int {
@@ -84,7 +87,7 @@ func (s *State) EvictProducers(keep int) int {
 		cands = cands[:n]
 	}
 	for _, c := range cands {
-		s.expiry.unlink(&s.producers.slab, s.producers.get(c.pid))
+		s.expiry.unlink(&s.producers.slab, s.producers.slab.at(c.ref))
 		s.producers.del(c.pid)
 	}
 	if len(cands) > 0 {
