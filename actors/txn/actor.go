@@ -176,6 +176,11 @@ func (a *txnActor) Receive(ctx actor.Context) {
 		if !a.retired && !a.closed && m.gen == a.marking.gen {
 			a.guard(nil, a.resendFailed)
 		}
+	case *evictMsg:
+		if !a.retired && !a.closed {
+			a.guard(nil, func() { a.evict(m) })
+		}
+		a.c.evictDone(a.id)
 	case *retireMsg:
 		ctx.Stop(ctx.Self())
 	case *closeMsg:

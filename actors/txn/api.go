@@ -99,10 +99,12 @@ type Summary struct {
 	ProducerEpoch int16
 	State         State
 	StartMs       int64
+	// LastUpdateMs orders idle ids for the budget (budget.go).
+	LastUpdateMs int64
 }
 
 func summarize(t *Txn) Summary {
-	return Summary{ID: t.ID, ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch, State: t.State, StartMs: t.StartMs}
+	return Summary{ID: t.ID, ProducerID: t.ProducerID, ProducerEpoch: t.ProducerEpoch, State: t.State, StartMs: t.StartMs, LastUpdateMs: t.LastUpdateMs}
 }
 
 // ListFilter selects ids for List; zero fields select everything.

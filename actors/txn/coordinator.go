@@ -86,6 +86,9 @@ type Options struct {
 	// IDExpiration is how long an idle transactional id is kept
 	// (transactional.id.expiration.ms); 0: seven days.
 	IDExpiration time.Duration
+	// MaxIDs bounds the transactional ids held (budget.go): over it the
+	// least recently updated idle ids expire early; 0: no bound.
+	MaxIDs int
 	// Fsync makes every write fsync before it is answered; otherwise the
 	// broker calls Sync on its flush interval.
 	Fsync bool
@@ -186,6 +189,14 @@ type Coordinator struct {
 		// epoch is the current activation's coordinator epoch, which
 		// its actors write into their markers.
 		epoch int32
+		// evicting is the ids asked to expire for the budget whose
+		// actors have not answered yet (budget.go).
+		evicting map[string]struct{}
+		// refusedLogged is when a refused id was last logged,
+		// evictLogged when a pass was, and evictedUnlogged the ids
+		// passes asked to expire since.
+		refusedLogged, evictLogged time.Time
+		evictedUnlogged            int
 	}
 }
 
@@ -220,6 +231,7 @@ func NewCoordinator(o Options) (*Coordinator, error) {
 	}
 	c.mu.actors = map[string]*actor.PID{}
 	c.mu.summaries = map[string]Summary{}
+	c.mu.evicting = map[string]struct{}{}
 	opts.Repl.Register(replKey, store)
 	if opts.Standby {
 		logger.Info("transaction coordinator on standby", "ids", len(loaded))
@@ -342,6 +354,7 @@ func (c *Coordinator) takeActorsLocked() []*actor.PID {
 	}
 	c.mu.actors = map[string]*actor.PID{}
 	c.mu.summaries = map[string]Summary{}
+	c.mu.evicting = map[string]struct{}{}
 	return pids
 }
 
@@ -380,6 +393,11 @@ func (c *Coordinator) dispatch(id string, m request) {
 	}
 	pid := c.mu.actors[id]
 	if _, creates := m.(*initMsg); pid == nil && creates {
+		if !c.makeRoomLocked() {
+			c.mu.Unlock()
+			m.failWith(kerr.CoordinatorNotAvailable)
+			return
+		}
 		pid = c.spawnLocked(id, nil)
 	}
 	if pid != nil {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -398,4 +399,112 @@ func TestCoordinatorInvalidTimeout(t *testing.T) {
 		defer h.c.mu.Unlock()
 		return len(h.c.mu.actors) == 0
 	})
+}
+
+// TestCoordinatorBudget: with MaxIDs 100, 300 ids made up one after
+// another leave the coordinator holding at most 100. The least recently
+// updated idle ids go first; an id with a transaction open and an id used
+// every few requests stay; an expired id's zombie is refused and the id
+// starts again under a new producer id; the store holds what the
+// coordinator does across a reopen.
+func TestCoordinatorBudget(t *testing.T) {
+	const limit = 100
+	var clock atomic.Int64
+	base := time.UnixMilli(1_700_000_000_000)
+	h := newHarness(t, func(o *Options) {
+		o.MaxIDs = limit
+		o.Now = func() time.Time { return base.Add(time.Duration(clock.Add(1)) * time.Millisecond) }
+	})
+	open := h.init("open", 600000)
+	mustOK(t, "init open", open)
+	mustOK(t, "add open", h.add("open", open.ProducerID, open.ProducerEpoch, t0))
+	first := h.init("flood-000", 60000)
+	mustOK(t, "init flood-000", first)
+	recent := h.init("recent", 60000)
+	mustOK(t, "init recent", recent)
+	for i := 1; i < 300; i++ {
+		mustOK(t, "init flood", h.init(fmt.Sprintf("flood-%03d", i), 60000))
+		if i%10 == 0 {
+			r := h.init("recent", 60000)
+			mustOK(t, "init recent", r)
+			recent = r
+		}
+		if held, _ := h.c.Held(); held > limit {
+			t.Fatalf("after %d ids: held %d, budget %d", i+3, held, limit)
+		}
+	}
+	testwait.For(t, "evictions persisted", testwait.Default, func() bool { return h.evictionsPending() == 0 })
+	held := h.c.List(ListFilter{})
+	t.Logf("300 ids made up, budget %d: %d held", limit, len(held))
+
+	if tx, err := h.describe("open"); err != nil || tx.State != StateOngoing {
+		t.Fatalf("the open transaction's id: %+v %v", tx, err)
+	}
+	if tx, err := h.describe("recent"); err != nil || tx.ProducerID != recent.ProducerID || tx.ProducerEpoch != recent.ProducerEpoch {
+		t.Fatalf("the recently used id: %+v %v (last init %+v)", tx, err, recent)
+	}
+	if _, err := h.describe("flood-000"); !errors.Is(err, kerr.TransactionalIDNotFound) {
+		t.Fatalf("the oldest idle id is still held: %v", err)
+	}
+	if r := h.add("flood-000", first.ProducerID, first.ProducerEpoch, t1); !errors.Is(r.Err, kerr.InvalidProducerIDMapping) {
+		t.Fatalf("a zombie of an expired id: %v", r.Err)
+	}
+	again := h.init("flood-000", 60000)
+	mustOK(t, "init flood-000 again", again)
+	if again.ProducerID == first.ProducerID || again.ProducerEpoch != 0 {
+		t.Fatalf("expired id came back as %+v, was %+v", again, first)
+	}
+
+	testwait.For(t, "evictions persisted", testwait.Default, func() bool { return h.evictionsPending() == 0 })
+	before := h.c.List(ListFilter{})
+	h.reopen()
+	after := h.c.List(ListFilter{})
+	if len(after) != len(before) {
+		t.Fatalf("reopened store holds %d ids, the coordinator held %d", len(after), len(before))
+	}
+	for i := range before {
+		if after[i].ID != before[i].ID || after[i].ProducerID != before[i].ProducerID {
+			t.Fatalf("reopened store differs at %d: %+v, held %+v", i, after[i], before[i])
+		}
+	}
+}
+
+// evictionsPending is the ids asked to expire for the budget whose actors
+// have not answered yet.
+func (h *harness) evictionsPending() int {
+	h.c.mu.Lock()
+	defer h.c.mu.Unlock()
+	return len(h.c.mu.evicting)
+}
+
+// TestCoordinatorBudgetRefusesWhenNoneIdle: every held id has a
+// transaction open, so a new id is refused (COORDINATOR_NOT_AVAILABLE,
+// which clients retry) until one of them ends.
+func TestCoordinatorBudgetRefusesWhenNoneIdle(t *testing.T) {
+	const limit = 10
+	h := newHarness(t, func(o *Options) { o.MaxIDs = limit })
+	ids := make([]Result, limit)
+	for i := range ids {
+		id := fmt.Sprintf("busy-%d", i)
+		ids[i] = h.init(id, 600000)
+		mustOK(t, "init "+id, ids[i])
+		mustOK(t, "add "+id, h.add(id, ids[i].ProducerID, ids[i].ProducerEpoch, t0))
+	}
+	if r := h.init("new", 60000); !errors.Is(r.Err, kerr.CoordinatorNotAvailable) {
+		t.Fatalf("a new id over a budget of open transactions: %v", r.Err)
+	}
+	mustOK(t, "commit busy-3", h.end("busy-3", ids[3].ProducerID, ids[3].ProducerEpoch, true))
+	mustOK(t, "init new after a commit", h.init("new", 60000))
+	testwait.For(t, "busy-3 expired", testwait.Default, func() bool {
+		_, err := h.describe("busy-3")
+		return errors.Is(err, kerr.TransactionalIDNotFound)
+	})
+	for i := range ids {
+		if i == 3 {
+			continue
+		}
+		if tx, err := h.describe(fmt.Sprintf("busy-%d", i)); err != nil || tx.State != StateOngoing {
+			t.Fatalf("busy-%d: %+v %v", i, tx, err)
+		}
+	}
 }

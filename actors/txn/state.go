@@ -545,6 +545,19 @@ func Expire(cur *Txn, nowMs int64, cfg Config) Step {
 	return Step{Next: next}
 }
 
+// Evict forgets an idle id before its expiration (the coordinator's
+// budget, budget.go): only if it is still idle and was last updated at
+// lastUpdateMs, when it was picked; otherwise nothing.
+func Evict(cur *Txn, lastUpdateMs int64) Step {
+	if cur == nil || !cur.State.terminal() || cur.LastUpdateMs != lastUpdateMs {
+		return Step{}
+	}
+	next := cur.clone()
+	next.State = StateDead
+	next.Partitions, next.Groups = nil, nil
+	return Step{Next: next}
+}
+
 func containsAll(have, want []TopicPartition) bool {
 	for _, w := range want {
 		if _, ok := slices.BinarySearchFunc(have, w, TopicPartition.less); !ok {

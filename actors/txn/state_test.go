@@ -17,6 +17,7 @@ package txn
 //	timeout epoch=E                      the deadline timer firing
 //	markers                              every marker written
 //	expire                               the expiry timer firing
+//	evict [last=MS]                      the budget expiring the id early, as picked when last updated at MS (default: its current last update)
 //	advance ms=N                         move the clock
 //	fail-alloc                           the next allocation fails
 //	set-epoch epoch=E                    overwrite the epoch (fast-forward)
@@ -119,6 +120,15 @@ func (s *script) run(cmd string) []string {
 		st = MarkersWritten(s.cur, s.now)
 	case "expire":
 		st = Expire(s.cur, s.now, s.cfg)
+	case "evict":
+		last := int64(-1)
+		if s.cur != nil {
+			last = s.cur.LastUpdateMs
+		}
+		if _, ok := args["last"]; ok {
+			last = num("last")
+		}
+		st = Evict(s.cur, last)
 	case "advance":
 		s.now += num("ms")
 		return []string{fmt.Sprintf("now=%d", s.now)}
