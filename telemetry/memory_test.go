@@ -61,7 +61,7 @@ func grepRegent(text string) string {
 	return strings.Join(out, "\n")
 }
 
-func TestProducerStateMetrics(t *testing.T) {
+func TestBudgetMetrics(t *testing.T) {
 	tel, err := New(context.Background(), Config{MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -76,8 +76,20 @@ func TestProducerStateMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, got)
 		}
 	}
+	if err := tel.ObserveTransactionalIDs(func() (int64, int64) { return 7, 100000 }); err != nil {
+		t.Fatal(err)
+	}
+	got = scrapeLines(t, tel, "regent_transactional_ids")
+	for _, want := range []string{"regent_transactional_ids{", "} 7", "regent_transactional_ids_limit{", "} 100000"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, got)
+		}
+	}
 	var off *Telemetry
 	if err := off.ObserveProducerStates(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.ObserveTransactionalIDs(func() (int64, int64) { return 0, 0 }); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Producer-state metric names; Prometheus shows them as
-// regent_producer_states and regent_producer_states_limit.
+// Producer-state and transactional-id metric names; Prometheus shows them
+// as regent_producer_states, regent_producer_states_limit,
+// regent_transactional_ids and regent_transactional_ids_limit.
 const (
-	metricProducerStates      = "regent.producer.states"
-	metricProducerStatesLimit = "regent.producer.states.limit"
+	metricProducerStates        = "regent.producer.states"
+	metricProducerStatesLimit   = "regent.producer.states.limit"
+	metricTransactionalIDs      = "regent.transactional.ids"
+	metricTransactionalIDsLimit = "regent.transactional.ids.limit"
 )
 
 // ProducerStates reports the producers every partition of the node keeps
@@ -22,26 +25,57 @@ type ProducerStates func() (held, limit int64)
 // ObserveProducerStates registers the producer-state gauges, read from p
 // at each scrape. Call it once. A no-op with telemetry or metrics off.
 func (t *Telemetry) ObserveProducerStates(p ProducerStates) error {
-	if t == nil || t.obs == nil || t.obs.m == nil || p == nil {
+	if p == nil {
+		return nil
+	}
+	return t.observeHeldAndLimit(metricProducerStates, metricProducerStatesLimit, "{producer}",
+		"Producers whose idempotence state the node's partitions hold (a producer counts once per partition).",
+		"The bound on them, --max-producer-states: over it, partitions drop their least recently active producers.",
+		p)
+}
+
+// TransactionalIDs reports the transactional ids the node's transaction
+// coordinator holds (none on a standby node), and the bound on them
+// (--max-transactional-ids). Called at each scrape; must be safe
+// concurrently and not block.
+type TransactionalIDs func() (held, limit int64)
+
+// ObserveTransactionalIDs registers the transactional-id gauges, read
+// from f at each scrape. Call it once. A no-op with telemetry or metrics
+// off.
+func (t *Telemetry) ObserveTransactionalIDs(f TransactionalIDs) error {
+	if f == nil {
+		return nil
+	}
+	return t.observeHeldAndLimit(metricTransactionalIDs, metricTransactionalIDsLimit, "{id}",
+		"Transactional ids the node's transaction coordinator holds (0 on a node that is not the coordinator).",
+		"The bound on them, --max-transactional-ids: over it, the least recently used idle ids expire early.",
+		f)
+}
+
+// observeHeldAndLimit registers a pair of gauges, something held and its
+// bound, read from f at each scrape.
+func (t *Telemetry) observeHeldAndLimit(heldName, limitName, unit, heldDesc, limitDesc string, f func() (int64, int64)) error {
+	if t == nil || t.obs == nil || t.obs.m == nil {
 		return nil
 	}
 	meter := t.obs.m.meter
-	held, err := meter.Int64ObservableGauge(metricProducerStates, metric.WithUnit("{producer}"), metric.WithDescription("Producers whose idempotence state the node's partitions hold (a producer counts once per partition)."))
+	held, err := meter.Int64ObservableGauge(heldName, metric.WithUnit(unit), metric.WithDescription(heldDesc))
 	if err != nil {
 		return err
 	}
-	limit, err := meter.Int64ObservableGauge(metricProducerStatesLimit, metric.WithUnit("{producer}"), metric.WithDescription("The bound on them, --max-producer-states: over it, partitions drop their least recently active producers."))
+	limit, err := meter.Int64ObservableGauge(limitName, metric.WithUnit(unit), metric.WithDescription(limitDesc))
 	if err != nil {
 		return err
 	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		h, l := p()
+		h, l := f()
 		o.ObserveInt64(held, h)
 		o.ObserveInt64(limit, l)
 		return nil
 	}, held, limit)
 	if err != nil {
-		return fmt.Errorf("register producer-state gauges: %w", err)
+		return fmt.Errorf("register %s gauges: %w", heldName, err)
 	}
 	t.regs = append(t.regs, reg)
 	return nil

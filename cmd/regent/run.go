@@ -229,7 +229,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	txns, err := txn.NewCoordinator(txn.Options{
 		DataDir: stateDir, Root: system.Root, Logger: logger, Repl: repl, Standby: cfg.Clustered(),
 		NextProducerID: pids.Next, Offsets: groups, Fsync: sync == partition.SyncAlways,
-		MaxTimeout: cfg.TxnMaxTimeout, IDExpiration: idExpiration,
+		MaxTimeout: cfg.TxnMaxTimeout, IDExpiration: idExpiration, MaxIDs: cfg.MaxTransactionalIDs,
 		Partitions: func(t string, p int32) txn.TxnPartition {
 			if pp := reg.Partition(t, p); pp != nil {
 				return pp
@@ -391,6 +391,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	if err := tel.ObserveProducerStates(func() (int64, int64) { return producerBudget.Held(), producerBudget.Limit() }); err != nil {
 		return fmt.Errorf("producer-state metrics: %w", err)
+	}
+	if err := tel.ObserveTransactionalIDs(func() (int64, int64) {
+		held, limit := txns.Held()
+		return int64(held), int64(limit)
+	}); err != nil {
+		return fmt.Errorf("transactional-id metrics: %w", err)
 	}
 	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
 		st := nsrvs[0].MemoryStats()
