@@ -68,15 +68,19 @@ type groupActor struct {
 	// handed back to the manager for a new actor.
 	retired bool
 	closed  bool
+	// woken: spawned for a dormant group, for a message on its way; it
+	// does not go back to rest before that message.
+	woken bool
 }
 
 func (a *groupActor) Receive(ctx actor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *actor.Started:
 		a.self = ctx.Self()
-		if a.g.Live() {
-			// A loaded group: arm its timers. (A new one waits for the
-			// request it was spawned for; retiring it now would loop.)
+		if a.g.Live() && !a.woken {
+			// A loaded group: arm its timers. (A new or woken one waits
+			// for the message it was spawned for; retiring it now would
+			// loop.)
 			a.afterStep()
 		}
 	case *opMsg:
@@ -245,6 +249,13 @@ func (a *groupActor) afterStep() {
 		a.stopTimer()
 		a.retired = true
 		a.m.retire(a.g.id, a.self)
+		return
+	}
+	if len(a.refs) == 0 && a.persisting == 0 && a.g.Dormant() {
+		// Idle: the group rests without an actor (dormant.go).
+		a.stopTimer()
+		a.retired = true
+		a.m.hibernate(a.g.id, a.self, a.g, sum)
 		return
 	}
 	a.m.publish(a.g.id, a.self, sum, live)

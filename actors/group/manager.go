@@ -99,6 +99,10 @@ type Manager struct {
 		// empty on standby.
 		actors    map[string]*actor.PID
 		summaries map[string]Summary
+		// dormant is the idle groups resting without an actor
+		// (dormant.go); their summaries stay in summaries. A group
+		// is in actors or dormant, never both.
+		dormant map[string]*Group
 		// stop is closed when the current activation ends: its actors
 		// propose nothing after that, and its expiry loop returns.
 		stop   chan struct{}
@@ -158,6 +162,7 @@ func NewManager(o Options) (*Manager, error) {
 	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger, storeDir: storeDir, fsync: o.Fsync}
 	m.mu.actors = map[string]*actor.PID{}
 	m.mu.summaries = map[string]Summary{}
+	m.mu.dormant = map[string]*Group{}
 	if o.Standby {
 		logger.Info("group coordinator on standby", "groups", len(loaded))
 		return m, nil
@@ -206,12 +211,19 @@ func (m *Manager) activateLocked(loaded map[string][]Record, start time.Time) {
 		if !g.Live() {
 			continue
 		}
-		offsets += len(g.offsets)
-		m.spawnLocked(id, g)
+		offsets += g.offsets.Len()
+		if g.Dormant() {
+			m.mu.dormant[id] = g
+			if s, ok := g.Summary(); ok {
+				m.mu.summaries[id] = s
+			}
+			continue
+		}
+		m.spawnLocked(id, g, false)
 	}
-	n := len(m.mu.actors)
+	n, dormant := len(m.mu.actors)+len(m.mu.dormant), len(m.mu.dormant)
 	m.mu.Unlock()
-	m.logger.Info("recovered groups", "groups", n, "offsets", offsets, "took", time.Since(start).Round(time.Millisecond))
+	m.logger.Info("recovered groups", "groups", n, "idle", dormant, "offsets", offsets, "took", time.Since(start).Round(time.Millisecond))
 	m.wg.Add(1)
 	go m.expireLoop(stop)
 }
@@ -250,6 +262,7 @@ func (m *Manager) takeActorsLocked() []*actor.PID {
 	}
 	m.mu.actors = map[string]*actor.PID{}
 	m.mu.summaries = map[string]Summary{}
+	m.mu.dormant = map[string]*Group{}
 	return pids
 }
 
@@ -260,8 +273,10 @@ func (m *Manager) stopActivationLocked(pids []*actor.PID) error {
 	return lifecycle.StopAll(m.root, pids, func(done chan struct{}) any { return &closeMsg{done: done} }, 10*time.Second, "group actors")
 }
 
-func (m *Manager) spawnLocked(id string, g *Group) *actor.PID {
-	a := &groupActor{m: m, g: g, stop: m.mu.stop, refs: map[Ref]*opMsg{}, logger: m.logger.With("group", id)}
+// spawnLocked starts an actor for g; woken: g was dormant and the actor is
+// spawned for a message already on its way.
+func (m *Manager) spawnLocked(id string, g *Group, woken bool) *actor.PID {
+	a := &groupActor{m: m, g: g, stop: m.mu.stop, refs: map[Ref]*opMsg{}, logger: m.logger.With("group", id), woken: woken}
 	pid := m.root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
 	m.mu.actors[id] = pid
 	if s, ok := g.Summary(); ok {
@@ -282,8 +297,11 @@ func (m *Manager) dispatch(id string, op *opMsg) {
 		return
 	}
 	pid := m.mu.actors[id]
+	if g := m.mu.dormant[id]; pid == nil && g != nil {
+		pid = m.wakeLocked(id, g)
+	}
 	if pid == nil && op.create {
-		pid = m.spawnLocked(id, NewGroup(id, &m.cfg))
+		pid = m.spawnLocked(id, NewGroup(id, &m.cfg), false)
 	}
 	if pid != nil {
 		m.root.Send(pid, op)
@@ -375,6 +393,8 @@ func (m *Manager) ExpireOffsets() {
 	for _, pid := range m.mu.actors {
 		m.root.Send(pid, &expireMsg{})
 	}
+	now := time.Now()
+	m.wakeDueLocked(func(g *Group) bool { return g.ExpiryDue(now) }, &expireMsg{})
 }
 
 // TopicsDeleted drops every group's committed offsets for the named
@@ -391,6 +411,7 @@ func (m *Manager) TopicsDeleted(names ...string) {
 	for _, pid := range m.mu.actors {
 		m.root.Send(pid, &dropTopicsMsg{names: set})
 	}
+	m.wakeDueLocked(func(g *Group) bool { return g.HasOffsetsFor(set) }, &dropTopicsMsg{names: set})
 }
 
 // ListGroups lists every existing group, sorted by id; none on standby.

@@ -172,7 +172,7 @@ func (g *Group) committed(q FetchQuery) []kmsg.OffsetFetchResponseGroupTopic {
 	var out []kmsg.OffsetFetchResponseGroupTopic
 	if q.Topics == nil {
 		byTopic := map[string][]int32{}
-		for k := range g.offsets {
+		for k := range g.offsets.Keys() {
 			byTopic[k.topic] = append(byTopic[k.topic], k.partition)
 		}
 		names := make([]string, 0, len(byTopic))
@@ -190,7 +190,7 @@ func (g *Group) committed(q FetchQuery) []kmsg.OffsetFetchResponseGroupTopic {
 		ot := kmsg.NewOffsetFetchResponseGroupTopic()
 		ot.Topic = ft.Topic
 		for _, p := range ft.Partitions {
-			o, ok := g.offsets[tp{ft.Topic, p}]
+			o, ok := g.offsets.Get(tp{ft.Topic, p})
 			fp := fetchPartition(p, o, ok)
 			if q.RequireStable && g.unstable(ft.Topic, p) {
 				fp.Offset, fp.LeaderEpoch = -1, -1
@@ -223,7 +223,7 @@ func (g *Group) DeleteOffsets(now time.Time, ref Ref, req *kmsg.OffsetDeleteRequ
 				op.Partition = rp.Partition
 				if subscribed {
 					op.ErrorCode = kerr.GroupSubscribedToTopic.Code
-				} else if _, ok := g.offsets[tp{rt.Topic, rp.Partition}]; ok {
+				} else if g.offsets.Has(tp{rt.Topic, rp.Partition}) {
 					g.record(Record{Kind: RecOffsetTombstone, Group: g.id, Topic: rt.Topic, Partition: rp.Partition})
 				}
 				ot.Partitions = append(ot.Partitions, op)
@@ -272,8 +272,8 @@ func (g *Group) isEmpty() bool {
 
 // recordDeletion records tombstones for every offset and the group.
 func (g *Group) recordDeletion() {
-	keys := make([]tp, 0, len(g.offsets))
-	for k := range g.offsets {
+	keys := make([]tp, 0, g.offsets.Len())
+	for k := range g.offsets.Keys() {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -294,37 +294,8 @@ func (g *Group) recordDeletion() {
 // it no longer subscribes to. An empty group left without offsets is
 // deleted, as Kafka's cleanup does.
 func (g *Group) ExpireOffsets(now time.Time) Effects {
-	if !g.live || len(g.pendingTxn) > 0 || g.sg != nil {
-		// A share group has no offsets and is not expired: it goes
-		// only through DeleteGroups, which drops its share-partitions.
-		return g.take()
-	}
-	retention := g.cfg.OffsetsRetention
-	expired := func(o Offset, base time.Time) bool {
-		if !o.ExpireTime.IsZero() {
-			return !now.Before(o.ExpireTime)
-		}
-		return now.Sub(base) >= retention
-	}
-	var drop []tp
-	empty := g.isEmpty()
-	for k, o := range g.offsets {
-		switch {
-		case empty && g.protocolType != "" && g.cg == nil:
-			if expired(o, g.stateSince) {
-				drop = append(drop, k)
-			}
-		case empty:
-			if expired(o, o.CommitTime) {
-				drop = append(drop, k)
-			}
-		case g.cg != nil || (g.protocolType == "consumer" && g.subscribedKnown):
-			if !g.isSubscribed(k.topic) && expired(o, o.CommitTime) {
-				drop = append(drop, k)
-			}
-		}
-	}
-	if empty && len(g.pending) == 0 && len(drop) == len(g.offsets) {
+	drop, all := g.expiredOffsets(now)
+	if all {
 		g.recordDeletion()
 		return g.take()
 	}
@@ -340,6 +311,44 @@ func (g *Group) ExpireOffsets(now time.Time) Effects {
 	return g.take()
 }
 
+// expiredOffsets is what ExpireOffsets at now drops: these offsets, or
+// (all) the whole group, an empty one left with nothing unexpired.
+func (g *Group) expiredOffsets(now time.Time) (drop []tp, all bool) {
+	if !g.live || len(g.pendingTxn) > 0 || g.sg != nil {
+		// A share group has no offsets and is not expired: it goes
+		// only through DeleteGroups, which drops its share-partitions.
+		return nil, false
+	}
+	retention := g.cfg.OffsetsRetention
+	expired := func(o Offset, base time.Time) bool {
+		if !o.ExpireTime.IsZero() {
+			return !now.Before(o.ExpireTime)
+		}
+		return now.Sub(base) >= retention
+	}
+	empty := g.isEmpty()
+	for k, o := range g.offsets.All() {
+		switch {
+		case empty && g.protocolType != "" && g.cg == nil:
+			if expired(o, g.stateSince) {
+				drop = append(drop, k)
+			}
+		case empty:
+			if expired(o, o.CommitTime) {
+				drop = append(drop, k)
+			}
+		case g.cg != nil || (g.protocolType == "consumer" && g.subscribedKnown):
+			if !g.isSubscribed(k.topic) && expired(o, o.CommitTime) {
+				drop = append(drop, k)
+			}
+		}
+	}
+	if empty && len(g.pending) == 0 && len(drop) == g.offsets.Len() {
+		return nil, true
+	}
+	return drop, false
+}
+
 // Applied takes records back once persisted: offsets and deletions take
 // effect. (Group metadata records are already reflected in the state.)
 func (g *Group) Applied(recs []Record) {
@@ -347,9 +356,9 @@ func (g *Group) Applied(recs []Record) {
 		switch r.Kind {
 		case RecOffset:
 			g.live = true
-			g.offsets[tp{r.Topic, r.Partition}] = r.Offset
+			g.offsets.Set(tp{r.Topic, r.Partition}, r.Offset)
 		case RecOffsetTombstone:
-			delete(g.offsets, tp{r.Topic, r.Partition})
+			g.offsets.Delete(tp{r.Topic, r.Partition})
 		case RecGroupTombstone:
 			g.reset()
 		case RecTxnOffset, RecTxnOffsetTombstone:
@@ -398,9 +407,9 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 				g.state = Empty
 				g.stateSince = r.Offset.CommitTime
 			}
-			g.offsets[tp{r.Topic, r.Partition}] = r.Offset
+			g.offsets.Set(tp{r.Topic, r.Partition}, r.Offset)
 		case RecOffsetTombstone:
-			delete(g.offsets, tp{r.Topic, r.Partition})
+			g.offsets.Delete(tp{r.Topic, r.Partition})
 		case RecGroupTombstone:
 			g.reset()
 			cg, sg = nil, nil
@@ -416,8 +425,7 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 // Committed returns the committed offset of a partition (for tests and
 // admin tools).
 func (g *Group) Committed(topic string, partition int32) (Offset, bool) {
-	o, ok := g.offsets[tp{topic, partition}]
-	return o, ok
+	return g.offsets.Get(tp{topic, partition})
 }
 
 // DropTopics deletes the committed (and staged) offsets of deleted
@@ -425,7 +433,7 @@ func (g *Group) Committed(topic string, partition int32) (Offset, bool) {
 // under the same name starts without them.
 func (g *Group) DropTopics(now time.Time, names map[string]bool) Effects {
 	var keys []tp
-	for k := range g.offsets {
+	for k := range g.offsets.Keys() {
 		if names[k.topic] {
 			keys = append(keys, k)
 		}

@@ -516,7 +516,7 @@ func TestShareGroupClashes(t *testing.T) {
 		if g := h.replies[d].(*kmsg.DescribeGroupsResponse).Groups[0]; g.ErrorCode != kerr.GroupIDNotFound.Code || *g.ErrorMessage != "group g is not a classic group" {
 			t.Fatalf("classic describe of a share group %+v", g)
 		}
-		if len(h.g.offsets) != 0 || h.g.sg == nil || len(h.g.sg.members) != 1 {
+		if h.g.offsets.Len() != 0 || h.g.sg == nil || len(h.g.sg.members) != 1 {
 			t.Fatal("a refused request changed the share group")
 		}
 		// Expiry never deletes a share group, even an empty one.

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/internal/smallmap"
 )
 
 // State is a group's state, named as Kafka names it.
@@ -204,7 +206,9 @@ type Group struct {
 	subscribed      map[string]struct{}
 	subscribedKnown bool
 
-	offsets map[tp]Offset
+	// offsets is a smallmap: most groups commit a few partitions, and a
+	// Go map spends eight slots (~930 bytes) on the first.
+	offsets smallmap.Map[tp, Offset]
 	// pendingTxn holds offsets staged by transactions, by producer id.
 	pendingTxn map[int64]map[tp]Offset
 
@@ -225,7 +229,6 @@ func NewGroup(id string, cfg *Config) *Group {
 		static:      map[string]string{},
 		pending:     map[string]time.Time{},
 		pendingSync: map[string]struct{}{},
-		offsets:     map[tp]Offset{},
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/regent-broker/regent/actors/internal/smallmap"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/recordlog"
 )
@@ -61,7 +62,7 @@ func openStore(dir string, fsync bool, logger *slog.Logger, compactMinBytes int6
 	if logger == nil {
 		logger = slog.Default()
 	}
-	idx := &groupIndex{logger: logger, live: map[string]map[string]recordlog.Record{}}
+	idx := &groupIndex{logger: logger, live: map[string]*smallmap.Map[string, recordlog.Record]{}}
 	l, err := recordlog.Open(filepath.Join(dir, logName), recordlog.Options{
 		Layout:          recordlog.LayoutKV,
 		MaxFrameBytes:   maxFrame,
@@ -83,8 +84,10 @@ func openStore(dir string, fsync bool, logger *slog.Logger, compactMinBytes int6
 // drops the group's records and a group's records come out in the order
 // that rebuilds it.
 type groupIndex struct {
-	logger    *slog.Logger
-	live      map[string]map[string]recordlog.Record
+	logger *slog.Logger
+	// live is each group's records by storeKey: a smallmap, as most
+	// groups have a few (a Go map spends ~770 bytes on the first).
+	live      map[string]*smallmap.Map[string, recordlog.Record]
 	liveBytes int64
 	// hint is the decoded records of the write in progress, one per
 	// frame in order, so that Add need not decode them again (nil
@@ -111,28 +114,32 @@ func (x *groupIndex) Add(r recordlog.Record) {
 	keys := x.live[k.Group]
 	if k.Kind == RecGroupTombstone && r.Tombstone {
 		// A group tombstone ends everything the group had.
-		for _, old := range keys {
-			x.liveBytes -= int64(len(old.Frame))
+		if keys != nil {
+			for _, old := range keys.All() {
+				x.liveBytes -= int64(len(old.Frame))
+			}
 		}
 		delete(x.live, k.Group)
 		return
 	}
 	sk := k.storeKey()
-	if old, ok := keys[sk]; ok {
-		x.liveBytes -= int64(len(old.Frame))
-		delete(keys, sk)
+	if keys != nil {
+		if old, ok := keys.Get(sk); ok {
+			x.liveBytes -= int64(len(old.Frame))
+			keys.Delete(sk)
+		}
 	}
 	if r.Tombstone {
-		if len(keys) == 0 {
+		if keys != nil && keys.Len() == 0 {
 			delete(x.live, k.Group)
 		}
 		return
 	}
 	if keys == nil {
-		keys = map[string]recordlog.Record{}
+		keys = &smallmap.Map[string, recordlog.Record]{}
 		x.live[k.Group] = keys
 	}
-	keys[sk] = r
+	keys.Set(sk, r)
 	x.liveBytes += int64(len(r.Frame))
 }
 
@@ -180,9 +187,12 @@ func (x *groupIndex) records(group string) []Record {
 
 // sortedRecords orders a group's records: group state first, then
 // offsets, so that restoring in this order rebuilds the group.
-func sortedRecords(keys map[string]recordlog.Record) []recordlog.Record {
-	ks := make([]string, 0, len(keys))
-	for k := range keys {
+func sortedRecords(keys *smallmap.Map[string, recordlog.Record]) []recordlog.Record {
+	if keys == nil {
+		return nil
+	}
+	ks := make([]string, 0, keys.Len())
+	for k := range keys.Keys() {
 		ks = append(ks, k)
 	}
 	sort.Slice(ks, func(i, j int) bool {
@@ -193,7 +203,7 @@ func sortedRecords(keys map[string]recordlog.Record) []recordlog.Record {
 	})
 	out := make([]recordlog.Record, len(ks))
 	for i, k := range ks {
-		out[i] = keys[k]
+		out[i], _ = keys.Get(k)
 	}
 	return out
 }
