@@ -136,3 +136,44 @@ func TestIdleGroupsRestWithoutActors(t *testing.T) {
 		t.Fatalf("describe an expired group: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// TestGroupBudgetRefusesNewGroups: with MaxGroups 10, ten groups are made
+// and an eleventh is refused with POLICY_VIOLATION, by OffsetCommit and by
+// JoinGroup alike, while the ten go on committing; once one is deleted, a
+// new group fits.
+func TestGroupBudgetRefusesNewGroups(t *testing.T) {
+	sys := quietSystem(t)
+	cfg := DefaultConfig()
+	cfg.InitialRebalanceDelay = 0
+	m, err := NewManager(Options{DataDir: t.TempDir(), Root: sys.Root, Config: &cfg, MaxGroups: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	for i := range 10 {
+		commitSimple(t, m, fmt.Sprintf("kept-%d", i), "t", int64(i))
+	}
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Version, req.Group, req.Generation = 8, "one-too-many", -1
+	req.Topics = []kmsg.OffsetCommitRequestTopic{{Topic: "t", Partitions: []kmsg.OffsetCommitRequestTopicPartition{{Partition: 0, Offset: 1}}}}
+	resp := await(t, func(r func(*kmsg.OffsetCommitResponse)) { m.CommitOffsets(req, r) })
+	wantCode(t, "commit to an eleventh group", resp.Topics[0].Partitions[0].ErrorCode, kerr.PolicyViolation)
+	join := joinReq("")
+	join.Group = "one-too-many"
+	j := await(t, func(r func(*kmsg.JoinGroupResponse)) { m.JoinGroup(join, Client{ID: "c"}, r) })
+	wantCode(t, "join an eleventh group", j.ErrorCode, kerr.PolicyViolation)
+	if held, limit := m.Held(); held != 10 || limit != 10 {
+		t.Fatalf("held %d of %d, want 10 of 10", held, limit)
+	}
+	commitSimple(t, m, "kept-3", "t", 33)
+	if off := fetched(t, m, "kept-3", "t"); off != 33 {
+		t.Fatalf("kept-3 fetched %d, want 33", off)
+	}
+	del := await(t, func(r func(kmsg.DeleteGroupsResponseGroup)) { m.DeleteGroup("kept-0", r) })
+	wantCode(t, "delete kept-0", del.ErrorCode, nil)
+	testwait.For(t, "kept-0 gone", testwait.Default, func() bool {
+		held, _ := m.Held()
+		return held == 9
+	})
+	commitSimple(t, m, "one-too-many", "t", 1)
+}

@@ -61,6 +61,9 @@ type Options struct {
 	// GroupShareTimeouts gives each share group's own session timeout and
 	// heartbeat interval (Config.GroupShareTimeouts); nil: the broker's.
 	GroupShareTimeouts func(group string) (session, heartbeat time.Duration)
+	// MaxGroups bounds the groups the coordinator holds (budget.go): a
+	// request that would create one more is refused; 0: no bound.
+	MaxGroups int
 }
 
 // Manager owns every group's coordinator actor. Its methods are safe from
@@ -81,6 +84,8 @@ type Manager struct {
 	// storeDir and fsync open the store again (Reopen).
 	storeDir string
 	fsync    bool
+	// maxGroups is Options.MaxGroups (budget.go).
+	maxGroups int
 	// share holds the share-group listeners (SetShareMemberListener,
 	// SetShareGroupDeletedListener); read by actors, set by the wiring.
 	share shareHooks
@@ -103,6 +108,9 @@ type Manager struct {
 		// (dormant.go); their summaries stay in summaries. A group
 		// is in actors or dormant, never both.
 		dormant map[string]*Group
+		// refusedLogged is when a group refused for the budget was
+		// last logged.
+		refusedLogged time.Time
 		// stop is closed when the current activation ends: its actors
 		// propose nothing after that, and its expiry loop returns.
 		stop   chan struct{}
@@ -159,7 +167,7 @@ func NewManager(o Options) (*Manager, error) {
 		repl = replication.NewLocal()
 	}
 	repl.Register(replKey, store)
-	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger, storeDir: storeDir, fsync: o.Fsync}
+	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger, storeDir: storeDir, fsync: o.Fsync, maxGroups: o.MaxGroups}
 	m.mu.actors = map[string]*actor.PID{}
 	m.mu.summaries = map[string]Summary{}
 	m.mu.dormant = map[string]*Group{}
@@ -301,6 +309,11 @@ func (m *Manager) dispatch(id string, op *opMsg) {
 		pid = m.wakeLocked(id, g)
 	}
 	if pid == nil && op.create {
+		if !m.roomLocked(id) {
+			m.mu.Unlock()
+			op.reply(op.fail(kerr.PolicyViolation.Code))
+			return
+		}
 		pid = m.spawnLocked(id, NewGroup(id, &m.cfg), false)
 	}
 	if pid != nil {
