@@ -85,6 +85,15 @@ func TestBudgetMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, got)
 		}
 	}
+	if err := tel.ObserveGroups(func() (int64, int64) { return 3, 100000 }); err != nil {
+		t.Fatal(err)
+	}
+	got = scrapeLines(t, tel, "regent_groups")
+	for _, want := range []string{"regent_groups{", "} 3", "regent_groups_limit{"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, got)
+		}
+	}
 	var off *Telemetry
 	if err := off.ObserveProducerStates(nil); err != nil {
 		t.Fatal(err)

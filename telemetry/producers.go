@@ -7,14 +7,17 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Producer-state and transactional-id metric names; Prometheus shows them
-// as regent_producer_states, regent_producer_states_limit,
-// regent_transactional_ids and regent_transactional_ids_limit.
+// Producer-state, transactional-id and group metric names; Prometheus
+// shows them as regent_producer_states, regent_producer_states_limit,
+// regent_transactional_ids, regent_transactional_ids_limit, regent_groups
+// and regent_groups_limit.
 const (
 	metricProducerStates        = "regent.producer.states"
 	metricProducerStatesLimit   = "regent.producer.states.limit"
 	metricTransactionalIDs      = "regent.transactional.ids"
 	metricTransactionalIDsLimit = "regent.transactional.ids.limit"
+	metricGroups                = "regent.groups"
+	metricGroupsLimit           = "regent.groups.limit"
 )
 
 // ProducerStates reports the producers every partition of the node keeps
@@ -50,6 +53,23 @@ func (t *Telemetry) ObserveTransactionalIDs(f TransactionalIDs) error {
 	return t.observeHeldAndLimit(metricTransactionalIDs, metricTransactionalIDsLimit, "{id}",
 		"Transactional ids the node's transaction coordinator holds (0 on a node that is not the coordinator).",
 		"The bound on them, --max-transactional-ids: over it, the least recently used idle ids expire early.",
+		f)
+}
+
+// Groups reports the groups the node's group coordinator holds (none on a
+// standby node), and the bound on them (--max-groups). Called at each
+// scrape; must be safe concurrently and not block.
+type Groups func() (held, limit int64)
+
+// ObserveGroups registers the group gauges, read from f at each scrape.
+// Call it once. A no-op with telemetry or metrics off.
+func (t *Telemetry) ObserveGroups(f Groups) error {
+	if f == nil {
+		return nil
+	}
+	return t.observeHeldAndLimit(metricGroups, metricGroupsLimit, "{group}",
+		"Consumer and share groups the node's group coordinator holds (0 on a node that is not the coordinator).",
+		"The bound on them, --max-groups: over it, a request that would create a group is refused.",
 		f)
 }
 

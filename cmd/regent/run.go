@@ -216,7 +216,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		GroupShareTimeouts: func(g string) (time.Duration, time.Duration) {
 			v := groupConfigs.Values(g)
 			return v.ShareSessionTimeout, v.ShareHeartbeatInterval
-		}})
+		},
+		MaxGroups: cfg.MaxGroups})
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)
 	}
@@ -397,6 +398,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return int64(held), int64(limit)
 	}); err != nil {
 		return fmt.Errorf("transactional-id metrics: %w", err)
+	}
+	if err := tel.ObserveGroups(func() (int64, int64) {
+		held, limit := groups.Held()
+		return int64(held), int64(limit)
+	}); err != nil {
+		return fmt.Errorf("group metrics: %w", err)
 	}
 	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
 		st := nsrvs[0].MemoryStats()
