@@ -3,7 +3,9 @@ package protocol
 // CreateTopics: versions 0-7 (v1+ validateOnly, v5+ configs echoed back,
 // v7+ topic ids). Manual replica assignments are accepted when they name
 // only voters; the replication factor may not exceed the number of voters.
-// The internal topics answer TOPIC_ALREADY_EXISTS.
+// The internal topics answer TOPIC_ALREADY_EXISTS. A request adding more
+// than topics.MaxPartitionsPerRequest partitions is refused whole
+// (POLICY_VIOLATION), as Kafka does.
 // A cluster follower forwards the request to the leader (forward.go).
 
 import (
@@ -30,6 +32,8 @@ func (s *Server) createTopics(r *Request) {
 		for _, rt := range req.Topics {
 			seen[rt.Topic]++
 		}
+		// Kafka refuses a request over its batch limit whole (limits.go).
+		tooMany := s.requestedPartitions(req, seen)
 		for _, rt := range req.Topics {
 			ot := kmsg.NewCreateTopicsResponseTopic()
 			ot.Topic = rt.Topic
@@ -53,6 +57,11 @@ func (s *Server) createTopics(r *Request) {
 				// The internal topics always exist (internal_topics.go).
 				ot.ErrorCode = kerr.TopicAlreadyExists.Code
 				ot.ErrorMessage = kmsg.StringPtr("Topic '" + rt.Topic + "' already exists.")
+				resp.Topics = append(resp.Topics, ot)
+				continue
+			}
+			if tooMany != nil {
+				ot.ErrorCode, ot.ErrorMessage = errorCode(tooMany), errorMessage(tooMany)
 				resp.Topics = append(resp.Topics, ot)
 				continue
 			}
@@ -83,6 +92,28 @@ func (s *Server) createTopics(r *Request) {
 		}
 		return resp
 	})
+}
+
+// requestedPartitions refuses a request that would add more partitions
+// than topics.MaxPartitionsPerRequest (counting each topic once, the
+// broker's num.partitions for -1): nil, or the error every topic gets.
+func (s *Server) requestedPartitions(req *kmsg.CreateTopicsRequest, seen map[string]int) error {
+	var n int64
+	for _, rt := range req.Topics {
+		switch {
+		case seen[rt.Topic] > 1 || isInternalTopic(rt.Topic):
+		case len(rt.ReplicaAssignment) > 0:
+			n += int64(len(rt.ReplicaAssignment))
+		case rt.NumPartitions == -1:
+			n += int64(topics.NumPartitions(s.topics.Broker()))
+		case rt.NumPartitions > 0:
+			n += int64(rt.NumPartitions)
+		}
+	}
+	if n > topics.MaxPartitionsPerRequest {
+		return topics.ErrTooManyPartitionsPerRequest(n)
+	}
+	return nil
 }
 
 func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, error) {

@@ -1,6 +1,8 @@
 package protocol
 
 // CreatePartitions: versions 0-3. Manual assignments must name only voters.
+// A request adding more than topics.MaxPartitionsPerRequest partitions is
+// refused whole (POLICY_VIOLATION), as Kafka does.
 // A cluster follower forwards the request to the leader (forward.go).
 
 import (
@@ -20,11 +22,22 @@ func (s *Server) createPartitions(r *Request) {
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.CreatePartitionsRequest)
 		resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+		// Kafka refuses a request over its batch limit whole (limits.go).
+		var adding int64
+		for _, rt := range req.Topics {
+			if t := s.topics.Get(rt.Topic); t != nil && rt.Count > int32(len(t.Partitions)) {
+				adding += int64(rt.Count) - int64(len(t.Partitions))
+			}
+		}
+		var tooMany error
+		if adding > topics.MaxPartitionsPerRequest {
+			tooMany = topics.ErrTooManyPartitionsPerRequest(adding)
+		}
 		for _, rt := range req.Topics {
 			ot := kmsg.NewCreatePartitionsResponseTopic()
 			ot.Topic = rt.Topic
-			var err error
-			if !s.authorized(r, acls.Alter, acls.Topic, rt.Topic) {
+			err := tooMany
+			if err == nil && !s.authorized(r, acls.Alter, acls.Topic, rt.Topic) {
 				err = &topics.Error{Code: kerr.TopicAuthorizationFailed, Msg: "not authorized to alter topic '" + rt.Topic + "'"}
 			}
 			for _, a := range rt.Assignment {

@@ -48,6 +48,10 @@ type Registry struct {
 	logger  *slog.Logger
 	// producers bounds the producer state of every partition; nil: none.
 	producers *partition.ProducerBudget
+	// maxPartitions is Options.MaxPartitions; refusedLogged is when a
+	// creation over it was last logged (unix nanoseconds).
+	maxPartitions int
+	refusedLogged atomic.Int64
 	// base is Options.Broker, the command line's broker configs, under
 	// which the saved ones are merged when the registry (re)loads.
 	base logconfig.Broker
@@ -91,6 +95,9 @@ type Options struct {
 	// Producers bounds the producer state every partition holds
 	// together; nil: no bound.
 	Producers *partition.ProducerBudget
+	// MaxPartitions bounds the partitions of all topics together
+	// (limits.go); 0: no bound.
+	MaxPartitions int
 }
 
 // Error is a topic operation's Kafka error with a message.
@@ -123,7 +130,7 @@ type persistedTopic struct {
 // Open loads persisted topics, opens their partitions and registers the
 // registry as the replicator's applier for topic changes.
 func Open(o Options) (*Registry, error) {
-	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker, producers: o.Producers}
+	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker, producers: o.Producers, maxPartitions: o.MaxPartitions}
 	if r.repl == nil {
 		r.repl = replication.NewLocal()
 	}
@@ -376,6 +383,9 @@ func (r *Registry) validateCreate(spec CreateSpec) (*Topic, int32, error) {
 	if err := checkPartitionCount(parts); err != nil {
 		return nil, 0, err
 	}
+	if err := r.checkRoom(parts); err != nil {
+		return nil, 0, err
+	}
 	rf := spec.ReplicationFactor
 	if rf == -1 {
 		rf = 1
@@ -460,8 +470,8 @@ func (r *Registry) AddPartitions(name string, total int32, validateOnly bool) er
 	var err error
 	if t == nil {
 		err = notExist(name)
-	} else {
-		err = checkGrow(int32(len(t.Partitions)), total)
+	} else if err = checkGrow(int32(len(t.Partitions)), total); err == nil {
+		err = r.checkRoom(total - int32(len(t.Partitions)))
 	}
 	r.mu.Unlock()
 	if err != nil || validateOnly {
