@@ -94,6 +94,15 @@ func TestBudgetMetrics(t *testing.T) {
 			t.Errorf("/metrics lacks %q:\n%s", want, got)
 		}
 	}
+	if err := tel.ObservePartitions(func() (int64, int64) { return 5, 50000 }); err != nil {
+		t.Fatal(err)
+	}
+	got = scrapeLines(t, tel, "regent_partitions")
+	for _, want := range []string{"regent_partitions{", "} 5", "regent_partitions_limit{", "} 50000"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, got)
+		}
+	}
 	var off *Telemetry
 	if err := off.ObserveProducerStates(nil); err != nil {
 		t.Fatal(err)

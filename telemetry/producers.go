@@ -7,10 +7,11 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Producer-state, transactional-id and group metric names; Prometheus
-// shows them as regent_producer_states, regent_producer_states_limit,
-// regent_transactional_ids, regent_transactional_ids_limit, regent_groups
-// and regent_groups_limit.
+// Producer-state, transactional-id, group and partition metric names;
+// Prometheus shows them as regent_producer_states,
+// regent_producer_states_limit, regent_transactional_ids,
+// regent_transactional_ids_limit, regent_groups, regent_groups_limit,
+// regent_partitions and regent_partitions_limit.
 const (
 	metricProducerStates        = "regent.producer.states"
 	metricProducerStatesLimit   = "regent.producer.states.limit"
@@ -18,6 +19,8 @@ const (
 	metricTransactionalIDsLimit = "regent.transactional.ids.limit"
 	metricGroups                = "regent.groups"
 	metricGroupsLimit           = "regent.groups.limit"
+	metricPartitions            = "regent.partitions"
+	metricPartitionsLimit       = "regent.partitions.limit"
 )
 
 // ProducerStates reports the producers every partition of the node keeps
@@ -70,6 +73,23 @@ func (t *Telemetry) ObserveGroups(f Groups) error {
 	return t.observeHeldAndLimit(metricGroups, metricGroupsLimit, "{group}",
 		"Consumer and share groups the node's group coordinator holds (0 on a node that is not the coordinator).",
 		"The bound on them, --max-groups: over it, a request that would create a group is refused.",
+		f)
+}
+
+// Partitions reports the partitions of all topics, and the bound on them
+// (--max-partitions). Called at each scrape; must be safe concurrently and
+// not block.
+type Partitions func() (held, limit int64)
+
+// ObservePartitions registers the partition gauges, read from f at each
+// scrape. Call it once. A no-op with telemetry or metrics off.
+func (t *Telemetry) ObservePartitions(f Partitions) error {
+	if f == nil {
+		return nil
+	}
+	return t.observeHeldAndLimit(metricPartitions, metricPartitionsLimit, "{partition}",
+		"Partitions of all topics on the node.",
+		"The bound on them, --max-partitions: a creation over it is refused.",
 		f)
 }
 

@@ -184,7 +184,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	start := time.Now()
 	producerBudget := partition.NewProducerBudget(cfg.MaxProducerStates)
 	reg, err := topics.Open(topics.Options{DataDir: stateDir, Root: system.Root, Sync: sync, Repl: repl, Broker: broker, Logger: logger, Voters: voters,
-		Producers: producerBudget})
+		Producers: producerBudget, MaxPartitions: cfg.MaxPartitions})
 	if err != nil {
 		return fmt.Errorf("open topics: %w", err)
 	}
@@ -404,6 +404,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return int64(held), int64(limit)
 	}); err != nil {
 		return fmt.Errorf("group metrics: %w", err)
+	}
+	if err := tel.ObservePartitions(func() (int64, int64) {
+		held, limit := reg.Held()
+		return int64(held), int64(limit)
+	}); err != nil {
+		return fmt.Errorf("partition metrics: %w", err)
 	}
 	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
 		st := nsrvs[0].MemoryStats()
