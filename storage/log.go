@@ -265,6 +265,35 @@ func (l *Log) Sync() error {
 	return err
 }
 
+// Dirty reports whether Sync would have anything to do: a segment written
+// since its fsync, a sealed segment's indexes not yet fsynced, a changed
+// segment list for the directory, or an earlier failure to report. The
+// broker's interval flush asks it first, so that an idle partition costs
+// nothing per flush. A Sync in progress counts as dirty (it is not waited
+// for).
+func (l *Log) Dirty() bool {
+	if !l.syncMu.TryLock() {
+		return true
+	}
+	defer l.syncMu.Unlock()
+	if l.syncFailed != nil {
+		return true
+	}
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.mu.closed {
+		return false
+	}
+	active := l.active()
+	for _, s := range l.mu.segs {
+		if s.needsSync.Load() || (s != active && s.indexesNeedSync.Load()) {
+			return true
+		}
+	}
+	d := &l.dirSynced
+	return d.first != l.mu.segs[0] || d.last != active || d.n != len(l.mu.segs)
+}
+
 // Close syncs the log, records a clean shutdown (so the next Open can trust
 // the indexes instead of re-validating the active segment) and releases the
 // files. Readers in flight finish on their own references; new calls get

@@ -109,3 +109,44 @@ func TestCloseAfterFailedSyncIsNotClean(t *testing.T) {
 		t.Fatalf("clean-shutdown marker after a failed fsync: stat = %v", err)
 	}
 }
+
+// TestDirtyFollowsSync: a log is dirty after an append and after a roll,
+// and clean once synced, so the interval flush skips idle partitions
+// without skipping anything Sync would have written.
+func TestDirtyFollowsSync(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{SegmentBytes: 1200, IndexIntervalBytes: 200})
+	defer l.Close()
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Dirty() {
+		t.Fatal("an empty log, synced, is dirty")
+	}
+	mustAppend(t, l, simpleBatch(t, 2, 30, 100))
+	if !l.Dirty() {
+		t.Fatal("not dirty after an append")
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Dirty() {
+		t.Fatal("dirty after Sync")
+	}
+	active := l.active()
+	for l.active() == active {
+		mustAppend(t, l, simpleBatch(t, 2, 30, 200))
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if l.Dirty() {
+		t.Fatal("dirty after the Sync that followed a roll")
+	}
+	// A Sync in progress counts as dirty.
+	l.syncMu.Lock()
+	dirty := l.Dirty()
+	l.syncMu.Unlock()
+	if !dirty {
+		t.Fatal("a log being synced reported clean")
+	}
+}

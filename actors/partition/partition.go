@@ -279,7 +279,18 @@ func (p *Partition) SetConfig(c logconfig.Config) {
 func (p *Partition) Maintain(leader bool) { p.root.Send(p.pid, &maintainMsg{leader: leader}) }
 
 // Sync fsyncs the log (the flush interval's tick).
-func (p *Partition) Sync() { p.root.Send(p.pid, &syncMsg{}) }
+//
+// A log with nothing to write back or fsync (storage.Log.Dirty) is
+// skipped: the broker calls Sync on every partition each flush interval,
+// and a message round trip per idle partition per second kept an idle
+// broker with 100,000 partitions at 1.8 cores (allocations, and the
+// collector scanning every partition's syncer stack).
+func (p *Partition) Sync() {
+	if !p.log.Dirty() {
+		return
+	}
+	p.root.Send(p.pid, &syncMsg{})
+}
 
 // Close stops the actor and closes the log; with remove, the partition's
 // directory is deleted. It waits for the actor to finish what it holds.

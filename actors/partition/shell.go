@@ -228,6 +228,12 @@ func (sl *stateLog) snapshot() error {
 	if sl.st.changes == sl.snapshotAt && sl.snapshotted {
 		return nil // nothing changed since the last one
 	}
+	if !sl.snapshotted && sl.st.changes == 0 && sl.st.next == 0 {
+		// An empty log with no state: nothing for a restart to skip.
+		// (Thousands of partitions created at once would otherwise each
+		// write and fsync one at the first tick.)
+		return nil
+	}
 	if err := writeSnapshot(sl.snapshotPath, sl.st.encodeSnapshot()); err != nil {
 		return err
 	}
