@@ -102,11 +102,21 @@ func (a *groupActor) Receive(ctx actor.Context) {
 			a.run(a.g.Tick)
 		}
 	case *expireMsg:
-		if !a.retired && !a.closed {
+		if a.retired {
+			// Sent before the group went to rest: it goes where the
+			// group is now.
+			a.m.redeliver(a.g.id, msg)
+			return
+		}
+		if !a.closed {
 			a.run(a.g.ExpireOffsets)
 		}
 	case *dropTopicsMsg:
-		if !a.retired && !a.closed {
+		if a.retired {
+			a.m.redeliver(a.g.id, msg)
+			return
+		}
+		if !a.closed {
 			a.run(func(now time.Time) Effects { return a.g.DropTopics(now, msg.names) })
 		}
 	case *persistedMsg:

@@ -57,6 +57,25 @@ func (m *Manager) hibernate(id string, pid *actor.PID, g *Group, s Summary) {
 	m.root.Send(pid, &retireMsg{})
 }
 
+// redeliver hands a message that reached a retired actor (an expiry pass
+// or deleted topics, sent before the group went to rest) to the group's
+// current actor, or to one woken for it; a group that no longer exists
+// needs neither.
+func (m *Manager) redeliver(id string, msg any) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed || !m.mu.active {
+		return
+	}
+	if pid := m.mu.actors[id]; pid != nil {
+		m.root.Send(pid, msg)
+		return
+	}
+	if g := m.mu.dormant[id]; g != nil {
+		m.root.Send(m.wakeLocked(id, g), msg)
+	}
+}
+
 // wakeLocked gives a dormant group an actor again (with mu held), for a
 // request or a message about to be sent to it.
 func (m *Manager) wakeLocked(id string, g *Group) *actor.PID {

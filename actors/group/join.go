@@ -146,6 +146,9 @@ func (g *Group) joinNew(now time.Time, ref Ref, req *kmsg.JoinGroupRequest, clie
 	case req.Version >= 4:
 		// KIP-394: hand out the id and have the member come back with it,
 		// so that a client retrying without an id cannot pile up members.
+		if g.pending == nil {
+			g.pending = map[string]time.Time{}
+		}
 		g.pending[newID] = now.Add(ms(req.SessionTimeoutMillis))
 		g.reply(ref, joinError(newID, kerr.MemberIDRequired))
 	default:

@@ -220,16 +220,10 @@ type Group struct {
 	eff Effects
 }
 
-// NewGroup makes the state of a group nobody has used yet.
+// NewGroup makes the state of a group nobody has used yet. Its maps are
+// made at their first entry: most groups that exist only hold offsets.
 func NewGroup(id string, cfg *Config) *Group {
-	return &Group{
-		id:          id,
-		cfg:         cfg,
-		members:     map[string]*member{},
-		static:      map[string]string{},
-		pending:     map[string]time.Time{},
-		pendingSync: map[string]struct{}{},
-	}
+	return &Group{id: id, cfg: cfg}
 }
 
 // ID is the group id.
@@ -295,9 +289,15 @@ func (g *Group) addToGroup(m *member) {
 	if len(g.members) == 0 {
 		g.protocolType = m.protocolType
 	}
+	if g.members == nil {
+		g.members = map[string]*member{}
+	}
 	g.members[m.id] = m
 	g.order = append(g.order, m)
 	if m.instanceID != nil {
+		if g.static == nil {
+			g.static = map[string]string{}
+		}
 		g.static[*m.instanceID] = m.id
 	}
 	if m.joinRef != 0 {
