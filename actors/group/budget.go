@@ -3,7 +3,7 @@ package group
 // The group budget. A group id costs a client nothing: one OffsetCommit
 // (generation -1) or JoinGroup under a new id makes a group, kept until
 // offsets.retention.minutes (a week) after it empties. Resting without an
-// actor (dormant.go) a group with one offset still costs ~1.3 KiB of heap,
+// actor (dormant.go) a group with one offset still costs ~1.1 KiB of heap,
 // so without a bound a stream of new ids grows the broker's memory for a
 // week. Options.MaxGroups bounds the groups held: a request that would
 // create one more is refused with POLICY_VIOLATION, which clients report
