@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -61,46 +62,32 @@ func grepRegent(text string) string {
 	return strings.Join(out, "\n")
 }
 
+// TestBudgetMetrics: each bound's gauge pair (held and limit) shows what
+// its reader reports.
 func TestBudgetMetrics(t *testing.T) {
 	tel, err := New(context.Background(), Config{MetricsListen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tel.Shutdown(context.Background())
-	if err := tel.ObserveProducerStates(func() (int64, int64) { return 12, 250000 }); err != nil {
-		t.Fatal(err)
-	}
-	got := scrapeLines(t, tel, "regent_producer_states")
-	for _, want := range []string{"regent_producer_states{", "} 12", "regent_producer_states_limit{", "} 250000"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, got)
+	for _, c := range []struct {
+		name        string
+		observe     func(func() (int64, int64)) error
+		held, limit int64
+	}{
+		{"regent_producer_states", func(f func() (int64, int64)) error { return tel.ObserveProducerStates(f) }, 12, 250000},
+		{"regent_transactional_ids", func(f func() (int64, int64)) error { return tel.ObserveTransactionalIDs(f) }, 7, 100000},
+		{"regent_groups", func(f func() (int64, int64)) error { return tel.ObserveGroups(f) }, 3, 100001},
+		{"regent_partitions", func(f func() (int64, int64)) error { return tel.ObservePartitions(f) }, 5, 50000},
+	} {
+		if err := c.observe(func() (int64, int64) { return c.held, c.limit }); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if err := tel.ObserveTransactionalIDs(func() (int64, int64) { return 7, 100000 }); err != nil {
-		t.Fatal(err)
-	}
-	got = scrapeLines(t, tel, "regent_transactional_ids")
-	for _, want := range []string{"regent_transactional_ids{", "} 7", "regent_transactional_ids_limit{", "} 100000"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, got)
-		}
-	}
-	if err := tel.ObserveGroups(func() (int64, int64) { return 3, 100000 }); err != nil {
-		t.Fatal(err)
-	}
-	got = scrapeLines(t, tel, "regent_groups")
-	for _, want := range []string{"regent_groups{", "} 3", "regent_groups_limit{"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, got)
-		}
-	}
-	if err := tel.ObservePartitions(func() (int64, int64) { return 5, 50000 }); err != nil {
-		t.Fatal(err)
-	}
-	got = scrapeLines(t, tel, "regent_partitions")
-	for _, want := range []string{"regent_partitions{", "} 5", "regent_partitions_limit{", "} 50000"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("/metrics lacks %q:\n%s", want, got)
+		got := scrapeLines(t, tel, c.name)
+		for _, want := range []string{c.name + "{", fmt.Sprintf("} %d", c.held), c.name + "_limit{", fmt.Sprintf("} %d", c.limit)} {
+			if !strings.Contains(got, want) {
+				t.Errorf("/metrics lacks %q:\n%s", want, got)
+			}
 		}
 	}
 	var off *Telemetry

@@ -276,6 +276,13 @@ func (g *Group) recordDeletion() {
 	for k := range g.offsets.Keys() {
 		keys = append(keys, k)
 	}
+	g.recordOffsetTombstones(keys)
+	g.record(Record{Kind: RecGroupTombstone, Group: g.id})
+}
+
+// recordOffsetTombstones records a tombstone for each of keys, in topic
+// and partition order (keys is sorted in place).
+func (g *Group) recordOffsetTombstones(keys []tp) {
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].topic != keys[j].topic {
 			return keys[i].topic < keys[j].topic
@@ -285,7 +292,6 @@ func (g *Group) recordDeletion() {
 	for _, k := range keys {
 		g.record(Record{Kind: RecOffsetTombstone, Group: g.id, Topic: k.topic, Partition: k.partition})
 	}
-	g.record(Record{Kind: RecGroupTombstone, Group: g.id})
 }
 
 // ExpireOffsets drops offsets past offsets.retention.minutes (KIP-211):
@@ -299,15 +305,7 @@ func (g *Group) ExpireOffsets(now time.Time) Effects {
 		g.recordDeletion()
 		return g.take()
 	}
-	sort.Slice(drop, func(i, j int) bool {
-		if drop[i].topic != drop[j].topic {
-			return drop[i].topic < drop[j].topic
-		}
-		return drop[i].partition < drop[j].partition
-	})
-	for _, k := range drop {
-		g.record(Record{Kind: RecOffsetTombstone, Group: g.id, Topic: k.topic, Partition: k.partition})
-	}
+	g.recordOffsetTombstones(drop)
 	return g.take()
 }
 

@@ -393,22 +393,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := tel.ObserveProducerStates(func() (int64, int64) { return producerBudget.Held(), producerBudget.Limit() }); err != nil {
 		return fmt.Errorf("producer-state metrics: %w", err)
 	}
-	if err := tel.ObserveTransactionalIDs(func() (int64, int64) {
-		held, limit := txns.Held()
-		return int64(held), int64(limit)
-	}); err != nil {
+	if err := tel.ObserveTransactionalIDs(heldAndLimit(txns.Held)); err != nil {
 		return fmt.Errorf("transactional-id metrics: %w", err)
 	}
-	if err := tel.ObserveGroups(func() (int64, int64) {
-		held, limit := groups.Held()
-		return int64(held), int64(limit)
-	}); err != nil {
+	if err := tel.ObserveGroups(heldAndLimit(groups.Held)); err != nil {
 		return fmt.Errorf("group metrics: %w", err)
 	}
-	if err := tel.ObservePartitions(func() (int64, int64) {
-		held, limit := reg.Held()
-		return int64(held), int64(limit)
-	}); err != nil {
+	if err := tel.ObservePartitions(heldAndLimit(reg.Held)); err != nil {
 		return fmt.Errorf("partition metrics: %w", err)
 	}
 	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
@@ -627,4 +618,13 @@ func setMemoryLimit(maxMemory int64, logger *slog.Logger) {
 	limit := maxMemory + maxMemory/2
 	debug.SetMemoryLimit(limit)
 	logger.Debug("go memory limit set", "bytes", limit)
+}
+
+// heldAndLimit adapts a coordinator's or registry's Held to a gauge pair's
+// reader.
+func heldAndLimit(held func() (int, int)) func() (int64, int64) {
+	return func() (int64, int64) {
+		h, l := held()
+		return int64(h), int64(l)
+	}
 }
