@@ -23,8 +23,7 @@ func (m *Manager) roomLocked(id string) bool {
 	if held < m.maxGroups {
 		return true
 	}
-	if now := time.Now(); now.Sub(m.mu.refusedLogged) >= 10*time.Second {
-		m.mu.refusedLogged = now
+	if m.refusedLog.Allow(10 * time.Second) {
 		m.logger.Warn("group budget reached: refusing requests that would create a group (POLICY_VIOLATION); raise --max-groups or delete groups",
 			"group", id, "held", held, "limit", m.maxGroups)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/internal/logevery"
 	"github.com/regent-broker/regent/actors/lifecycle"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/logconfig"
@@ -84,8 +85,10 @@ type Manager struct {
 	// storeDir and fsync open the store again (Reopen).
 	storeDir string
 	fsync    bool
-	// maxGroups is Options.MaxGroups (budget.go).
-	maxGroups int
+	// maxGroups is Options.MaxGroups (budget.go); refusedLog spaces its
+	// warnings.
+	maxGroups  int
+	refusedLog logevery.Limiter
 	// share holds the share-group listeners (SetShareMemberListener,
 	// SetShareGroupDeletedListener); read by actors, set by the wiring.
 	share shareHooks
@@ -108,9 +111,7 @@ type Manager struct {
 		// (dormant.go); their summaries stay in summaries. A group
 		// is in actors or dormant, never both.
 		dormant map[string]*Group
-		// refusedLogged is when a group refused for the budget was
-		// last logged.
-		refusedLogged time.Time
+
 		// stop is closed when the current activation ends: its actors
 		// propose nothing after that, and its expiry loop returns.
 		stop   chan struct{}

@@ -43,8 +43,7 @@ func (r *Registry) checkRoom(n int32) error {
 		return nil
 	}
 	if held := r.TotalPartitions(); held+int(n) > r.maxPartitions {
-		if now := time.Now().UnixNano(); now-r.refusedLogged.Load() >= int64(10*time.Second) {
-			r.refusedLogged.Store(now)
+		if r.refusedLog.Allow(10 * time.Second) {
 			r.logger.Warn("partition bound reached: refusing topic creation and growth (POLICY_VIOLATION); raise --max-partitions or delete topics",
 				"held", held, "limit", r.maxPartitions, "adding", n)
 		}

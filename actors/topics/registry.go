@@ -23,6 +23,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/logevery"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/atomicfile"
@@ -48,10 +49,10 @@ type Registry struct {
 	logger  *slog.Logger
 	// producers bounds the producer state of every partition; nil: none.
 	producers *partition.ProducerBudget
-	// maxPartitions is Options.MaxPartitions; refusedLogged is when a
-	// creation over it was last logged (unix nanoseconds).
+	// maxPartitions is Options.MaxPartitions; refusedLog spaces the
+	// warnings about creations over it (limits.go).
 	maxPartitions int
-	refusedLogged atomic.Int64
+	refusedLog    logevery.Limiter
 	// base is Options.Broker, the command line's broker configs, under
 	// which the saved ones are merged when the registry (re)loads.
 	base logconfig.Broker

@@ -57,16 +57,15 @@ func (c *Coordinator) makeRoomLocked() bool {
 		c.o.Root.Send(c.mu.actors[v.id], &evictMsg{lastUpdateMs: v.lastUpdateMs})
 	}
 	c.mu.evictedUnlogged += len(victims)
-	if now := time.Now(); c.mu.evictedUnlogged > 0 && now.Sub(c.mu.evictLogged) >= budgetLogEvery {
+	if c.mu.evictedUnlogged > 0 && c.evictLog.Allow(budgetLogEvery) {
 		c.logger.Info("transactional id budget reached: expiring the least recently used idle ids early",
 			"held", held, "limit", limit, "expiring_since_last_line", c.mu.evictedUnlogged)
-		c.mu.evictLogged, c.mu.evictedUnlogged = now, 0
+		c.mu.evictedUnlogged = 0
 	}
 	if len(c.mu.actors)-len(c.mu.evicting) < limit {
 		return true
 	}
-	if now := time.Now(); now.Sub(c.mu.refusedLogged) >= budgetLogEvery {
-		c.mu.refusedLogged = now
+	if c.refusedLog.Allow(budgetLogEvery) {
 		c.logger.Warn("transactional id budget reached and no id is idle: refusing new transactional ids (COORDINATOR_NOT_AVAILABLE) until open transactions end",
 			"held", held, "limit", limit)
 	}

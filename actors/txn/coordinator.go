@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/regent-broker/regent/actors/internal/logevery"
 	"github.com/regent-broker/regent/actors/lifecycle"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/logconfig"
@@ -164,6 +165,9 @@ type Coordinator struct {
 	store  *Store
 	logger *slog.Logger
 
+	// refusedLog and evictLog space the budget's log lines (budget.go).
+	refusedLog, evictLog logevery.Limiter
+
 	// stats count KIP-890 traffic (tests, the interop must-show); atomic.
 	stats struct {
 		endTxnV5, implicitAdds, verifyRefused atomic.Int64
@@ -192,11 +196,9 @@ type Coordinator struct {
 		// evicting is the ids asked to expire for the budget whose
 		// actors have not answered yet (budget.go).
 		evicting map[string]struct{}
-		// refusedLogged is when a refused id was last logged,
-		// evictLogged when a pass was, and evictedUnlogged the ids
-		// passes asked to expire since.
-		refusedLogged, evictLogged time.Time
-		evictedUnlogged            int
+		// evictedUnlogged is the ids passes asked to expire since a
+		// pass was last logged.
+		evictedUnlogged int
 	}
 }
 
