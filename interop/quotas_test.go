@@ -134,7 +134,7 @@ func TestClientQuotasAPI(t *testing.T) {
 		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "bogus", value: 1}),
 		quotaEntry(quotaEntity("user", "u", "user", "v"), quotaOp{key: "producer_byte_rate", value: 1}),
 		quotaEntry(quotaEntity("ip", "127.0.0.1"), quotaOp{key: "connection_creation_rate", value: 1}),
-		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "request_percentage", value: 50}),
+		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "controller_mutation_rate", value: 50}),
 		quotaEntry(quotaEntity("group", "g"), quotaOp{key: "producer_byte_rate", value: 1}),
 	)
 	wantCodes := []int16{0, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.UnsupportedVersion.Code}
@@ -158,7 +158,7 @@ func TestClientQuotasAPI(t *testing.T) {
 	}
 	alterQuotas(t, ctx, cl, false,
 		quotaEntry(quotaEntity("user", "alice", "client-id", "app"), quotaOp{key: "producer_byte_rate", value: 1024}),
-		quotaEntry(quotaEntity("user", ""), quotaOp{key: "producer_byte_rate", value: 2048}),
+		quotaEntry(quotaEntity("user", ""), quotaOp{key: "producer_byte_rate", value: 2048}, quotaOp{key: "request_percentage", value: 12.5}),
 		quotaEntry(quotaEntity("user", "", "client-id", ""), quotaOp{key: "consumer_byte_rate", value: 3072}),
 		quotaEntry(quotaEntity("client-id", ""), quotaOp{key: "producer_byte_rate", value: 5000}),
 	)
@@ -166,7 +166,7 @@ func TestClientQuotasAPI(t *testing.T) {
 	all := map[string]string{
 		"client-id=app":                      "consumer_byte_rate=2.097152e+06,producer_byte_rate=1.048576e+06",
 		"user=alice,client-id=app":           "producer_byte_rate=1024",
-		"user=<default>":                     "producer_byte_rate=2048",
+		"user=<default>":                     "producer_byte_rate=2048,request_percentage=12.5",
 		"user=<default>,client-id=<default>": "consumer_byte_rate=3072",
 		"client-id=<default>":                "producer_byte_rate=5000",
 	}
@@ -432,4 +432,72 @@ func TestClientQuotaThrottlesFetch(t *testing.T) {
 		t.Fatalf("next request answered %v after a %v ms throttle", waited, th)
 	}
 	t.Logf("fetched %d bytes: throttle %v ms (Kafka's math %.0f ms for the records alone)", total, th, want)
+}
+
+// TestRequestQuotaThrottles: a client whose requests take more of the
+// broker's handling time than its request_percentage quota is answered
+// with a throttle time, at most one quota window (1 s) as in Kafka, and
+// its connection reads nothing more for that long; a client with another
+// client id, sending the same requests beside it, is never throttled.
+func TestRequestQuotaThrottles(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	// 0.1% of a thread: 10 ms of handling over the 10 s a fresh sensor
+	// measures against, a few hundred Metadata requests.
+	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "busy"), quotaOp{key: "request_percentage", value: 0.1})).Entries[0]; e.ErrorCode != 0 {
+		t.Fatalf("alter: %d", e.ErrorCode)
+	}
+	metadata := func() *kmsg.MetadataRequest {
+		req := kmsg.NewPtrMetadataRequest()
+		req.Version = 7 // all topics; throttle_time_ms since v3
+		return req
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	busy := dialRaw(t, b.Addr, "busy")
+	other := dialRaw(t, b.Addr, "other")
+	var (
+		first, th, sent int
+		at              time.Time
+	)
+	for th < 1000 {
+		if sent++; sent > 20000 {
+			t.Fatalf("%d requests, last throttle %d ms: never reached the 1 s bound", sent, th)
+		}
+		resp, when, err := busy.send(metadata(), deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		th, at = int(resp.(*kmsg.MetadataResponse).ThrottleMillis), when
+		if th > 1000 {
+			t.Fatalf("throttle %d ms: Kafka bounds a request quota's throttle at one window (1000 ms)", th)
+		}
+		if th > 0 && first == 0 {
+			first = sent
+		}
+		oresp, _, err := other.send(metadata(), deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ms := oresp.(*kmsg.MetadataResponse).ThrottleMillis; ms != 0 {
+			t.Fatalf("a client without a quota throttled %d ms", ms)
+		}
+	}
+	// The throttled connection's next request waits out the throttle.
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 0
+	_, next, err := busy.send(av, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := next.Sub(at); waited < time.Duration(th-50)*time.Millisecond {
+		t.Fatalf("next request answered %v after a %d ms throttle", waited, th)
+	} else {
+		t.Logf("first throttle after %d requests, 1 s after %d; the next answer came %v later", first, sent, waited)
+	}
 }

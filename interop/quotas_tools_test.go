@@ -86,13 +86,13 @@ func TestKafkaConfigsProducerQuota(t *testing.T) {
 	// Each run of a Java tool takes seconds: four cover the forms (a
 	// client, a user, its defaults are in TestClientQuotasAPI).
 	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "clients", "--entity-name", "perf-limited", "--add-config", "producer_byte_rate=1048576")
-	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default", "--add-config", "consumer_byte_rate=2048,producer_byte_rate=4096")
+	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default", "--add-config", "consumer_byte_rate=2048,producer_byte_rate=4096,request_percentage=150")
 	out := kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "clients", "--entity-name", "perf-limited")
 	if !strings.Contains(out, "producer_byte_rate=1048576") {
 		t.Fatalf("kafka-configs --describe clients perf-limited:\n%s", out)
 	}
 	out = kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default")
-	if !strings.Contains(out, "consumer_byte_rate=2048") || !strings.Contains(out, "producer_byte_rate=4096") {
+	if !strings.Contains(out, "consumer_byte_rate=2048") || !strings.Contains(out, "producer_byte_rate=4096") || !strings.Contains(out, "request_percentage=150") {
 		t.Fatalf("kafka-configs --describe users alice, default client:\n%s", out)
 	}
 	t.Logf("kafka-configs --describe: %s", strings.TrimSpace(out))

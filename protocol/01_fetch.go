@@ -46,6 +46,7 @@ type fetchItem struct {
 
 func (s *Server) fetch(r *Request) {
 	go func() {
+		r.clock.begin(&r.clock.work)
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.ErrorContext(r.Context(), "fetch panicked", "panic", p)
@@ -63,6 +64,8 @@ func (s *Server) fetch(r *Request) {
 		// handed over, not freed early.
 		resp.SetVersion(r.Version)
 		s.throttleFetch(r, resp, files)
+		r.clock.end(&r.clock.work)
+		s.throttleRequestTime(r, resp)
 		if parts, ok := s.fetchParts(r, resp, files); ok {
 			r.RespondParts(parts)
 		} else {
@@ -388,7 +391,9 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			}
 			continue
 		}
+		r.clock.end(&r.clock.work) // a long poll's wait is not the request's time
 		s.fetchWait(waiter, deadline, starved, out, tr)
+		r.clock.begin(&r.clock.work)
 	}
 
 	// Assemble, dropping unchanged partitions from incremental answers.

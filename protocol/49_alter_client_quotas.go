@@ -11,9 +11,9 @@ package protocol
 // UNSUPPORTED_VERSION; such an entry fails alone. validate_only checks
 // and changes nothing. Regent differs in refusing (INVALID_REQUEST, with
 // a message saying so) what it does not enforce: ip entities
-// (connection_creation_rate), request_percentage and
-// controller_mutation_rate. ACLs: ALTER_CONFIGS on the cluster, else
-// every entry gets CLUSTER_AUTHORIZATION_FAILED, as Kafka.
+// (connection_creation_rate) and controller_mutation_rate. ACLs:
+// ALTER_CONFIGS on the cluster, else every entry gets
+// CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 import (
 	"errors"
@@ -29,7 +29,6 @@ func init() { register(49, 0, 1, (*Server).alterClientQuotas) }
 
 // unenforcedQuotaKeys are Kafka's quota keys Regent does not enforce.
 var unenforcedQuotaKeys = map[string]string{
-	quotas.RequestPercentage:      "request_percentage (request handler time) is not enforced by Regent",
 	quotas.ControllerMutationRate: "controller_mutation_rate is not enforced by Regent",
 }
 

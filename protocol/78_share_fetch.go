@@ -85,6 +85,7 @@ func (s *Server) shareFetch(r *Request) {
 		return
 	}
 	go func() {
+		r.clock.begin(&r.clock.work)
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.ErrorContext(r.Context(), "share fetch panicked", "panic", p)
@@ -100,6 +101,7 @@ func (s *Server) shareFetch(r *Request) {
 			// As Kafka: share fetches count against consumer_byte_rate.
 			resp.ThrottleMillis = s.recordQuota(r, quotas.ConsumerByteRate, float64(shareFetchSize(resp)))
 		}
+		r.clock.end(&r.clock.work)
 		r.RespondSized(resp, shareFetchSize(resp))
 		s.releaseFetch(out, held)
 	}()
@@ -387,7 +389,9 @@ func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group
 			}
 			continue
 		}
+		r.clock.end(&r.clock.work) // a long poll's wait is not the request's time
 		s.fetchWait(waiter, deadline, starved, out, tr)
+		r.clock.begin(&r.clock.work)
 	}
 }
 

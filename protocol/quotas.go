@@ -21,8 +21,10 @@ package protocol
 //     throttles the next requests, which holds the same average.
 //   - The mute starts when the bytes are recorded (Kafka: once the
 //     response is sent), so it overlaps the request's own serving time.
-//   - request_percentage and controller_mutation_rate are not enforced, so
-//     AlterClientQuotas refuses to set them (49_alter_client_quotas.go).
+//   - request_percentage: the request's time on the broker's goroutines,
+//     throttled at most one window (request_time.go).
+//   - controller_mutation_rate is not enforced, so AlterClientQuotas
+//     refuses to set it (49_alter_client_quotas.go).
 //   - Bytes are counted on the node that serves the request, per node, as
 //     each Kafka broker counts its own; forwarded requests are counted
 //     where the client is connected.

@@ -42,6 +42,9 @@ type Request struct {
 	// follower forwarded here, or one whose forward found this node
 	// leading. Set before it is served (forward.go).
 	local bool
+	// clock sums the request's time on the broker's goroutines for the
+	// request_percentage quota (request_time.go); off without one.
+	clock requestClock
 }
 
 // ConnInfo is what handlers may know of the connection a request came on.
@@ -111,7 +114,15 @@ func (r *Request) RespondSized(resp kmsg.Response, sizeHint int) {
 	case 3, 10, 60:
 		r.advertiseListener(resp)
 	}
+	var encodeStart time.Time
+	if s := r.clock.srv; s != nil {
+		s.throttleRequestTime(r, resp)
+		encodeStart = time.Now()
+	}
 	frame := AppendResponseFrame(make([]byte, 0, sizeHint), r.CorrelationID, resp)
+	if s := r.clock.srv; s != nil {
+		s.recordResponseTime(r, time.Since(encodeStart))
+	}
 	if r.trace != nil {
 		r.trace.Responded(len(frame))
 	}

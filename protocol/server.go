@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/groupconfig"
+	"github.com/regent-broker/regent/actors/quotas"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
 	"github.com/regent-broker/regent/actors/users"
@@ -132,6 +134,10 @@ func ServedKeys() []int16 {
 // is an error (the connection closes, as Kafka does), except ApiVersions,
 // which is answered at any version so that clients can negotiate.
 func (s *Server) Decode(h Header, body []byte) (*Request, error) {
+	var start time.Time // for request_percentage; read only with one set
+	if s.quotaLimits(quotas.RequestPercentage) {
+		start = time.Now()
+	}
 	a, ok := apis[h.Key]
 	if h.Key == 18 && (!ok || h.Version < a.min || h.Version > a.max) {
 		// Answered in Serve with UNSUPPORTED_VERSION at v0.
@@ -147,7 +153,9 @@ func (s *Server) Decode(h Header, body []byte) (*Request, error) {
 	if err := decodeBody(msg, body); err != nil {
 		return nil, fmt.Errorf("%w: %s v%d: %v", ErrMalformed, kmsg.NameForKey(h.Key), h.Version, err)
 	}
-	return NewRequest(h, msg), nil
+	r := NewRequest(h, msg)
+	s.startRequestClock(r, start)
+	return r, nil
 }
 
 // requestTypes holds the request types of keys whose newest served
@@ -181,7 +189,9 @@ func decodeBody(msg kmsg.Request, body []byte) (err error) {
 // Serve runs the handler for r on the calling goroutine (the event loop).
 func (s *Server) Serve(r *Request) {
 	a := apis[r.Key]
+	r.clock.begin(&r.clock.loop)
 	defer func() {
+		r.clock.end(&r.clock.loop)
 		if p := recover(); p != nil {
 			s.log.ErrorContext(r.Context(), "handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
 			r.Respond(errorResponse(r, p))
@@ -194,13 +204,16 @@ func (s *Server) Serve(r *Request) {
 // handlers that touch the disk or wait.
 func (s *Server) async(r *Request, fn func() kmsg.Response) {
 	go func() {
+		r.clock.begin(&r.clock.work)
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.ErrorContext(r.Context(), "handler panicked", "api", kmsg.NameForKey(r.Key), "version", r.Version, "panic", p, "stack", string(debug.Stack()))
 				r.Respond(errorResponse(r, p))
 			}
 		}()
-		r.Respond(fn())
+		resp := fn()
+		r.clock.end(&r.clock.work)
+		r.Respond(resp)
 	}()
 }
 

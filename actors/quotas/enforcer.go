@@ -136,6 +136,36 @@ func (e *Enforcer) Record(key, user, client string, value float64, now time.Time
 	ms := now.UnixMilli()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	sn := e.recordLocked(s, value, ms)
+	th := time.Duration(sn.rate.ThrottleMs(bound, ms)) * time.Millisecond
+	if maxThrottle > 0 {
+		th = min(th, maxThrottle)
+	}
+	sn.throttled += th.Milliseconds()
+	return Outcome{Throttle: th, Limited: true, Sensor: s, Bound: bound}
+}
+
+// RecordNoThrottle adds value to the client's use as Record does, without
+// working out a throttle: for use measured after the client was answered
+// (Kafka's recordNoThrottle, for its network threads' time), which the
+// client's next requests are measured with.
+func (e *Enforcer) RecordNoThrottle(key, user, client string, value float64, now time.Time) {
+	snap := e.snap()
+	if !snap.Sets(key) {
+		return
+	}
+	_, s, ok := Resolve(snap, key, user, client)
+	if !ok {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.recordLocked(s, value, now.UnixMilli())
+}
+
+// recordLocked adds value at ms to the sensor s, making it if need be,
+// and returns it. Called with mu held.
+func (e *Enforcer) recordLocked(s Sensor, value float64, ms int64) *sensor {
 	e.sweepLocked(ms)
 	sn := e.mu.sensors[s]
 	if sn == nil {
@@ -150,13 +180,12 @@ func (e *Enforcer) Record(key, user, client string, value float64, now time.Time
 	e.mu.recent.pushFront(sn)
 	sn.last = ms
 	sn.rate.Record(value, ms)
-	th := time.Duration(sn.rate.ThrottleMs(bound, ms)) * time.Millisecond
-	if maxThrottle > 0 {
-		th = min(th, maxThrottle)
-	}
-	sn.throttled += th.Milliseconds()
-	return Outcome{Throttle: th, Limited: true, Sensor: s, Bound: bound}
+	return sn
 }
+
+// Window is one quota window's length (quota.window.size.seconds): the
+// longest throttle a request-time quota gives, as in Kafka.
+func (e *Enforcer) Window() time.Duration { return e.cfg.Window }
 
 // sweepLocked drops the sensors idle longer than cfg.Idle: they are the
 // back of the recency list. Called with mu held.

@@ -136,6 +136,25 @@ func TestEnforcerGreedyClient(t *testing.T) {
 	}
 }
 
+// TestRecordNoThrottle: use recorded after the client was answered counts
+// against its next record, and gives no throttle (nor throttle time in the
+// metrics) itself.
+func TestRecordNoThrottle(t *testing.T) {
+	snap := snapOf(map[Entity]Values{{HasClient: true, Client: "p"}: {RequestPercentage: 1}})
+	e := NewEnforcer(EnforcerConfig{}, func() *Snapshot { return snap })
+	now := time.Unix(1000, 0)
+	// 20 percent-seconds over the 10 s a fresh sensor measures: 2%.
+	e.RecordNoThrottle(RequestPercentage, "ANONYMOUS", "p", 20, now)
+	e.RecordNoThrottle(RequestPercentage, "ANONYMOUS", "q", 20, now) // no quota: not kept
+	st := e.Stats(now)
+	if len(st) != 1 || st[0].Rate != 2 || st[0].ThrottleMs != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	if o := e.Record(RequestPercentage, "ANONYMOUS", "p", 0, now, e.Window()); o.Throttle != time.Second {
+		t.Fatalf("next record: throttle %v, want the 1 s window bound", o.Throttle)
+	}
+}
+
 func TestValidateOps(t *testing.T) {
 	for _, tc := range []struct {
 		ops []Op
