@@ -86,6 +86,17 @@ func TestClusterForwardFollowerAnswers(t *testing.T) {
 	// Every forwarded API, sent to the follower itself.
 	forwardedAPIs(t, ctx, c, cl, fAddr, "fwd-raw")
 	t.Logf("CreateTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs, DeleteRecords, AlterUserScramCredentials, UpdateFeatures, DeleteTopics at follower %d (%v)", f, since(&step))
+
+	// controller_mutation_rate: the leader measures the client a follower
+	// forwards for, and the follower mutes that client's connection.
+	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "fwd-admin"), quotaOp{key: "controller_mutation_rate", value: 10})).Entries[0]; e.ErrorCode != 0 {
+		t.Fatalf("alter quota at the follower: %d", e.ErrorCode)
+	}
+	deadline := time.Now().Add(time.Minute)
+	admin := dialRaw(t, fAddr, "fwd-admin")
+	th, at := overMutationQuota(t, admin, "fwd-mq", deadline)
+	waitedOut(t, admin, th, at, deadline)
+	t.Logf("controller_mutation_rate through follower %d: third topic refused, throttle %d ms waited out (%v)", f, th, since(&step))
 }
 
 // TestClusterForwardAfterLeaderKilled: with an authorizer on, the leader

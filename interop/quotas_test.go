@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -134,10 +135,9 @@ func TestClientQuotasAPI(t *testing.T) {
 		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "bogus", value: 1}),
 		quotaEntry(quotaEntity("user", "u", "user", "v"), quotaOp{key: "producer_byte_rate", value: 1}),
 		quotaEntry(quotaEntity("ip", "127.0.0.1"), quotaOp{key: "connection_creation_rate", value: 1}),
-		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "controller_mutation_rate", value: 50}),
 		quotaEntry(quotaEntity("group", "g"), quotaOp{key: "producer_byte_rate", value: 1}),
 	)
-	wantCodes := []int16{0, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.UnsupportedVersion.Code}
+	wantCodes := []int16{0, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.UnsupportedVersion.Code}
 	for i, e := range resp.Entries {
 		msg := ""
 		if e.ErrorMessage != nil {
@@ -238,8 +238,8 @@ func dialRaw(t *testing.T, addr, clientID string) *rawConn {
 	return &rawConn{c: c, clientID: clientID}
 }
 
-// send writes req (a non-flexible version: header v1) and returns the
-// response and when it arrived.
+// send writes req (request header v1, or v2 for a flexible version) and
+// returns the response and when it arrived.
 func (r *rawConn) send(req kmsg.Request, deadline time.Time) (kmsg.Response, time.Time, error) {
 	r.corr++
 	var b []byte
@@ -249,6 +249,9 @@ func (r *rawConn) send(req kmsg.Request, deadline time.Time) (kmsg.Response, tim
 	b = binary.BigEndian.AppendUint32(b, uint32(r.corr))
 	b = binary.BigEndian.AppendUint16(b, uint16(len(r.clientID)))
 	b = append(b, r.clientID...)
+	if req.IsFlexible() {
+		b = append(b, 0) // no header tags
+	}
 	b = req.AppendTo(b)
 	binary.BigEndian.PutUint32(b, uint32(len(b)-4))
 	_ = r.c.SetDeadline(deadline)
@@ -266,6 +269,9 @@ func (r *rawConn) send(req kmsg.Request, deadline time.Time) (kmsg.Response, tim
 	}
 	if got := int32(binary.BigEndian.Uint32(lb[4:])); got != r.corr {
 		return nil, at, fmt.Errorf("correlation id %d, want %d", got, r.corr)
+	}
+	if req.IsFlexible() && req.Key() != 18 && len(body) > 0 {
+		body = body[1:] // response header v1's tags (none); ApiVersions answers header v0
 	}
 	resp := req.ResponseKind()
 	return resp, at, resp.ReadFrom(body)
@@ -499,5 +505,150 @@ func TestRequestQuotaThrottles(t *testing.T) {
 		t.Fatalf("next request answered %v after a %d ms throttle", waited, th)
 	} else {
 		t.Logf("first throttle after %d requests, 1 s after %d; the next answer came %v later", first, sent, waited)
+	}
+}
+
+// TestControllerMutationQuota: controller_mutation_rate as Kafka's token
+// bucket (see overMutationQuota for the first request). While the bucket
+// is negative, DeleteTopics v5 and CreatePartitions v3 of the same client
+// are refused too (on any of its connections); CreateTopics v5 (before
+// THROTTLING_QUOTA_EXCEEDED) is served and reports the throttle. The
+// throttled connection waits its throttle out, another client id is not
+// limited, and a refused topic is not created.
+func TestControllerMutationQuota(t *testing.T) {
+	b := brokertest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "admin"), quotaOp{key: "controller_mutation_rate", value: 10})).Entries[0]; e.ErrorCode != 0 {
+		t.Fatalf("alter: %d", e.ErrorCode)
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	admin := dialRaw(t, b.Addr, "admin")
+	th, at := overMutationQuota(t, admin, "mq", deadline)
+	nearThrottle(t, "CreateTopics v6", th, time.Second)
+
+	// The same client on another connection: still over its quota.
+	admin2 := dialRaw(t, b.Addr, "admin")
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.Version, del.TimeoutMillis, del.TopicNames = 5, 30000, []string{"mq-b"}
+	dresp, _, err := admin2.send(del, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dr := dresp.(*kmsg.DeleteTopicsResponse); len(dr.Topics) != 1 || dr.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || dr.ThrottleMillis <= 0 {
+		t.Fatalf("DeleteTopics v5 over the quota: %+v", dr)
+	}
+	admin3 := dialRaw(t, b.Addr, "admin")
+	cp := kmsg.NewPtrCreatePartitionsRequest()
+	cp.Version, cp.TimeoutMillis = 3, 30000
+	cpt := kmsg.NewCreatePartitionsRequestTopic()
+	cpt.Topic, cpt.Count = "mq-b", 25
+	cp.Topics = append(cp.Topics, cpt)
+	presp, _, err := admin3.send(cp, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pr := presp.(*kmsg.CreatePartitionsResponse); len(pr.Topics) != 1 || pr.Topics[0].ErrorCode != kerr.ThrottlingQuotaExceeded.Code || pr.ThrottleMillis <= 0 {
+		t.Fatalf("CreatePartitions v3 over the quota: %+v", pr)
+	}
+	// Permissive before v6: served, with the throttle (now -15 tokens).
+	admin4 := dialRaw(t, b.Addr, "admin")
+	resp, _, err := admin4.send(createTopicsRequest(5, "mq-d", 5), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr5 := resp.(*kmsg.CreateTopicsResponse)
+	if len(cr5.Topics) != 1 || cr5.Topics[0].ErrorCode != 0 {
+		t.Fatalf("CreateTopics v5: %+v, want mq-d created", cr5.Topics)
+	}
+	nearThrottle(t, "CreateTopics v5", cr5.ThrottleMillis, 1500*time.Millisecond)
+
+	// Another client id has no quota.
+	other := dialRaw(t, b.Addr, "other")
+	resp, _, err = other.send(createTopicsRequest(6, "mq-other", 200), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr := resp.(*kmsg.CreateTopicsResponse); cr.Topics[0].ErrorCode != 0 || cr.ThrottleMillis != 0 {
+		t.Fatalf("a client without a quota: %+v", cr)
+	}
+	waitedOut(t, admin, th, at, deadline)
+	topics, err := kadm.NewClient(cl).ListTopics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int{"mq-a": 100, "mq-b": 20, "mq-d": 5, "mq-other": 200, "mq-c": 0} {
+		if got := len(topics[name].Partitions); got != want {
+			t.Errorf("%s has %d partitions, want %d", name, got, want)
+		}
+	}
+}
+
+// createTopicsRequest asks for topics given as name, partitions pairs.
+func createTopicsRequest(version int16, nameParts ...any) *kmsg.CreateTopicsRequest {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.Version, req.TimeoutMillis = version, 30000
+	for i := 0; i+1 < len(nameParts); i += 2 {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = nameParts[i].(string), int32(nameParts[i+1].(int)), -1
+		req.Topics = append(req.Topics, rt)
+	}
+	return req
+}
+
+// overMutationQuota takes a fresh client with a controller_mutation_rate
+// of 10 partitions/s over it: the bucket holds a burst of 110 (11 windows
+// of 1 s), so a CreateTopics v6 of PREFIX-a, -b and -c with 100, 20 and 1
+// partitions creates the first two, taking it to -10, and refuses the
+// third with THROTTLING_QUOTA_EXCEEDED and the time the bucket needs to
+// refill to zero: 1 s, less what it refilled while the first two were
+// created (a cluster takes a few hundred ms for 120 partitions). It
+// returns that throttle (ms) and when it came.
+func overMutationQuota(t *testing.T, conn *rawConn, prefix string, deadline time.Time) (int32, time.Time) {
+	t.Helper()
+	resp, at, err := conn.send(createTopicsRequest(6, prefix+"-a", 100, prefix+"-b", 20, prefix+"-c", 1), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := resp.(*kmsg.CreateTopicsResponse)
+	codes := map[string]int16{}
+	for _, rt := range cr.Topics {
+		codes[rt.Topic] = rt.ErrorCode
+	}
+	if codes[prefix+"-a"] != 0 || codes[prefix+"-b"] != 0 || codes[prefix+"-c"] != kerr.ThrottlingQuotaExceeded.Code {
+		t.Fatalf("CreateTopics v6 codes %v, want %s-a and -b created, -c THROTTLING_QUOTA_EXCEEDED", codes, prefix)
+	}
+	if cr.ThrottleMillis <= 0 || cr.ThrottleMillis > 1050 {
+		t.Fatalf("CreateTopics v6: throttle %d ms, want up to 1 s", cr.ThrottleMillis)
+	}
+	return cr.ThrottleMillis, at
+}
+
+// nearThrottle checks a token bucket's throttle: want, less what the
+// bucket refilled while the requests were sent.
+func nearThrottle(t *testing.T, what string, ms int32, want time.Duration) {
+	t.Helper()
+	if got := time.Duration(ms) * time.Millisecond; got < want-300*time.Millisecond || got > want+50*time.Millisecond {
+		t.Fatalf("%s: throttle %v, want about %v", what, got, want)
+	}
+}
+
+// waitedOut checks that conn, throttled for th ms by a response at at,
+// answers its next request only once the throttle is over.
+func waitedOut(t *testing.T, conn *rawConn, th int32, at, deadline time.Time) {
+	t.Helper()
+	av := kmsg.NewPtrApiVersionsRequest()
+	av.Version = 0
+	_, next, err := conn.send(av, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if waited := next.Sub(at); waited < time.Duration(th-50)*time.Millisecond {
+		t.Fatalf("next request answered %v after a %d ms throttle", waited, th)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -14,7 +15,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/interop/brokertest"
 )
@@ -183,4 +186,80 @@ func TestKafkaConfigsProducerQuota(t *testing.T) {
 	if free.mbPerSec < 2*quota {
 		t.Errorf("the free producer ran at %.2f MB/s, not clearly above the quota", free.mbPerSec)
 	}
+}
+
+// TestKafkaTopicsUnderMutationQuota: kafka-configs sets a
+// controller_mutation_rate of 5 partitions/s (a burst of 55); a client
+// with that client id creates 85 partitions at once, taking its bucket to
+// -30, which refills to zero in 6 s. kafka-topics --create with the same
+// client id, started at once, reports Kafka's ThrottlingQuotaExceeded
+// exception with Regent's message (the tool does not retry a quota
+// violation, against Kafka either); the same creation succeeds once the
+// bucket allows, the refused requests' throttle muting the connection in
+// between, and the broker's quota metrics show the throttle it gave.
+func TestKafkaTopicsUnderMutationQuota(t *testing.T) {
+	lib := kafkaLib(t)
+	metrics := fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t))
+	b := brokertest.Start(t, "--metrics-listen", metrics)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kafkaTool(t, ctx, lib, "kafka.admin.ConfigCommand", "--bootstrap-server", b.Addr, "--alter", "--entity-type", "clients", "--entity-name", "java-admin", "--add-config", "controller_mutation_rate=5")
+
+	deadline := time.Now().Add(time.Minute)
+	admin := dialRaw(t, b.Addr, "java-admin")
+	resp, _, err := admin.send(createTopicsRequest(6, "mq-first", 85), deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr := resp.(*kmsg.CreateTopicsResponse); cr.Topics[0].ErrorCode != 0 {
+		t.Fatalf("first 85 partitions: %+v", cr.Topics)
+	}
+	conf := filepath.Join(t.TempDir(), "admin.properties")
+	if err := os.WriteFile(conf, []byte("client.id=java-admin\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := kafkaToolFails(t, ctx, lib, "org.apache.kafka.tools.TopicCommand", "--bootstrap-server", b.Addr, "--command-config", conf, "--create", "--topic", "mq-second", "--partitions", "3")
+	if !strings.Contains(out, "ThrottlingQuotaExceededException") || !strings.Contains(out, "controller_mutation_rate quota exceeded") {
+		t.Fatalf("kafka-topics --create over the quota:\n%s", out)
+	}
+	refused := 0
+	for {
+		resp, _, err := admin.send(createTopicsRequest(6, "mq-second", 3), deadline)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := resp.(*kmsg.CreateTopicsResponse).Topics[0].ErrorCode
+		if code == 0 {
+			break
+		}
+		if code != kerr.ThrottlingQuotaExceeded.Code || refused > 20 {
+			t.Fatalf("creating mq-second: code %d after %d refusals", code, refused)
+		}
+		refused++
+	}
+	body := scrape(t, metrics)
+	m := regexp.MustCompile(`regent_quota_throttle_time_milliseconds_total\{client_id="java-admin",[^}]*quota="controller_mutation_rate"[^}]*\} ([0-9.e+]+)`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no controller_mutation_rate throttle metric for java-admin")
+	}
+	if v, _ := strconv.ParseFloat(m[1], 64); v <= 0 {
+		t.Fatalf("throttle metric %s", m[1])
+	}
+	said := regexp.MustCompile(`Error while executing topic command : [^\n]*`).FindString(out)
+	t.Logf("kafka-topics: %q; created after %d more refusals; %s ms of throttle given", said, refused, m[1])
+}
+
+// scrape reads the broker's Prometheus endpoint.
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
 }

@@ -5,7 +5,9 @@ package protocol
 // only voters; the replication factor may not exceed the number of voters.
 // The internal topics answer TOPIC_ALREADY_EXISTS. A request adding more
 // than topics.MaxPartitionsPerRequest partitions is refused whole
-// (POLICY_VIOLATION), as Kafka does.
+// (POLICY_VIOLATION), as Kafka does. Each new topic's partitions count
+// against the client's controller_mutation_rate (mutation_quota.go;
+// strict from v6).
 // A cluster follower forwards the request to the leader (forward.go).
 
 import (
@@ -34,6 +36,7 @@ func (s *Server) createTopics(r *Request) {
 		}
 		// Kafka refuses a request over its batch limit whole (limits.go).
 		tooMany := s.requestedPartitions(req, seen)
+		quota := s.mutationQuotaFor(r, 6)
 		for _, rt := range req.Topics {
 			ot := kmsg.NewCreateTopicsResponseTopic()
 			ot.Topic = rt.Topic
@@ -65,8 +68,18 @@ func (s *Server) createTopics(r *Request) {
 				resp.Topics = append(resp.Topics, ot)
 				continue
 			}
+			var taken int
+			if !req.ValidateOnly && s.topics.Get(rt.Topic) == nil {
+				taken = s.topicPartitions(rt)
+				if err := quota.take(taken); err != nil {
+					ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
+					resp.Topics = append(resp.Topics, ot)
+					continue
+				}
+			}
 			t, err := s.createTopic(rt, req.ValidateOnly)
 			if err != nil {
+				quota.giveBack(taken)
 				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
 				resp.Topics = append(resp.Topics, ot)
 				continue
@@ -90,6 +103,7 @@ func (s *Server) createTopics(r *Request) {
 			}
 			resp.Topics = append(resp.Topics, ot)
 		}
+		resp.ThrottleMillis = max(resp.ThrottleMillis, quota.done())
 		return resp
 	})
 }
@@ -100,20 +114,28 @@ func (s *Server) createTopics(r *Request) {
 func (s *Server) requestedPartitions(req *kmsg.CreateTopicsRequest, seen map[string]int) error {
 	var n int64
 	for _, rt := range req.Topics {
-		switch {
-		case seen[rt.Topic] > 1 || isInternalTopic(rt.Topic):
-		case len(rt.ReplicaAssignment) > 0:
-			n += int64(len(rt.ReplicaAssignment))
-		case rt.NumPartitions == -1:
-			n += int64(topics.NumPartitions(s.topics.Broker()))
-		case rt.NumPartitions > 0:
-			n += int64(rt.NumPartitions)
+		if seen[rt.Topic] == 1 && !isInternalTopic(rt.Topic) {
+			n += int64(s.topicPartitions(rt))
 		}
 	}
 	if n > topics.MaxPartitionsPerRequest {
 		return topics.ErrTooManyPartitionsPerRequest(n)
 	}
 	return nil
+}
+
+// topicPartitions is the number of partitions rt asks for: its manual
+// assignment's, else its count, the broker's num.partitions for -1.
+func (s *Server) topicPartitions(rt kmsg.CreateTopicsRequestTopic) int {
+	switch {
+	case len(rt.ReplicaAssignment) > 0:
+		return len(rt.ReplicaAssignment)
+	case rt.NumPartitions == -1:
+		return int(topics.NumPartitions(s.topics.Broker()))
+	case rt.NumPartitions > 0:
+		return int(rt.NumPartitions)
+	}
+	return 0
 }
 
 func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool) (*topics.Topic, error) {

@@ -2,8 +2,9 @@ package protocol
 
 // DeleteTopics: versions 0-6 (v6+ topics by name or id). Data is removed
 // before the answer. The internal topics are refused with
-// INVALID_TOPIC_EXCEPTION. A cluster follower forwards the request to the
-// leader (forward.go).
+// INVALID_TOPIC_EXCEPTION. A deleted topic's partitions count against the
+// client's controller_mutation_rate (mutation_quota.go; strict from v5).
+// A cluster follower forwards the request to the leader (forward.go).
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -21,6 +22,7 @@ func (s *Server) deleteTopics(r *Request) {
 	s.async(r, func() kmsg.Response {
 		req := r.Msg.(*kmsg.DeleteTopicsRequest)
 		resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+		quota := s.mutationQuotaFor(r, 5)
 		targets := req.Topics
 		if req.Version < 6 {
 			for _, n := range req.TopicNames {
@@ -62,10 +64,15 @@ func (s *Server) deleteTopics(r *Request) {
 				resp.Topics = append(resp.Topics, ot)
 				continue
 			}
+			var taken int
 			if t := s.topics.Get(name); t != nil {
 				ot.TopicID = t.ID
+				taken = len(t.Partitions)
 			}
-			if err := s.topics.Delete(name); err != nil {
+			if err := quota.take(taken); err != nil {
+				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
+			} else if err := s.topics.Delete(name); err != nil {
+				quota.giveBack(taken)
 				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
 			} else if s.groups != nil {
 				// Kafka drops a deleted topic's committed offsets.
@@ -73,6 +80,7 @@ func (s *Server) deleteTopics(r *Request) {
 			}
 			resp.Topics = append(resp.Topics, ot)
 		}
+		resp.ThrottleMillis = max(resp.ThrottleMillis, quota.done())
 		return resp
 	})
 }

@@ -2,7 +2,9 @@ package protocol
 
 // CreatePartitions: versions 0-3. Manual assignments must name only voters.
 // A request adding more than topics.MaxPartitionsPerRequest partitions is
-// refused whole (POLICY_VIOLATION), as Kafka does.
+// refused whole (POLICY_VIOLATION), as Kafka does. The partitions added
+// count against the client's controller_mutation_rate (mutation_quota.go;
+// strict from v3).
 // A cluster follower forwards the request to the leader (forward.go).
 
 import (
@@ -29,6 +31,7 @@ func (s *Server) createPartitions(r *Request) {
 				adding += int64(rt.Count) - int64(len(t.Partitions))
 			}
 		}
+		quota := s.mutationQuotaFor(r, 3)
 		var tooMany error
 		if adding > topics.MaxPartitionsPerRequest {
 			tooMany = topics.ErrTooManyPartitionsPerRequest(adding)
@@ -45,14 +48,26 @@ func (s *Server) createPartitions(r *Request) {
 					err = &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: aerr.Error()}
 				}
 			}
+			var taken int
+			if t := s.topics.Get(rt.Topic); err == nil && !req.ValidateOnly && t != nil {
+				taken = int(rt.Count) - len(t.Partitions)
+				err = quota.take(taken)
+				if err != nil {
+					taken = 0
+				}
+			}
 			if err == nil {
 				err = s.topics.AddPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+				if err != nil {
+					quota.giveBack(taken)
+				}
 			}
 			if err != nil {
 				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
 			}
 			resp.Topics = append(resp.Topics, ot)
 		}
+		resp.ThrottleMillis = max(resp.ThrottleMillis, quota.done())
 		return resp
 	})
 }

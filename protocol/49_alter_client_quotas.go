@@ -11,9 +11,8 @@ package protocol
 // UNSUPPORTED_VERSION; such an entry fails alone. validate_only checks
 // and changes nothing. Regent differs in refusing (INVALID_REQUEST, with
 // a message saying so) what it does not enforce: ip entities
-// (connection_creation_rate) and controller_mutation_rate. ACLs:
-// ALTER_CONFIGS on the cluster, else every entry gets
-// CLUSTER_AUTHORIZATION_FAILED, as Kafka.
+// (connection_creation_rate). ACLs: ALTER_CONFIGS on the cluster, else
+// every entry gets CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 import (
 	"errors"
@@ -26,11 +25,6 @@ import (
 )
 
 func init() { register(49, 0, 1, (*Server).alterClientQuotas) }
-
-// unenforcedQuotaKeys are Kafka's quota keys Regent does not enforce.
-var unenforcedQuotaKeys = map[string]string{
-	quotas.ControllerMutationRate: "controller_mutation_rate is not enforced by Regent",
-}
 
 func (s *Server) alterClientQuotas(r *Request) {
 	if s.forwardToLeader(r) {
@@ -117,11 +111,6 @@ func alterationOf(e kmsg.AlterClientQuotasRequestEntry) (quotas.Alteration, erro
 	}
 	if err := quotas.ValidateOps(ops); err != nil {
 		return quotas.Alteration{}, err
-	}
-	for _, op := range ops {
-		if why, ok := unenforcedQuotaKeys[op.Key]; ok && !op.Remove {
-			return quotas.Alteration{}, kafkaErr(kerr.InvalidRequest, why)
-		}
 	}
 	return quotas.Alteration{Entity: ent, Ops: ops}, nil
 }

@@ -157,6 +157,13 @@ func (s *Server) runForward(r *Request) {
 		return
 	}
 	s.awaitStateIndex(ctx, index)
+	if tr, ok := resp.(kmsg.ThrottleResponse); ok && r.Conn != nil {
+		// The leader measured the client's quota (a mutation quota):
+		// the client's connection here waits its throttle out.
+		if ms, _ := tr.Throttle(); ms > 0 {
+			r.Conn.Mute.Extend(time.Now().Add(time.Duration(ms) * time.Millisecond))
+		}
+	}
 	r.Respond(resp)
 }
 

@@ -23,8 +23,9 @@ package protocol
 //     response is sent), so it overlaps the request's own serving time.
 //   - request_percentage: the request's time on the broker's goroutines,
 //     throttled at most one window (request_time.go).
-//   - controller_mutation_rate is not enforced, so AlterClientQuotas
-//     refuses to set it (49_alter_client_quotas.go).
+//   - controller_mutation_rate: partitions created and deleted, with
+//     Kafka's token bucket, on the node that applies them
+//     (mutation_quota.go).
 //   - Bytes are counted on the node that serves the request, per node, as
 //     each Kafka broker counts its own; forwarded requests are counted
 //     where the client is connected.

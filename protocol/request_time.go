@@ -19,7 +19,8 @@ package protocol
 // requests, and some requests are exempt: the SASL handshake and
 // authentication, WriteTxnMarkers (a broker's request), acks=0 produces
 // (no response to carry a throttle) and a request another node forwarded
-// (measured where its client is connected).
+// (measured where its client is connected: ServeForwarded starts no
+// clock).
 
 import (
 	"sync/atomic"
@@ -110,7 +111,7 @@ func percentOfThread(d time.Duration) float64 {
 // already). Called just before the response is encoded.
 func (s *Server) throttleRequestTime(r *Request, resp kmsg.Response) {
 	c := &r.clock
-	if c.srv == nil || r.local || !c.recorded.CompareAndSwap(false, true) {
+	if c.srv == nil || !c.recorded.CompareAndSwap(false, true) {
 		return
 	}
 	now := time.Now()
@@ -138,7 +139,7 @@ func (s *Server) throttleRequestTime(r *Request, resp kmsg.Response) {
 // network threads' time the same way, once the response is sent): the
 // client's next requests see it.
 func (s *Server) recordResponseTime(r *Request, d time.Duration) {
-	if r.clock.srv == nil || r.local {
+	if r.clock.srv == nil {
 		return
 	}
 	s.quotas.enf.RecordNoThrottle(quotas.RequestPercentage, quotaUser(r), r.ClientID, percentOfThread(d), time.Now())

@@ -100,13 +100,4 @@ func TestRequestTimeQuota(t *testing.T) {
 	if resp4.ThrottleMillis != 0 || r4.Conn.Mute.Until() != 0 {
 		t.Fatalf("client without a quota throttled %d ms", resp4.ThrottleMillis)
 	}
-	// A request another node forwarded is measured there, not here.
-	r5 := newReq(3, "test")
-	r5.local = true
-	r5.clock.spent.Store(int64(time.Second))
-	resp5 := kmsg.NewPtrMetadataResponse()
-	s.throttleRequestTime(r5, resp5)
-	if resp5.ThrottleMillis != 0 {
-		t.Fatalf("forwarded request throttled %d ms", resp5.ThrottleMillis)
-	}
 }

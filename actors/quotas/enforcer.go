@@ -58,7 +58,10 @@ type Enforcer struct {
 type sensor struct {
 	key  Sensor
 	rate *Rate
-	last int64 // unix ms of the last record
+	// bucket measures controller_mutation_rate (nil for other keys); rate
+	// then measures the mutations per second, for metrics.
+	bucket *TokenBucket
+	last   int64 // unix ms of the last record
 	// throttled sums the throttle time given (ms), for metrics.
 	throttled int64
 	// prev, next link the sensor into Enforcer.mu.recent.
@@ -166,6 +169,14 @@ func (e *Enforcer) RecordNoThrottle(key, user, client string, value float64, now
 // recordLocked adds value at ms to the sensor s, making it if need be,
 // and returns it. Called with mu held.
 func (e *Enforcer) recordLocked(s Sensor, value float64, ms int64) *sensor {
+	sn := e.sensorLocked(s, ms)
+	sn.rate.Record(value, ms)
+	return sn
+}
+
+// sensorLocked is the sensor s, made if need be and moved to the front of
+// the recency list. Called with mu held.
+func (e *Enforcer) sensorLocked(s Sensor, ms int64) *sensor {
 	e.sweepLocked(ms)
 	sn := e.mu.sensors[s]
 	if sn == nil {
@@ -179,8 +190,77 @@ func (e *Enforcer) recordLocked(s Sensor, value float64, ms int64) *sensor {
 	}
 	e.mu.recent.pushFront(sn)
 	sn.last = ms
-	sn.rate.Record(value, ms)
 	return sn
+}
+
+// MutationOutcome is the result of one Mutate.
+type MutationOutcome struct {
+	// Refused says the mutation is not to be done: the client's quota
+	// was already exceeded (strict quotas only).
+	Refused bool
+	// Throttle is how long the client must wait before its bucket is back
+	// at zero (0: within its quota).
+	Throttle time.Duration
+	// Limited says a quota applies to the client.
+	Limited bool
+}
+
+// Mutate takes permits (partitions created or deleted) from the client's
+// controller_mutation_rate bucket at now, as Kafka's controller mutation
+// quotas do. A strict quota (the request versions that know
+// THROTTLING_QUOTA_EXCEEDED) refuses the mutation when the bucket is
+// already negative, taking nothing, and otherwise lets it take the bucket
+// below zero; a permissive one (older versions) always takes and only
+// reports the throttle.
+func (e *Enforcer) Mutate(user, client string, permits float64, now time.Time, strict bool) MutationOutcome {
+	snap := e.snap()
+	if !snap.Sets(ControllerMutationRate) {
+		return MutationOutcome{}
+	}
+	bound, s, ok := Resolve(snap, ControllerMutationRate, user, client)
+	if !ok || bound <= 0 {
+		return MutationOutcome{}
+	}
+	burst := bound * float64(e.cfg.Samples) * e.cfg.Window.Seconds()
+	ms := now.UnixMilli()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sn := e.sensorLocked(s, ms)
+	if sn.bucket == nil {
+		sn.bucket = &TokenBucket{}
+	}
+	out := MutationOutcome{Limited: true}
+	if tokens := sn.bucket.Tokens(bound, burst, ms); strict && tokens < 0 {
+		out.Refused, out.Throttle = true, time.Duration(WaitMs(tokens, bound))*time.Millisecond
+	} else {
+		sn.rate.Record(permits, ms)
+		left := sn.bucket.Take(bound, burst, permits, ms)
+		if !strict {
+			out.Throttle = time.Duration(WaitMs(left, bound)) * time.Millisecond
+		}
+	}
+	sn.throttled += out.Throttle.Milliseconds()
+	return out
+}
+
+// Unmutate gives back permits Mutate took for a mutation that failed after
+// all (Kafka applies the quota only to mutations it makes).
+func (e *Enforcer) Unmutate(user, client string, permits float64, now time.Time) {
+	snap := e.snap()
+	bound, s, ok := Resolve(snap, ControllerMutationRate, user, client)
+	if !ok || bound <= 0 {
+		return
+	}
+	burst := bound * float64(e.cfg.Samples) * e.cfg.Window.Seconds()
+	ms := now.UnixMilli()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sn := e.mu.sensors[s]
+	if sn == nil || sn.bucket == nil {
+		return
+	}
+	sn.bucket.Give(bound, burst, permits, ms)
+	sn.rate.Unrecord(permits, ms)
 }
 
 // Window is one quota window's length (quota.window.size.seconds): the

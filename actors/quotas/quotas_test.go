@@ -155,6 +155,62 @@ func TestRecordNoThrottle(t *testing.T) {
 	}
 }
 
+// TestTokenBucket: a bucket starts full at its burst, refills at the quota
+// per second up to the burst, and may go negative.
+func TestTokenBucket(t *testing.T) {
+	var b TokenBucket
+	const quota, burst = 2.0, 22.0 // 2/s over 11 windows of 1 s
+	if got := b.Tokens(quota, burst, 1000); got != burst {
+		t.Fatalf("new bucket holds %v, want %v", got, burst)
+	}
+	if left := b.Take(quota, burst, 30, 1000); left != -8 {
+		t.Fatalf("left %v, want -8", left)
+	}
+	if w := WaitMs(-8, quota); w != 4000 {
+		t.Fatalf("wait %d ms, want 4000", w)
+	}
+	if got := b.Tokens(quota, burst, 3000); got != -4 {
+		t.Fatalf("after 2 s: %v, want -4", got)
+	}
+	b.Give(quota, burst, 10, 3000)
+	if got := b.Tokens(quota, burst, 3000); got != 6 {
+		t.Fatalf("after a refund: %v, want 6", got)
+	}
+	if got := b.Tokens(quota, burst, 60000); got != burst {
+		t.Fatalf("refilled past the burst: %v", got)
+	}
+}
+
+// TestMutateStrictAndPermissive: a strict quota serves mutations while the
+// bucket is not negative (the last one may take it below zero) and then
+// refuses them with the time until it is back at zero; a permissive one
+// serves everything and reports that time; a refund gives permits back.
+func TestMutateStrictAndPermissive(t *testing.T) {
+	snap := snapOf(map[Entity]Values{{HasClient: true, Client: "admin"}: {ControllerMutationRate: 10}})
+	e := NewEnforcer(EnforcerConfig{}, func() *Snapshot { return snap })
+	now := time.Unix(1000, 0)
+	// Burst: 10/s x 11 windows of 1 s = 110 partitions.
+	if o := e.Mutate("ANONYMOUS", "admin", 100, now, true); o.Refused || o.Throttle != 0 || !o.Limited {
+		t.Fatalf("first 100: %+v", o)
+	}
+	if o := e.Mutate("ANONYMOUS", "admin", 50, now, true); o.Refused || o.Throttle != 0 {
+		t.Fatalf("50 more, taking the bucket to -40: %+v", o)
+	}
+	if o := e.Mutate("ANONYMOUS", "admin", 1, now, true); !o.Refused || o.Throttle != 4*time.Second {
+		t.Fatalf("over the quota: %+v, want refused for 4 s", o)
+	}
+	if o := e.Mutate("ANONYMOUS", "admin", 1, now.Add(3*time.Second), false); o.Refused || o.Throttle != 1100*time.Millisecond {
+		t.Fatalf("permissive, 3 s later: %+v, want served with 1.1 s", o)
+	}
+	e.Unmutate("ANONYMOUS", "admin", 31, now.Add(3*time.Second))
+	if o := e.Mutate("ANONYMOUS", "admin", 5, now.Add(3*time.Second), true); o.Refused {
+		t.Fatalf("after a refund of 31: %+v", o)
+	}
+	if o := e.Mutate("ANONYMOUS", "other", 1e6, now, true); o.Limited || o.Refused {
+		t.Fatalf("a client without the quota: %+v", o)
+	}
+}
+
 func TestValidateOps(t *testing.T) {
 	for _, tc := range []struct {
 		ops []Op
