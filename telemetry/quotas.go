@@ -14,7 +14,8 @@ import (
 // Client quota metric names; Prometheus shows them as
 // regent_quota_rate{quota=...,user=...,client_id=...} (the measured rate,
 // bytes per second for the byte rates, percent of a thread for
-// request_percentage) and
+// request_percentage, partitions per second for controller_mutation_rate)
+// and
 // regent_quota_throttle_time_milliseconds_total{...}, per quota sensor
 // (Kafka's per-entity byte-rate and throttle-time metrics). Sensors idle
 // for an hour drop out, as Kafka's do.
@@ -30,7 +31,7 @@ func (t *Telemetry) ObserveQuotas(e *quotas.Enforcer) error {
 		return nil
 	}
 	meter := t.obs.m.meter
-	rate, err := meter.Float64ObservableGauge(metricQuotaRate, metric.WithDescription("A client quota sensor's measured rate (bytes per second for producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage), over Kafka's quota windows."))
+	rate, err := meter.Float64ObservableGauge(metricQuotaRate, metric.WithDescription("A client quota sensor's measured rate (bytes per second for producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage, partitions per second for controller_mutation_rate), over Kafka's quota windows."))
 	if err != nil {
 		return err
 	}
