@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,7 +137,7 @@ func TestClientQuotasAPI(t *testing.T) {
 		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "producer_byte_rate", value: 0}),
 		quotaEntry(quotaEntity("client-id", "x"), quotaOp{key: "bogus", value: 1}),
 		quotaEntry(quotaEntity("user", "u", "user", "v"), quotaOp{key: "producer_byte_rate", value: 1}),
-		quotaEntry(quotaEntity("ip", "127.0.0.1"), quotaOp{key: "connection_creation_rate", value: 1}),
+		quotaEntry(quotaEntity("ip", "127.0.0.1"), quotaOp{key: "producer_byte_rate", value: 1}),
 		quotaEntry(quotaEntity("group", "g"), quotaOp{key: "producer_byte_rate", value: 1}),
 	)
 	wantCodes := []int16{0, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.InvalidRequest.Code, kerr.UnsupportedVersion.Code}
@@ -651,4 +654,75 @@ func waitedOut(t *testing.T, conn *rawConn, th int32, at, deadline time.Time) {
 	if waited := next.Sub(at); waited < time.Duration(th-50)*time.Millisecond {
 		t.Fatalf("next request answered %v after a %d ms throttle", waited, th)
 	}
+}
+
+// TestConnectionRateQuota: connection_creation_rate on an ip entity
+// (KIP-612). With 5 connections/s for 127.0.0.2, the first 50 connections
+// from that address at once are served (Kafka's rate over the 10 s a
+// fresh sensor measures); the next is held unanswered and then closed,
+// and counted in the closed-connection metrics. Connections from
+// 127.0.0.1 go on meanwhile, and DescribeClientQuotas lists the entity
+// under an ip filter.
+func TestConnectionRateQuota(t *testing.T) {
+	metrics := fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t))
+	b := brokertest.Start(t, "--metrics-listen", metrics)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("ip", "127.0.0.2"), quotaOp{key: "connection_creation_rate", value: 5})).Entries[0]; e.ErrorCode != 0 {
+		t.Fatalf("alter: %d %v", e.ErrorCode, deref(e.ErrorMessage))
+	}
+	got, err := describeQuotas(t, ctx, cl, true, quotaComp("ip", kmsg.QuotasMatchTypeExact, qstr("127.0.0.2")))
+	if err != nil || got["ip=127.0.0.2"] != "connection_creation_rate=5" {
+		t.Fatalf("describe ip: %v %v", got, err)
+	}
+	_, port, _ := net.SplitHostPort(b.Addr)
+	from := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}, Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	apiVersions := func() kmsg.Request {
+		av := kmsg.NewPtrApiVersionsRequest()
+		av.Version = 0
+		return av
+	}
+	for i := 0; i < 50; i++ {
+		c, err := from.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		rc := &rawConn{c: c, clientID: "rate"}
+		if _, _, err := rc.send(apiVersions(), deadline); err != nil {
+			t.Fatalf("connection %d from 127.0.0.2: %v", i, err)
+		}
+	}
+	c, err := from.Dial("tcp", net.JoinHostPort("127.0.0.1", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opened := time.Now()
+	held := &rawConn{c: c, clientID: "rate"}
+	// Another address meanwhile: served.
+	if _, _, err := dialRaw(t, b.Addr, "other").send(apiVersions(), deadline); err != nil {
+		t.Fatalf("a connection from 127.0.0.1: %v", err)
+	}
+	if resp, _, err := held.send(apiVersions(), deadline); err == nil {
+		t.Fatalf("the 51st connection from 127.0.0.2 was served: %+v", resp)
+	} else if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the 51st connection: %v, want it closed", err)
+	}
+	closedAfter := time.Since(opened)
+	// Kafka's throttle for 51 over 10 s against 5/s: (5.1-5)/5 x 10 s.
+	if closedAfter < 150*time.Millisecond || closedAfter > 2*time.Second {
+		t.Fatalf("held connection closed after %v, want about 200 ms", closedAfter)
+	}
+	m := regexp.MustCompile(`regent_connections_closed_total\{[^}]*reason="connection_rate"[^}]*\} ([0-9.e+]+)`).FindStringSubmatch(scrape(t, metrics))
+	if m == nil || m[1] == "0" {
+		t.Fatalf("closed-connection metric for connection_rate: %v", m)
+	}
+	t.Logf("51st connection from 127.0.0.2 held %v, then closed; metric %s", closedAfter.Round(time.Millisecond), m[1])
 }

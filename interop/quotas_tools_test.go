@@ -86,8 +86,8 @@ func TestKafkaConfigsProducerQuota(t *testing.T) {
 	defer cancel()
 	const configs = "kafka.admin.ConfigCommand"
 
-	// Each run of a Java tool takes seconds: four cover the forms (a
-	// client, a user, its defaults are in TestClientQuotasAPI).
+	// Each run of a Java tool takes seconds: six cover the forms (a
+	// client, a user, an ip; their defaults are in TestClientQuotasAPI).
 	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "clients", "--entity-name", "perf-limited", "--add-config", "producer_byte_rate=1048576")
 	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients", "--entity-default", "--add-config", "consumer_byte_rate=2048,producer_byte_rate=4096,request_percentage=150")
 	out := kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "clients", "--entity-name", "perf-limited")
@@ -99,6 +99,12 @@ func TestKafkaConfigsProducerQuota(t *testing.T) {
 		t.Fatalf("kafka-configs --describe users alice, default client:\n%s", out)
 	}
 	t.Logf("kafka-configs --describe: %s", strings.TrimSpace(out))
+	// An ip entity (connection_creation_rate), for an address the test
+	// does not connect from.
+	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "ips", "--entity-name", "127.0.0.9", "--add-config", "connection_creation_rate=100")
+	if out := kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--entity-type", "ips", "--entity-name", "127.0.0.9"); !strings.Contains(out, "connection_creation_rate=100") {
+		t.Fatalf("kafka-configs --describe ips 127.0.0.9:\n%s", out)
+	}
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
 	if err != nil {

@@ -65,13 +65,14 @@ const (
 	closeAuth                              // SASL refused, or a request not allowed before authentication
 	closeTLSHandshake                      // TLS handshake failed or not done within FrameTimeout
 	closeSendFailed                        // a response cut short mid-file (sendfile or read failed)
+	closeConnectionRate                    // over its address's connection_creation_rate, held then closed
 	numCloseReasons
 )
 
 var closeReasonNames = [numCloseReasons]string{
 	"max_connections", "request_size", "bad_request", "request_budget",
 	"inbound_flood", "frame_timeout", "write_stall", "idle", "auth",
-	"tls_handshake", "send_failed",
+	"tls_handshake", "send_failed", "connection_rate",
 }
 
 // closeCounts counts connections closed by the server, by reason.

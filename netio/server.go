@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -102,6 +103,11 @@ type Config struct {
 	// library's listener instead of gnet (gnet has no TLS): same framing,
 	// dispatch, ordering and limits (see tls.go).
 	TLS *tls.Config
+	// ConnectionThrottle records a new connection from an address against
+	// its connection-rate quota and returns how long to hold it, unread,
+	// before closing it (0: serve it). nil: no connection-rate quotas.
+	// See rate.go.
+	ConnectionThrottle func(addr netip.Addr, now time.Time) time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -257,6 +263,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	// A plaintext socket: responses' file ranges go out with sendfile.
 	cs.info.SendsFiles = true
 	c.SetContext(cs)
+	if hold := s.connectionThrottle(c.RemoteAddr()); hold > 0 {
+		s.holdForRate(cs, hold)
+	}
 	return nil, gnet.None
 }
 
@@ -440,6 +449,9 @@ func (s *Server) traffic(cs *connState) gnet.Action {
 		return gnet.Close
 	}
 	now := time.Now()
+	if cs.heldForRate {
+		return s.heldTraffic(cs, now)
+	}
 	if c.InboundBuffered() > 0 {
 		cs.lastActive.Store(now.UnixNano())
 	}
@@ -631,7 +643,11 @@ type connState struct {
 	lastActive atomic.Int64 // unix nanos of the last read
 	inFlight   atomic.Int64 // requests read, response not yet written
 	paused     atomic.Bool  // OnTraffic stopped framing for the limits
-	closing    atomic.Bool  // a close is asked for: not a victim again
+	// heldForRate says the connection came over its address's
+	// connection-rate quota: it is held unread until its mute ends, then
+	// closed (rate.go). Set before it is read; owned by its loop.
+	heldForRate bool
+	closing     atomic.Bool // a close is asked for: not a victim again
 	// evicted is the request bytes it held when another connection
 	// closed it for the budget (0: not so closed; evictedGone: its close
 	// has run). See evictions.

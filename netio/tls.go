@@ -91,6 +91,10 @@ func (s *Server) runTLS() error {
 			continue
 		}
 		s.tls.wg.Add(1)
+		if hold := s.connectionThrottle(nc.RemoteAddr()); hold > 0 {
+			go s.holdRaw(nc, hold)
+			continue
+		}
 		go s.serveTLS(nc)
 	}
 	s.tls.wg.Wait()

@@ -8,9 +8,9 @@ package protocol
 // other part. A bad filter (a repeated or empty type, a match string where
 // none belongs or none where one does, ip beside user or client-id) is
 // INVALID_REQUEST with Kafka's reason, an unknown type or match type
-// UNSUPPORTED_VERSION, as Kafka's. Regent keeps no ip quotas, so an ip
-// filter matches nothing. ACLs: DESCRIBE_CONFIGS on the cluster, else
-// CLUSTER_AUTHORIZATION_FAILED, as Kafka.
+// UNSUPPORTED_VERSION, as Kafka's. An ip filter's address matches the
+// canonical form ip entities are stored in. ACLs: DESCRIBE_CONFIGS on the
+// cluster, else CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 import (
 	"sort"

@@ -9,9 +9,9 @@ package protocol
 // entity type, an unknown key, a value not above 0, a fractional byte
 // rate are INVALID_REQUEST with Kafka's message, an unknown entity type
 // UNSUPPORTED_VERSION; such an entry fails alone. validate_only checks
-// and changes nothing. Regent differs in refusing (INVALID_REQUEST, with
-// a message saying so) what it does not enforce: ip entities
-// (connection_creation_rate). ACLs: ALTER_CONFIGS on the cluster, else
+// and changes nothing. An ip entity (alone, its only key
+// connection_creation_rate) must name an address: Regent refuses host
+// names, which Kafka resolves. ACLs: ALTER_CONFIGS on the cluster, else
 // every entry gets CLUSTER_AUTHORIZATION_FAILED, as Kafka.
 
 import (
@@ -109,7 +109,7 @@ func alterationOf(e kmsg.AlterClientQuotasRequestEntry) (quotas.Alteration, erro
 	for i, op := range e.Ops {
 		ops[i] = quotas.Op{Key: op.Key, Value: op.Value, Remove: op.Remove}
 	}
-	if err := quotas.ValidateOps(ops); err != nil {
+	if err := quotas.ValidateOps(ent, ops); err != nil {
 		return quotas.Alteration{}, err
 	}
 	return quotas.Alteration{Entity: ent, Ops: ops}, nil

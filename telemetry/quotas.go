@@ -12,7 +12,7 @@ import (
 )
 
 // Client quota metric names; Prometheus shows them as
-// regent_quota_rate{quota=...,user=...,client_id=...} (the measured rate,
+// regent_quota_rate{quota=...,user=...,client_id=...,ip=...} (the measured rate,
 // bytes per second for the byte rates, percent of a thread for
 // request_percentage, partitions per second for controller_mutation_rate)
 // and
@@ -31,7 +31,7 @@ func (t *Telemetry) ObserveQuotas(e *quotas.Enforcer) error {
 		return nil
 	}
 	meter := t.obs.m.meter
-	rate, err := meter.Float64ObservableGauge(metricQuotaRate, metric.WithDescription("A client quota sensor's measured rate (bytes per second for producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage, partitions per second for controller_mutation_rate), over Kafka's quota windows."))
+	rate, err := meter.Float64ObservableGauge(metricQuotaRate, metric.WithDescription("A client quota sensor's measured rate (bytes per second for producer_byte_rate and consumer_byte_rate, percent of one thread for request_percentage, partitions per second for controller_mutation_rate, connections per second for connection_creation_rate), over Kafka's quota windows."))
 	if err != nil {
 		return err
 	}
@@ -42,7 +42,7 @@ func (t *Telemetry) ObserveQuotas(e *quotas.Enforcer) error {
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		for _, s := range e.Stats(time.Now()) {
 			attrs := metric.WithAttributeSet(attribute.NewSet(
-				attribute.String("quota", s.Sensor.Key), attribute.String("user", s.Sensor.User), attribute.String("client_id", s.Sensor.Client)))
+				attribute.String("quota", s.Sensor.Key), attribute.String("user", s.Sensor.User), attribute.String("client_id", s.Sensor.Client), attribute.String("ip", s.Sensor.IP)))
 			o.ObserveFloat64(rate, s.Rate, attrs)
 			o.ObserveInt64(throttle, s.ThrottleMs, attrs)
 		}

@@ -263,6 +263,28 @@ func (e *Enforcer) Unmutate(user, client string, permits float64, now time.Time)
 	sn.rate.Unrecord(permits, ms)
 }
 
+// Connect records a new connection from ip (canonical text form) at now
+// against its connection_creation_rate (KIP-612) and returns how long to
+// hold it before closing it unserved: 0 within the quota. As Kafka's
+// ConnectionQuotas does, a connection over the quota is not counted (the
+// client did not get it) and the delay is bounded at one window.
+func (e *Enforcer) Connect(ip string, now time.Time) time.Duration {
+	bound, s, ok := ResolveIP(e.snap(), ip)
+	if !ok {
+		return 0
+	}
+	ms := now.UnixMilli()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	sn := e.recordLocked(s, 1, ms)
+	th := min(time.Duration(sn.rate.ThrottleMs(bound, ms))*time.Millisecond, e.cfg.Window)
+	if th > 0 {
+		sn.rate.Unrecord(1, ms)
+		sn.throttled += th.Milliseconds()
+	}
+	return th
+}
+
 // Window is one quota window's length (quota.window.size.seconds): the
 // longest throttle a request-time quota gives, as in Kafka.
 func (e *Enforcer) Window() time.Duration { return e.cfg.Window }

@@ -8,6 +8,7 @@ package quotas
 import (
 	"fmt"
 	"math"
+	"net/netip"
 	"sort"
 )
 
@@ -17,6 +18,9 @@ const (
 	ConsumerByteRate       = "consumer_byte_rate"
 	RequestPercentage      = "request_percentage"
 	ControllerMutationRate = "controller_mutation_rate"
+	// ConnectionCreationRate is the ip entities' only key (KIP-612):
+	// new connections per second from one address.
+	ConnectionCreationRate = "connection_creation_rate"
 )
 
 // Entity types (Kafka's ClientQuotaEntity).
@@ -33,11 +37,13 @@ var keyIsIntegral = map[string]bool{
 	ConsumerByteRate:       true,
 	RequestPercentage:      false,
 	ControllerMutationRate: false,
+	ConnectionCreationRate: true,
 }
 
 // Entity names what quotas apply to: a user part, a client-id part or
-// both. A part is absent, the default (Kafka's <default>, a null name) or
-// a name. Comparable, so a map key.
+// both, or else an ip part alone. A part is absent, the default (Kafka's
+// <default>, a null name) or a name; an ip's name is the address in its
+// canonical text form. Comparable, so a map key.
 type Entity struct {
 	HasUser     bool   `json:"has_user,omitempty"`
 	UserDefault bool   `json:"user_default,omitempty"`
@@ -46,6 +52,10 @@ type Entity struct {
 	HasClient     bool   `json:"has_client,omitempty"`
 	ClientDefault bool   `json:"client_default,omitempty"`
 	Client        string `json:"client,omitempty"`
+
+	HasIP     bool   `json:"has_ip,omitempty"`
+	IPDefault bool   `json:"ip_default,omitempty"`
+	IP        string `json:"ip,omitempty"`
 }
 
 // Part is one (type, name) component of an entity as the wire carries it;
@@ -76,8 +86,8 @@ func invalid(format string, args ...any) *Error {
 
 // EntityFromParts builds an entity from the wire's components, refusing
 // what Kafka refuses: an empty list, an empty or repeated type, an unknown
-// type. An ip entity (connection_creation_rate, KIP-612) is refused:
-// Regent does not serve connection-rate quotas.
+// type, an ip beside a user or client id. An ip must be an address:
+// Kafka also takes a host name and resolves it, Regent refuses one.
 func EntityFromParts(parts []Part) (Entity, error) {
 	var e Entity
 	if len(parts) == 0 {
@@ -102,12 +112,25 @@ func EntityFromParts(parts []Part) (Entity, error) {
 				e.Client = *p.Name
 			}
 		case TypeIP:
-			return e, invalid("ip quota entities (connection_creation_rate) are not supported by Regent")
+			if e.HasIP {
+				return e, invalid("duplicate ip component in client quota entity")
+			}
+			e.HasIP, e.IPDefault = true, p.Name == nil
+			if p.Name != nil {
+				a, err := netip.ParseAddr(*p.Name)
+				if err != nil || a.Zone() != "" {
+					return e, invalid("invalid quota entity: ip %q is not an IP address (Regent does not resolve host names)", *p.Name)
+				}
+				e.IP = a.Unmap().String()
+			}
 		case "":
 			return e, invalid("invalid empty entity type in client quota entity")
 		default:
 			return e, &Error{Code: codeUnsupportedVersion, Msg: fmt.Sprintf("unsupported client quota entity type %q", p.Type)}
 		}
+	}
+	if e.HasIP && (e.HasUser || e.HasClient) {
+		return e, invalid("invalid quota entity combination: an ip entity cannot be combined with a user or client-id entity")
 	}
 	return e, nil
 }
@@ -131,6 +154,14 @@ func (e Entity) Parts() []Part {
 		}
 		ps = append(ps, p)
 	}
+	if e.HasIP {
+		p := Part{Type: TypeIP}
+		if !e.IPDefault {
+			n := e.IP
+			p.Name = &n
+		}
+		ps = append(ps, p)
+	}
 	return ps
 }
 
@@ -144,6 +175,9 @@ func (e Entity) String() string {
 			s += ","
 		}
 		s += "client-id=" + partName(e.ClientDefault, e.Client)
+	}
+	if e.HasIP {
+		s = "ip=" + partName(e.IPDefault, e.IP)
 	}
 	return s
 }
@@ -162,14 +196,15 @@ type Op struct {
 	Remove bool    `json:"remove,omitempty"`
 }
 
-// ValidateOps checks an entity's changes as Kafka's controller does: known
-// keys, each at most once, values above 0, whole numbers for the byte
-// rates.
-func ValidateOps(ops []Op) error {
+// ValidateOps checks an entity's changes as Kafka's controller does: keys
+// known for the entity's kind (connection_creation_rate for an ip, the
+// others for users and client ids), each at most once, values above 0,
+// whole numbers for the byte rates and the connection rate.
+func ValidateOps(e Entity, ops []Op) error {
 	seen := map[string]bool{}
 	for _, op := range ops {
 		integral, ok := keyIsIntegral[op.Key]
-		if !ok {
+		if !ok || e.HasIP != (op.Key == ConnectionCreationRate) {
 			return invalid("invalid configuration key %s", op.Key)
 		}
 		if seen[op.Key] {
@@ -186,6 +221,8 @@ func ValidateOps(ops []Op) error {
 			return invalid("quota %s must be greater than 0", op.Key)
 		case integral && op.Value > math.MaxInt64:
 			return invalid("proposed value for %s is too large for a LONG", op.Key)
+		case op.Key == ConnectionCreationRate && op.Value > math.MaxInt32:
+			return invalid("proposed value for %s is too large for an INT", op.Key)
 		case integral && math.Abs(math.Mod(op.Value, 1)) > 1e-6:
 			return invalid("%s cannot be a fractional value", op.Key)
 		}

@@ -211,23 +211,67 @@ func TestMutateStrictAndPermissive(t *testing.T) {
 	}
 }
 
+// TestConnectionRate: connections from an address over its
+// connection_creation_rate (its own, else the default ip's) are held for
+// Kafka's throttle time, at most one window, and not counted; each
+// address is measured on its own; addresses without a quota never wait.
+func TestConnectionRate(t *testing.T) {
+	snap := snapOf(map[Entity]Values{
+		{HasIP: true, IP: "10.0.0.1"}:  {ConnectionCreationRate: 2},
+		{HasIP: true, IPDefault: true}: {ConnectionCreationRate: 100},
+	})
+	e := NewEnforcer(EnforcerConfig{}, func() *Snapshot { return snap })
+	now := time.Unix(1000, 0)
+	// 2/s over the 10 s a fresh sensor measures: 20 at once, then held.
+	for i := 0; i < 20; i++ {
+		if th := e.Connect("10.0.0.1", now); th != 0 {
+			t.Fatalf("connection %d held %v", i, th)
+		}
+	}
+	if th := e.Connect("10.0.0.1", now); th != 500*time.Millisecond {
+		t.Fatalf("21st held %v, want Kafka's (2.1-2)/2 x 10 s = 500 ms", th)
+	}
+	// Not counted: the next is held as long, not longer.
+	if th := e.Connect("10.0.0.1", now); th != 500*time.Millisecond {
+		t.Fatalf("22nd held %v, want 500 ms again", th)
+	}
+	if th := e.Connect("10.0.0.2", now); th != 0 {
+		t.Fatalf("another address (default quota) held %v", th)
+	}
+	// Once the burst's window has aged out (11 windows), it connects.
+	if th := e.Connect("10.0.0.1", now.Add(11*time.Second)); th != 0 {
+		t.Fatalf("11 s later: held %v", th)
+	}
+}
+
 func TestValidateOps(t *testing.T) {
+	client := Entity{HasClient: true, Client: "c"}
+	ip := Entity{HasIP: true, IP: "10.0.0.1"}
 	for _, tc := range []struct {
 		ops []Op
 		ok  bool
+		ip  bool // for an ip entity
 	}{
-		{[]Op{{Key: ProducerByteRate, Value: 1024}}, true},
-		{[]Op{{Key: RequestPercentage, Value: 12.5}}, true},
-		{[]Op{{Key: ProducerByteRate, Remove: true}}, true},
-		{[]Op{{Key: ProducerByteRate, Value: 10.5}}, false},
-		{[]Op{{Key: ProducerByteRate, Value: 0}}, false},
-		{[]Op{{Key: ConsumerByteRate, Value: -1}}, false},
-		{[]Op{{Key: "connection_creation_rate", Value: 1}}, false},
-		{[]Op{{Key: "bogus", Value: 1}}, false},
-		{[]Op{{Key: ProducerByteRate, Value: 1}, {Key: ProducerByteRate, Remove: true}}, false},
-		{[]Op{{Key: RequestPercentage, Value: math.NaN()}}, false},
+		{ops: []Op{{Key: ConnectionCreationRate, Value: 5}}, ok: true, ip: true},
+		{ops: []Op{{Key: ConnectionCreationRate, Value: 2.5}}, ok: false, ip: true},
+		{ops: []Op{{Key: ConnectionCreationRate, Value: 1 << 31}}, ok: false, ip: true},
+		{ops: []Op{{Key: ProducerByteRate, Value: 1024}}, ok: false, ip: true},
+		{[]Op{{Key: ProducerByteRate, Value: 1024}}, true, false},
+		{[]Op{{Key: RequestPercentage, Value: 12.5}}, true, false},
+		{[]Op{{Key: ProducerByteRate, Remove: true}}, true, false},
+		{[]Op{{Key: ProducerByteRate, Value: 10.5}}, false, false},
+		{[]Op{{Key: ProducerByteRate, Value: 0}}, false, false},
+		{[]Op{{Key: ConsumerByteRate, Value: -1}}, false, false},
+		{[]Op{{Key: ConnectionCreationRate, Value: 1}}, false, false},
+		{[]Op{{Key: "bogus", Value: 1}}, false, false},
+		{[]Op{{Key: ProducerByteRate, Value: 1}, {Key: ProducerByteRate, Remove: true}}, false, false},
+		{[]Op{{Key: RequestPercentage, Value: math.NaN()}}, false, false},
 	} {
-		err := ValidateOps(tc.ops)
+		e := client
+		if tc.ip {
+			e = ip
+		}
+		err := ValidateOps(e, tc.ops)
 		if (err == nil) != tc.ok {
 			t.Errorf("%+v: %v", tc.ops, err)
 		}
@@ -246,10 +290,26 @@ func TestEntityFromParts(t *testing.T) {
 	if ps := e.Parts(); len(ps) != 2 || ps[0].Type != TypeUser || ps[0].Name != nil || *ps[1].Name != "c" {
 		t.Fatalf("parts %+v", ps)
 	}
+	// An ip entity, stored in canonical form; alone only.
+	for name, want := range map[string]Entity{
+		"1.2.3.4":          {HasIP: true, IP: "1.2.3.4"},
+		"::ffff:127.0.0.1": {HasIP: true, IP: "127.0.0.1"},
+		"0:0:0:0:0:0:0:1":  {HasIP: true, IP: "::1"},
+	} {
+		e, err := EntityFromParts([]Part{{Type: TypeIP, Name: str(name)}})
+		if err != nil || e != want || e.String() != "ip="+want.IP {
+			t.Errorf("ip %s: %+v %v", name, e, err)
+		}
+	}
+	if e, err := EntityFromParts([]Part{{Type: TypeIP}}); err != nil || e != (Entity{HasIP: true, IPDefault: true}) || len(e.Parts()) != 1 || e.Parts()[0].Name != nil {
+		t.Errorf("default ip: %+v %v", e, err)
+	}
 	for _, bad := range [][]Part{
 		nil,
 		{{Type: TypeUser}, {Type: TypeUser, Name: str("x")}},
-		{{Type: TypeIP, Name: str("1.2.3.4")}},
+		{{Type: TypeIP, Name: str("broker.example")}},
+		{{Type: TypeIP, Name: str("1.2.3.4")}, {Type: TypeUser, Name: str("u")}},
+		{{Type: TypeIP}, {Type: TypeIP, Name: str("1.2.3.4")}},
 		{{Type: "group"}},
 		{{Type: ""}},
 	} {
@@ -265,13 +325,15 @@ func TestDescribe(t *testing.T) {
 	ud := Entity{HasUser: true, UserDefault: true}
 	c := Entity{HasClient: true, Client: "c"}
 	cd := Entity{HasClient: true, ClientDefault: true}
-	snap := snapOf(map[Entity]Values{uc: {ProducerByteRate: 1}, u: {ProducerByteRate: 2}, ud: {ProducerByteRate: 3}, c: {ProducerByteRate: 4}, cd: {ProducerByteRate: 5}})
+	ip := Entity{HasIP: true, IP: "::1"}
+	ipd := Entity{HasIP: true, IPDefault: true}
+	snap := snapOf(map[Entity]Values{uc: {ProducerByteRate: 1}, u: {ProducerByteRate: 2}, ud: {ProducerByteRate: 3}, c: {ProducerByteRate: 4}, cd: {ProducerByteRate: 5}, ip: {ConnectionCreationRate: 6}, ipd: {ConnectionCreationRate: 7}})
 	for _, tc := range []struct {
 		comps  []Component
 		strict bool
 		want   []Entity
 	}{
-		{nil, false, []Entity{uc, u, ud, c, cd}},
+		{nil, false, []Entity{uc, u, ud, c, cd, ip, ipd}},
 		{nil, true, nil},
 		{[]Component{{Type: TypeUser, Match: MatchExact, Name: str("u")}}, false, []Entity{uc, u}},
 		{[]Component{{Type: TypeUser, Match: MatchExact, Name: str("u")}}, true, []Entity{u}},
@@ -280,7 +342,9 @@ func TestDescribe(t *testing.T) {
 		{[]Component{{Type: TypeClientID, Match: MatchAny}}, false, []Entity{uc, c, cd}},
 		{[]Component{{Type: TypeClientID, Match: MatchDefault}}, true, []Entity{cd}},
 		{[]Component{{Type: TypeUser, Match: MatchAny}, {Type: TypeClientID, Match: MatchExact, Name: str("c")}}, true, []Entity{uc}},
-		{[]Component{{Type: TypeIP, Match: MatchAny}}, false, nil},
+		{[]Component{{Type: TypeIP, Match: MatchAny}}, false, []Entity{ip, ipd}},
+		{[]Component{{Type: TypeIP, Match: MatchDefault}}, true, []Entity{ipd}},
+		{[]Component{{Type: TypeIP, Match: MatchExact, Name: str("0:0:0:0:0:0:0:1")}}, true, []Entity{ip}},
 	} {
 		got, err := snap.Describe(tc.comps, tc.strict)
 		if err != nil {

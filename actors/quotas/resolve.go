@@ -25,6 +25,8 @@ type Sensor struct {
 	Key    string
 	User   string
 	Client string
+	// IP is the address a connection_creation_rate sensor counts.
+	IP string
 }
 
 // Resolve finds the quota for key of a connection of user with client id
@@ -60,6 +62,22 @@ func Resolve(snap *Snapshot, key, user, client string) (float64, Sensor, bool) {
 			s.Client = client
 		}
 		return v, s, true
+	}
+	return 0, Sensor{}, false
+}
+
+// ResolveIP finds the connection_creation_rate quota of connections from
+// ip (canonical text form) in snap, as Kafka resolves it: the ip's own
+// entity, else the default ip entity. Each address is measured on its
+// own, under either.
+func ResolveIP(snap *Snapshot, ip string) (float64, Sensor, bool) {
+	if snap == nil || !snap.Sets(ConnectionCreationRate) {
+		return 0, Sensor{}, false
+	}
+	for _, e := range [2]Entity{{HasIP: true, IP: ip}, {HasIP: true, IPDefault: true}} {
+		if v, ok := snap.m[e][ConnectionCreationRate]; ok {
+			return v, Sensor{Key: ConnectionCreationRate, IP: ip}, true
+		}
 	}
 	return 0, Sensor{}, false
 }

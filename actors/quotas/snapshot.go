@@ -1,6 +1,9 @@
 package quotas
 
-import "fmt"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // Snapshot is the quota values of every entity that has any. Immutable
 // once published: Apply builds a new one.
@@ -88,7 +91,7 @@ type filter struct {
 	n      int // components
 	user   *Component
 	client *Component
-	ip     bool
+	ip     *Component
 }
 
 // Describe returns the entities filter matches and their values, as
@@ -106,7 +109,7 @@ func (s *Snapshot) Describe(comps []Component, strict bool) (map[Entity]Values, 
 		default:
 			return nil, &Error{Code: codeUnsupportedVersion, Msg: "unsupported entity type " + c.Type}
 		}
-		if (c.Type == TypeUser && f.user != nil) || (c.Type == TypeClientID && f.client != nil) || (c.Type == TypeIP && f.ip) {
+		if (c.Type == TypeUser && f.user != nil) || (c.Type == TypeClientID && f.client != nil) || (c.Type == TypeIP && f.ip != nil) {
 			return nil, invalid("entity type %s cannot appear more than once in the filter", c.Type)
 		}
 		switch c.Match {
@@ -127,16 +130,13 @@ func (s *Snapshot) Describe(comps []Component, strict bool) (map[Entity]Values, 
 		case TypeClientID:
 			f.client = c
 		default:
-			f.ip = true
+			f.ip = c
 		}
 	}
-	if f.ip && (f.user != nil || f.client != nil) {
+	if f.ip != nil && (f.user != nil || f.client != nil) {
 		return nil, invalid("invalid entity filter component combination: an ip filter component should not be used with a user or client-id filter component")
 	}
 	out := map[Entity]Values{}
-	if f.ip {
-		return out, nil
-	}
 	for e, v := range s.m {
 		if f.matches(e) {
 			out[e] = v
@@ -154,12 +154,28 @@ func (f *filter) matches(e Entity) bool {
 		if e.HasClient {
 			parts++
 		}
+		if e.HasIP {
+			parts++
+		}
 		if parts != f.n {
 			return false
 		}
 	}
+	var ip *Component
+	if f.ip != nil {
+		// Matched on the canonical form the entity is stored in.
+		c := *f.ip
+		if c.Name != nil {
+			if a, err := netip.ParseAddr(*c.Name); err == nil {
+				n := a.Unmap().String()
+				c.Name = &n
+			}
+		}
+		ip = &c
+	}
 	return partMatches(f.user, e.HasUser, e.UserDefault, e.User) &&
-		partMatches(f.client, e.HasClient, e.ClientDefault, e.Client)
+		partMatches(f.client, e.HasClient, e.ClientDefault, e.Client) &&
+		partMatches(ip, e.HasIP, e.IPDefault, e.IP)
 }
 
 func partMatches(c *Component, has, def bool, name string) bool {

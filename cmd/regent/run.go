@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	_ "net/http/pprof" // served only with --pprof
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -388,6 +389,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			Budgets:  budgets,
 			Observer: tel.Observer(),
 			Listener: l,
+			ConnectionThrottle: func(addr netip.Addr, now time.Time) time.Duration {
+				return quotaEnf.Connect(addr.String(), now)
+			},
 		}, srv))
 	}
 	if err := tel.ObserveProducerStates(func() (int64, int64) { return producerBudget.Held(), producerBudget.Limit() }); err != nil {
