@@ -164,23 +164,28 @@ func (a *txnActor) Receive(ctx actor.Context) {
 			a.retired = true
 			a.c.retire(a.id, a.self)
 		}
+		a.maybeRest()
 	case *timerMsg:
 		if !a.retired && !a.closed {
 			a.guard(nil, func() { a.fire(m) })
 		}
+		a.maybeRest()
 	case *markerMsg:
 		if !a.retired && !a.closed && m.gen == a.marking.gen {
 			a.guard(nil, func() { a.markerDone(m) })
 		}
+		a.maybeRest()
 	case *retryMarkersMsg:
 		if !a.retired && !a.closed && m.gen == a.marking.gen {
 			a.guard(nil, a.resendFailed)
 		}
+		a.maybeRest()
 	case *evictMsg:
 		if !a.retired && !a.closed {
 			a.guard(nil, func() { a.evict(m) })
 		}
 		a.c.evictDone(a.id)
+		a.maybeRest()
 	case *retireMsg:
 		ctx.Stop(ctx.Self())
 	case *closeMsg:

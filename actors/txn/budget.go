@@ -1,8 +1,8 @@
 package txn
 
 // The transactional-id budget. Every id a client names in InitProducerId
-// costs the coordinator an actor, a timer and its state (about 1 KiB of
-// live heap, three times that in RSS at GOGC=200), kept until
+// costs the coordinator its state (a few hundred bytes while it rests,
+// rest.go; an actor and a timer beside it while in use), kept until
 // transactional.id.expiration.ms (a week) after the id's last use. A
 // client can make ids up for nothing, so without a bound a stream of them
 // grows the broker's memory for a week. Options.MaxIDs bounds the ids held:
@@ -47,14 +47,22 @@ func (c *Coordinator) makeRoomLocked() bool {
 	if limit <= 0 {
 		return true
 	}
-	held := len(c.mu.actors) - len(c.mu.evicting)
+	held := c.heldLocked()
 	if held < limit {
 		return true
 	}
 	victims := c.oldestIdleLocked(held - (limit - limit/8) + 1)
 	for _, v := range victims {
+		pid := c.mu.actors[v.id]
+		if pid == nil {
+			if c.mu.resting[v.id] == nil {
+				continue // a summary always has one or the other
+			}
+			// Resting: woken to expire, as at its expiry (rest.go).
+			pid = c.wakeLocked(v.id)
+		}
 		c.mu.evicting[v.id] = struct{}{}
-		c.o.Root.Send(c.mu.actors[v.id], &evictMsg{lastUpdateMs: v.lastUpdateMs})
+		c.o.Root.Send(pid, &evictMsg{lastUpdateMs: v.lastUpdateMs})
 	}
 	c.mu.evictedUnlogged += len(victims)
 	if c.mu.evictedUnlogged > 0 && c.evictLog.Allow(budgetLogEvery) {
@@ -62,7 +70,7 @@ func (c *Coordinator) makeRoomLocked() bool {
 			"held", held, "limit", limit, "expiring_since_last_line", c.mu.evictedUnlogged)
 		c.mu.evictedUnlogged = 0
 	}
-	if len(c.mu.actors)-len(c.mu.evicting) < limit {
+	if c.heldLocked() < limit {
 		return true
 	}
 	if c.refusedLog.Allow(budgetLogEvery) {
@@ -107,7 +115,13 @@ func (c *Coordinator) evictDone(id string) {
 func (c *Coordinator) Held() (held, limit int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.mu.actors) - len(c.mu.evicting), c.o.MaxIDs
+	return c.heldLocked(), c.o.MaxIDs
+}
+
+// heldLocked counts the ids with an actor or resting, less those being
+// expired for the budget. Called with mu held.
+func (c *Coordinator) heldLocked() int {
+	return len(c.mu.actors) + len(c.mu.resting) - len(c.mu.evicting)
 }
 
 // evict expires the id early for the budget (evictMsg), if it is still

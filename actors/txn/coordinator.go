@@ -181,9 +181,11 @@ type Coordinator struct {
 	// nothing waits for an actor while holding it.
 	mu struct {
 		sync.Mutex
-		// actors and summaries are the current activation's; both are
-		// empty on standby.
+		// actors, resting and summaries are the current activation's;
+		// all are empty on standby. An id held has an actor or rests
+		// (rest.go), and has a summary either way.
 		actors    map[string]*actor.PID
+		resting   map[string]*Txn
 		summaries map[string]Summary
 		// stop is closed when the current activation ends: its actors
 		// stop waiting for persist answers and propose nothing more.
@@ -232,6 +234,7 @@ func NewCoordinator(o Options) (*Coordinator, error) {
 		logger: logger,
 	}
 	c.mu.actors = map[string]*actor.PID{}
+	c.mu.resting = map[string]*Txn{}
 	c.mu.summaries = map[string]Summary{}
 	c.mu.evicting = map[string]struct{}{}
 	opts.Repl.Register(replKey, store)
@@ -290,8 +293,14 @@ func (c *Coordinator) activateLocked(load func() map[string]*Txn, start time.Tim
 	c.mu.stop = make(chan struct{})
 	for id, t := range loaded {
 		counts[t.State]++
+		if restable(t) {
+			c.mu.resting[id] = t
+			c.mu.summaries[id] = summarize(t)
+			continue
+		}
 		c.spawnLocked(id, t)
 	}
+	go c.sweepResting(c.mu.stop)
 	c.mu.Unlock()
 	c.logger.Info("recovered transactions", "coordinator_epoch", epoch, "ids", len(loaded), "ongoing", counts[StateOngoing],
 		"preparing", counts[StatePrepareCommit]+counts[StatePrepareAbort], "took", time.Since(start).Round(time.Millisecond))
@@ -355,6 +364,7 @@ func (c *Coordinator) takeActorsLocked() []*actor.PID {
 		pids = append(pids, pid)
 	}
 	c.mu.actors = map[string]*actor.PID{}
+	c.mu.resting = map[string]*Txn{}
 	c.mu.summaries = map[string]Summary{}
 	c.mu.evicting = map[string]struct{}{}
 	return pids
@@ -394,6 +404,9 @@ func (c *Coordinator) dispatch(id string, m request) {
 		return
 	}
 	pid := c.mu.actors[id]
+	if pid == nil && c.mu.resting[id] != nil {
+		pid = c.wakeLocked(id)
+	}
 	if _, creates := m.(*initMsg); pid == nil && creates {
 		if !c.makeRoomLocked() {
 			c.mu.Unlock()
