@@ -16,13 +16,20 @@ import (
 )
 
 // Dormant reports whether the group can rest without an actor: it exists,
-// is Empty with no members, nothing pending (member ids, transactional
-// offsets) and no deadline. KIP-848 consumer groups and share groups keep
-// their actors.
+// has no members (a classic group Empty, a KIP-848 group with none),
+// nothing pending (member ids, transactional offsets) and no deadline. A
+// KIP-848 group rests with its epochs, target assignment and subscription
+// metadata, which its next member's heartbeat reads as an actor's would.
+// Share groups keep their actors (their share-partition state is served
+// through them).
 func (g *Group) Dormant() bool {
-	return g.live && g.state == Empty && g.cg == nil && g.sg == nil &&
-		len(g.members) == 0 && len(g.pending) == 0 && len(g.pendingTxn) == 0 &&
-		g.NextDeadline().IsZero()
+	if !g.live || g.sg != nil || len(g.pending) > 0 || len(g.pendingTxn) > 0 || !g.NextDeadline().IsZero() {
+		return false
+	}
+	if g.cg != nil {
+		return len(g.cg.members) == 0
+	}
+	return g.state == Empty && len(g.members) == 0
 }
 
 // ExpiryDue reports whether ExpireOffsets at now would drop anything.

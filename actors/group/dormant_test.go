@@ -190,3 +190,49 @@ func TestGroupBudgetRefusesNewGroups(t *testing.T) {
 	})
 	commitSimple(t, m, "one-too-many", "t", 1)
 }
+
+// TestIdleConsumerGroupsRest: a KIP-848 group whose last member left
+// rests without an actor, keeping its group epoch; the next member's
+// heartbeat wakes it and is served from there, and the group keeps its
+// actor while that member is in it.
+func TestIdleConsumerGroupsRest(t *testing.T) {
+	sys := quietSystem(t)
+	m := openManager(t, sys, t.TempDir())
+	topics := fakeTopics{}
+	topics.add("t", 3)
+	beat := func(member string, epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		t.Helper()
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = 1
+		req.Group, req.MemberID, req.MemberEpoch = "kip848", member, epoch
+		if epoch == 0 {
+			req.RebalanceTimeoutMillis = 30000
+			req.SubscribedTopicNames = []string{"t"}
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		}
+		resp := await(t, func(r func(*kmsg.ConsumerGroupHeartbeatResponse)) { m.ConsumerGroupHeartbeat(req, Client{ID: "c", Host: "/127.0.0.1"}, topics, r) })
+		if resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat %s epoch %d: %v", member, epoch, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		return resp
+	}
+	first := beat("m1", 0)
+	if a, d := actorsAndDormant(m); a != 1 || d != 0 {
+		t.Fatalf("with a member: %d actors, %d resting", a, d)
+	}
+	beat("m1", -1) // leaves
+	testwait.For(t, "the empty KIP-848 group rests", testwait.Default, func() bool {
+		a, d := actorsAndDormant(m)
+		return a == 0 && d == 1
+	})
+	if l := m.ListGroups(); len(l) != 1 || l[0].Group != "kip848" {
+		t.Fatalf("listed %+v", l)
+	}
+	second := beat("m2", 0)
+	if second.MemberEpoch <= first.MemberEpoch {
+		t.Fatalf("woken group answered epoch %d after %d: its epoch was lost", second.MemberEpoch, first.MemberEpoch)
+	}
+	if a, d := actorsAndDormant(m); a != 1 || d != 0 {
+		t.Fatalf("woken with a member: %d actors, %d resting", a, d)
+	}
+}
