@@ -153,6 +153,7 @@ func (a *groupActor) run(step func(now time.Time) Effects) {
 	}()
 	if !ok {
 		a.failAll(kerr.UnknownServerError.Code)
+		a.g.releasePending()
 		a.g = NewGroup(a.g.id, &a.m.cfg)
 		a.g.Restore(a.m.store.GroupRecords(a.g.id), time.Now())
 		a.afterStep()
@@ -295,4 +296,5 @@ func (a *groupActor) shutdown() {
 	a.stopTimer()
 	a.closed = true
 	a.failAll(kerr.NotCoordinator.Code)
+	a.g.releasePending()
 }

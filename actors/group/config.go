@@ -28,6 +28,10 @@ type Config struct {
 	NewMemberJoinTimeout time.Duration
 	// MaxSize is group.max.size.
 	MaxSize int
+	// Pending bounds the pending member ids (KIP-394) of every group of
+	// the manager together (pending.go); nil: unbounded. NewManager sets
+	// one of DefaultMaxPendingIDs when it is nil.
+	Pending *PendingBudget
 	// MaxMetadataBytes is offset.metadata.max.bytes.
 	MaxMetadataBytes int
 	// OffsetsRetention is offsets.retention.minutes: how long the offsets of

@@ -146,10 +146,10 @@ func (g *Group) joinNew(now time.Time, ref Ref, req *kmsg.JoinGroupRequest, clie
 	case req.Version >= 4:
 		// KIP-394: hand out the id and have the member come back with it,
 		// so that a client retrying without an id cannot pile up members.
-		if g.pending == nil {
-			g.pending = map[string]time.Time{}
+		if !g.addPending(newID, now.Add(ms(req.SessionTimeoutMillis))) {
+			g.reply(ref, joinError("", kerr.CoordinatorNotAvailable))
+			return
 		}
-		g.pending[newID] = now.Add(ms(req.SessionTimeoutMillis))
 		g.reply(ref, joinError(newID, kerr.MemberIDRequired))
 	default:
 		g.addMember(now, ref, req, client, newID)

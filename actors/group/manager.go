@@ -168,6 +168,9 @@ func NewManager(o Options) (*Manager, error) {
 		repl = replication.NewLocal()
 	}
 	repl.Register(replKey, store)
+	if cfg.Pending == nil {
+		cfg.Pending = NewPendingBudget(DefaultMaxPendingIDs)
+	}
 	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger, storeDir: storeDir, fsync: o.Fsync, maxGroups: o.MaxGroups}
 	m.mu.actors = map[string]*actor.PID{}
 	m.mu.summaries = map[string]Summary{}
@@ -214,6 +217,9 @@ func (m *Manager) activateLocked(loaded map[string][]Record, start time.Time) {
 	m.mu.active = true
 	m.mu.stop = make(chan struct{})
 	stop := m.mu.stop
+	// The last activation's actors are stopped and released theirs; a
+	// new activation's groups hold none.
+	m.cfg.Pending.reset()
 	for id, recs := range loaded {
 		g := NewGroup(id, &m.cfg)
 		g.Restore(recs, now)

@@ -190,7 +190,7 @@ func (g *Group) leaveOne(now time.Time, lm kmsg.LeaveGroupRequestMember) int16 {
 		return kerr.UnknownMemberID.Code
 	}
 	if _, ok := g.pending[lm.MemberID]; ok {
-		delete(g.pending, lm.MemberID)
+		g.dropPending(lm.MemberID)
 		return 0
 	}
 	if err := g.validateMember(lm.MemberID, lm.InstanceID); err != nil {
@@ -240,7 +240,7 @@ func (g *Group) expireSession(m *member, now time.Time) {
 }
 
 func (g *Group) expirePending(id string, now time.Time) {
-	delete(g.pending, id)
+	g.dropPending(id)
 	if g.state == PreparingRebalance && g.allJoined() {
 		g.completeJoin(now)
 	}

@@ -187,8 +187,10 @@ type Group struct {
 	order   []*member         // members in join order
 	static  map[string]string // instance id -> member id
 	// pending are member ids handed out with MEMBER_ID_REQUIRED, with
-	// when they expire if not used.
+	// when they expire if not used; pendingQ orders them by that
+	// deadline (pending.go).
 	pending      map[string]time.Time
+	pendingQ     pendingQueue
 	pendingSync  map[string]struct{} // members yet to SyncGroup this generation
 	awaitingJoin int
 
@@ -306,7 +308,7 @@ func (g *Group) addToGroup(m *member) {
 	if g.leader == "" {
 		g.leader = m.id
 	}
-	delete(g.pending, m.id)
+	g.dropPending(m.id)
 }
 
 // removeFromGroup drops a member; its waiting requests must have been
@@ -335,7 +337,7 @@ func (g *Group) removeFromGroup(id string) {
 			g.leader = g.order[0].id
 		}
 	}
-	delete(g.pending, id)
+	g.dropPending(id)
 	delete(g.pendingSync, id)
 }
 
@@ -367,8 +369,8 @@ func (g *Group) NextDeadline() time.Time {
 	for _, m := range g.order {
 		consider(m.deadline)
 	}
-	for _, t := range g.pending {
-		consider(t)
+	if p, ok := g.nextPending(); ok {
+		consider(p.at)
 	}
 	if g.cg != nil {
 		consider(g.cg.nextDeadline())
@@ -412,11 +414,8 @@ func (g *Group) advance(now time.Time) {
 			g.onSyncDeadline(now)
 			progressed = true
 		}
-		for id, t := range g.pending {
-			if !now.Before(t) {
-				g.expirePending(id, now)
-				progressed = true
-			}
+		if g.expireDuePending(now) {
+			progressed = true
 		}
 		for _, m := range append([]*member(nil), g.order...) {
 			if !m.deadline.IsZero() && !now.Before(m.deadline) {
