@@ -210,7 +210,9 @@ func TestIdleConsumerGroupsRest(t *testing.T) {
 			req.SubscribedTopicNames = []string{"t"}
 			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 		}
-		resp := await(t, func(r func(*kmsg.ConsumerGroupHeartbeatResponse)) { m.ConsumerGroupHeartbeat(req, Client{ID: "c", Host: "/127.0.0.1"}, topics, r) })
+		resp := await(t, func(r func(*kmsg.ConsumerGroupHeartbeatResponse)) {
+			m.ConsumerGroupHeartbeat(req, Client{ID: "c", Host: "/127.0.0.1"}, topics, r)
+		})
 		if resp.ErrorCode != 0 {
 			t.Fatalf("heartbeat %s epoch %d: %v", member, epoch, kerr.ErrorForCode(resp.ErrorCode))
 		}
