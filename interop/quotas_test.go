@@ -121,14 +121,7 @@ func quotaComp(typ string, match kmsg.QuotasMatchType, name *string) kmsg.Descri
 // exact name, default and any, strictly or not; the quotas survive a
 // restart.
 func TestClientQuotasAPI(t *testing.T) {
-	b := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, ctx, cl := quotaBroker(t)
 
 	// Refusals, each alone: the valid entry beside them is applied.
 	resp := alterQuotas(t, ctx, cl, false,
@@ -301,14 +294,7 @@ func rawProduce(n int) *kmsg.ProduceRequest {
 // 10240 B/s is 2 s), and the connection reads nothing more for that long
 // (KIP-219); another client's connection is answered meanwhile.
 func TestClientQuotaMutesConnection(t *testing.T) {
-	b := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, ctx, cl := quotaBroker(t)
 	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "muted"), quotaOp{key: "producer_byte_rate", value: 10240})).Entries[0]; e.ErrorCode != 0 {
 		t.Fatalf("alter: %d", e.ErrorCode)
 	}
@@ -431,15 +417,7 @@ func TestClientQuotaThrottlesFetch(t *testing.T) {
 	if ms := oresp.(*kmsg.FetchResponse).ThrottleMillis; ms != 0 {
 		t.Fatalf("unlimited consumer throttled %d ms", ms)
 	}
-	av := kmsg.NewPtrApiVersionsRequest()
-	av.Version = 0
-	_, next, err := slow.send(av, deadline)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if waited := next.Sub(at); waited < time.Duration(th)*time.Millisecond-50*time.Millisecond {
-		t.Fatalf("next request answered %v after a %v ms throttle", waited, th)
-	}
+	waitedOut(t, slow, int32(th), at, deadline)
 	t.Logf("fetched %d bytes: throttle %v ms (Kafka's math %.0f ms for the records alone)", total, th, want)
 }
 
@@ -449,14 +427,7 @@ func TestClientQuotaThrottlesFetch(t *testing.T) {
 // its connection reads nothing more for that long; a client with another
 // client id, sending the same requests beside it, is never throttled.
 func TestRequestQuotaThrottles(t *testing.T) {
-	b := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, ctx, cl := quotaBroker(t)
 	// 0.1% of a thread: 10 ms of handling over the 10 s a fresh sensor
 	// measures against, a few hundred Metadata requests.
 	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "busy"), quotaOp{key: "request_percentage", value: 0.1})).Entries[0]; e.ErrorCode != 0 {
@@ -498,17 +469,8 @@ func TestRequestQuotaThrottles(t *testing.T) {
 		}
 	}
 	// The throttled connection's next request waits out the throttle.
-	av := kmsg.NewPtrApiVersionsRequest()
-	av.Version = 0
-	_, next, err := busy.send(av, deadline)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if waited := next.Sub(at); waited < time.Duration(th-50)*time.Millisecond {
-		t.Fatalf("next request answered %v after a %d ms throttle", waited, th)
-	} else {
-		t.Logf("first throttle after %d requests, 1 s after %d; the next answer came %v later", first, sent, waited)
-	}
+	waited := waitedOut(t, busy, int32(th), at, deadline)
+	t.Logf("first throttle after %d requests, 1 s after %d; the next answer came %v later", first, sent, waited)
 }
 
 // TestControllerMutationQuota: controller_mutation_rate as Kafka's token
@@ -519,14 +481,7 @@ func TestRequestQuotaThrottles(t *testing.T) {
 // throttled connection waits its throttle out, another client id is not
 // limited, and a refused topic is not created.
 func TestControllerMutationQuota(t *testing.T) {
-	b := brokertest.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, ctx, cl := quotaBroker(t)
 	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("client-id", "admin"), quotaOp{key: "controller_mutation_rate", value: 10})).Entries[0]; e.ErrorCode != 0 {
 		t.Fatalf("alter: %d", e.ErrorCode)
 	}
@@ -639,8 +594,9 @@ func overMutationQuota(t *testing.T, conn *rawConn, prefix string, deadline time
 }
 
 // waitedOut checks that conn, throttled for th ms by a response at at,
-// answers its next request only once the throttle is over.
-func waitedOut(t *testing.T, conn *rawConn, th int32, at, deadline time.Time) {
+// answers its next request only once the throttle is over; it returns
+// how long after at the answer came.
+func waitedOut(t *testing.T, conn *rawConn, th int32, at, deadline time.Time) time.Duration {
 	t.Helper()
 	av := kmsg.NewPtrApiVersionsRequest()
 	av.Version = 0
@@ -648,9 +604,11 @@ func waitedOut(t *testing.T, conn *rawConn, th int32, at, deadline time.Time) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if waited := next.Sub(at); waited < time.Duration(th-50)*time.Millisecond {
+	waited := next.Sub(at)
+	if waited < time.Duration(th-50)*time.Millisecond {
 		t.Fatalf("next request answered %v after a %d ms throttle", waited, th)
 	}
+	return waited
 }
 
 // TestConnectionRateQuota: connection_creation_rate on an ip entity
@@ -662,14 +620,7 @@ func waitedOut(t *testing.T, conn *rawConn, th int32, at, deadline time.Time) {
 // under an ip filter.
 func TestConnectionRateQuota(t *testing.T) {
 	metrics := fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t))
-	b := brokertest.Start(t, "--metrics-listen", metrics)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	b, ctx, cl := quotaBroker(t, "--metrics-listen", metrics)
 	if e := alterQuotas(t, ctx, cl, false, quotaEntry(quotaEntity("ip", "127.0.0.2"), quotaOp{key: "connection_creation_rate", value: 5})).Entries[0]; e.ErrorCode != 0 {
 		t.Fatalf("alter: %d %v", e.ErrorCode, deref(e.ErrorMessage))
 	}
@@ -722,4 +673,19 @@ func TestConnectionRateQuota(t *testing.T) {
 		t.Fatalf("closed-connection metric for connection_rate: %v", m)
 	}
 	t.Logf("51st connection from 127.0.0.2 held %v, then closed; metric %s", closedAfter.Round(time.Millisecond), m[1])
+}
+
+// quotaBroker starts a broker (args as brokertest.Start's) and a kgo client
+// of it, with a context for the test's requests; all end with the test.
+func quotaBroker(t *testing.T, args ...string) (*brokertest.Broker, context.Context, *kgo.Client) {
+	t.Helper()
+	b := brokertest.Start(t, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return b, ctx, cl
 }

@@ -135,33 +135,23 @@ func EntityFromParts(parts []Part) (Entity, error) {
 	return e, nil
 }
 
-// Parts is the entity as the wire carries it: user first, then client-id.
+// Parts is the entity as the wire carries it: user first, then client-id
+// (or its ip).
 func (e Entity) Parts() []Part {
 	var ps []Part
-	if e.HasUser {
-		p := Part{Type: TypeUser}
-		if !e.UserDefault {
-			n := e.User
-			p.Name = &n
+	add := func(has bool, typ string, def bool, name string) {
+		if !has {
+			return
+		}
+		p := Part{Type: typ}
+		if !def {
+			p.Name = &name
 		}
 		ps = append(ps, p)
 	}
-	if e.HasClient {
-		p := Part{Type: TypeClientID}
-		if !e.ClientDefault {
-			n := e.Client
-			p.Name = &n
-		}
-		ps = append(ps, p)
-	}
-	if e.HasIP {
-		p := Part{Type: TypeIP}
-		if !e.IPDefault {
-			n := e.IP
-			p.Name = &n
-		}
-		ps = append(ps, p)
-	}
+	add(e.HasUser, TypeUser, e.UserDefault, e.User)
+	add(e.HasClient, TypeClientID, e.ClientDefault, e.Client)
+	add(e.HasIP, TypeIP, e.IPDefault, e.IP)
 	return ps
 }
 
