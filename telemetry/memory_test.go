@@ -79,6 +79,7 @@ func TestBudgetMetrics(t *testing.T) {
 		{"regent_transactional_ids", func(f func() (int64, int64)) error { return tel.ObserveTransactionalIDs(f) }, 7, 100000},
 		{"regent_groups", func(f func() (int64, int64)) error { return tel.ObserveGroups(f) }, 3, 100001},
 		{"regent_partitions", func(f func() (int64, int64)) error { return tel.ObservePartitions(f) }, 5, 50000},
+		{"regent_group_pending_members", func(f func() (int64, int64)) error { return tel.ObservePendingMembers(f) }, 9, 100000},
 	} {
 		if err := c.observe(func() (int64, int64) { return c.held, c.limit }); err != nil {
 			t.Fatal(err)

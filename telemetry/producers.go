@@ -19,6 +19,8 @@ const (
 	metricTransactionalIDsLimit = "regent.transactional.ids.limit"
 	metricGroups                = "regent.groups"
 	metricGroupsLimit           = "regent.groups.limit"
+	metricPendingMembers        = "regent.group.pending.members"
+	metricPendingMembersLimit   = "regent.group.pending.members.limit"
 	metricPartitions            = "regent.partitions"
 	metricPartitionsLimit       = "regent.partitions.limit"
 )
@@ -73,6 +75,19 @@ func (t *Telemetry) ObserveGroups(f Groups) error {
 	return t.observeHeldAndLimit(metricGroups, metricGroupsLimit, "{group}",
 		"Consumer and share groups the node's group coordinator holds (0 on a node that is not the coordinator).",
 		"The bound on them, --max-groups: over it, a request that would create a group is refused.",
+		f)
+}
+
+// ObservePendingMembers registers the gauges of pending member ids
+// (KIP-394: handed out with MEMBER_ID_REQUIRED, not yet used), read from f
+// at each scrape. Call it once. A no-op with telemetry or metrics off.
+func (t *Telemetry) ObservePendingMembers(f func() (held, limit int64)) error {
+	if f == nil {
+		return nil
+	}
+	return t.observeHeldAndLimit(metricPendingMembers, metricPendingMembersLimit, "{member}",
+		"Member ids the node's groups handed out with MEMBER_ID_REQUIRED and that were not used yet.",
+		"The bound on them: at it a group gives up its oldest pending id for a new one, or refuses the join.",
 		f)
 }
 

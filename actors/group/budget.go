@@ -37,3 +37,7 @@ func (m *Manager) Held() (held, limit int) {
 	defer m.mu.Unlock()
 	return len(m.mu.actors) + len(m.mu.dormant), m.maxGroups
 }
+
+// PendingHeld is the pending member ids the groups hold, and their bound
+// (pending.go).
+func (m *Manager) PendingHeld() (held, limit int64) { return m.cfg.Pending.Held() }

@@ -58,12 +58,12 @@ func (b *PendingBudget) release(n int) {
 	}
 }
 
-// Held is the pending ids held now.
-func (b *PendingBudget) Held() int64 {
+// Held is the pending ids held now and the bound (0, 0: no budget).
+func (b *PendingBudget) Held() (held, limit int64) {
 	if b == nil {
-		return 0
+		return 0, 0
 	}
-	return b.held.Load()
+	return b.held.Load(), b.limit
 }
 
 // reset forgets every id held: a new activation's groups hold none.

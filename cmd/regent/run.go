@@ -400,6 +400,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := tel.ObserveTransactionalIDs(heldAndLimit(txns.Held)); err != nil {
 		return fmt.Errorf("transactional-id metrics: %w", err)
 	}
+	if err := tel.ObservePendingMembers(groups.PendingHeld); err != nil {
+		return fmt.Errorf("pending member metrics: %w", err)
+	}
 	if err := tel.ObserveGroups(heldAndLimit(groups.Held)); err != nil {
 		return fmt.Errorf("group metrics: %w", err)
 	}
