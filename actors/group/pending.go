@@ -7,7 +7,10 @@ package group
 // keeps their deadlines in a min-heap: adding is O(log n), the next
 // deadline O(1), and an id that joined or left before its deadline is
 // dropped lazily when it reaches the top (its deadline in g.pending no
-// longer matches, or it is gone).
+// longer matches, or it is gone). So that ids handed out and withdrawn at
+// once (a JoinGroup, then a LeaveGroup of its id, in a loop) cannot grow
+// the queue past what the budget counts, it is rebuilt from g.pending
+// when stale entries outnumber live ones.
 //
 // Pending ids cost state until their session timeout (up to
 // group.max.session.timeout.ms, 30 minutes), and a client can ask for them
@@ -115,10 +118,25 @@ func (g *Group) addPending(id string, at time.Time) bool {
 
 // dropPending forgets a pending id (it joined, left or expired).
 func (g *Group) dropPending(id string) {
-	if _, ok := g.pending[id]; ok {
-		delete(g.pending, id)
-		g.cfg.Pending.release(1)
+	if _, ok := g.pending[id]; !ok {
+		return
 	}
+	delete(g.pending, id)
+	g.cfg.Pending.release(1)
+	if len(g.pendingQ) > 2*len(g.pending)+64 {
+		g.rebuildPendingQ()
+	}
+}
+
+// rebuildPendingQ drops the queue's stale entries: O(pending), run when
+// they outnumber the live ones, so amortized O(1) per id.
+func (g *Group) rebuildPendingQ() {
+	q := make(pendingQueue, 0, len(g.pending))
+	for id, at := range g.pending {
+		q = append(q, pendingEntry{at: at, id: id})
+	}
+	heap.Init(&q)
+	g.pendingQ = q
 }
 
 // releasePending gives back every pending id of a group whose state is

@@ -98,3 +98,23 @@ func TestPendingBudget(t *testing.T) {
 		t.Fatalf("after expiry: %d held", held)
 	}
 }
+
+// TestPendingQueueStaysBounded: ids handed out and withdrawn at once
+// (JoinGroup, then LeaveGroup of its id) leave no more queue entries than
+// a small multiple of the ids still pending.
+func TestPendingQueueStaysBounded(t *testing.T) {
+	cfg := testConfig()
+	cfg.InitialRebalanceDelay = 0
+	h := newHarness(t, cfg)
+	kept := h.joinResp(h.join("", withVersion(4))).MemberID
+	for range 10000 {
+		id := h.joinResp(h.join("", withVersion(4))).MemberID
+		h.leave(kmsg.LeaveGroupRequestMember{MemberID: id})
+	}
+	if len(h.g.pending) != 1 || len(h.g.pendingQ) > 2*len(h.g.pending)+64 {
+		t.Fatalf("%d pending, %d queued", len(h.g.pending), len(h.g.pendingQ))
+	}
+	if next, ok := h.g.nextPending(); !ok || next.id != kept {
+		t.Fatalf("next pending %+v %v, want %s", next, ok, kept)
+	}
+}
