@@ -157,12 +157,11 @@ func (s *Server) runForward(r *Request) {
 		return
 	}
 	s.awaitStateIndex(ctx, index)
-	if tr, ok := resp.(kmsg.ThrottleResponse); ok && r.Conn != nil {
+	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
 		// The leader measured the client's quota (a mutation quota):
 		// the client's connection here waits its throttle out.
-		if ms, _ := tr.Throttle(); ms > 0 {
-			r.Conn.Mute.Extend(time.Now().Add(time.Duration(ms) * time.Millisecond))
-		}
+		ms, _ := tr.Throttle()
+		throttleConn(r, time.Now(), time.Duration(ms)*time.Millisecond)
 	}
 	r.Respond(resp)
 }

@@ -71,11 +71,8 @@ func (q *mutationQuota) giveBack(n int) {
 // done mutes the connection for the request's throttle and returns it in
 // ms, for the response's throttle_time_ms (0: none).
 func (q *mutationQuota) done() int32 {
-	if q == nil || q.throttle <= 0 {
+	if q == nil {
 		return 0
 	}
-	if q.r.Conn != nil {
-		q.r.Conn.Mute.Extend(time.Now().Add(q.throttle))
-	}
-	return int32(min(q.throttle.Milliseconds(), 1<<31-1))
+	return throttleConn(q.r, time.Now(), q.throttle)
 }

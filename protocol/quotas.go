@@ -96,13 +96,20 @@ func (s *Server) recordQuota(r *Request, key string, value float64) int32 {
 	}
 	now := time.Now()
 	o := s.quotas.enf.Record(key, quotaUser(r), r.ClientID, value, now, 0)
-	if o.Throttle <= 0 {
+	return throttleConn(r, now, o.Throttle)
+}
+
+// throttleConn mutes r's connection for d from now (KIP-219: the client
+// waits it out; nothing more of it is read meanwhile) and returns d in ms,
+// for the response's throttle_time_ms (0 when d is not positive).
+func throttleConn(r *Request, now time.Time, d time.Duration) int32 {
+	if d <= 0 {
 		return 0
 	}
 	if r.Conn != nil {
-		r.Conn.Mute.Extend(now.Add(o.Throttle))
+		r.Conn.Mute.Extend(now.Add(d))
 	}
-	return int32(min(o.Throttle.Milliseconds(), 1<<31-1))
+	return int32(min(d.Milliseconds(), 1<<31-1))
 }
 
 // quotaLimits reports whether anyone has a quota on key: without one

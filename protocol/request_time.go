@@ -117,13 +117,10 @@ func (s *Server) throttleRequestTime(r *Request, resp kmsg.Response) {
 	now := time.Now()
 	enf := s.quotas.enf
 	o := enf.Record(quotas.RequestPercentage, quotaUser(r), r.ClientID, percentOfThread(c.total(now.UnixNano())), now, enf.Window())
-	if o.Throttle <= 0 {
+	ms := throttleConn(r, now, o.Throttle)
+	if ms <= 0 {
 		return
 	}
-	if r.Conn != nil {
-		r.Conn.Mute.Extend(now.Add(o.Throttle))
-	}
-	ms := int32(min(o.Throttle.Milliseconds(), 1<<31-1))
 	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
 		if cur, _ := tr.Throttle(); cur >= ms {
 			return

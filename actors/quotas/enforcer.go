@@ -213,15 +213,10 @@ type MutationOutcome struct {
 // below zero; a permissive one (older versions) always takes and only
 // reports the throttle.
 func (e *Enforcer) Mutate(user, client string, permits float64, now time.Time, strict bool) MutationOutcome {
-	snap := e.snap()
-	if !snap.Sets(ControllerMutationRate) {
+	bound, burst, s, ok := e.mutationQuota(user, client)
+	if !ok {
 		return MutationOutcome{}
 	}
-	bound, s, ok := Resolve(snap, ControllerMutationRate, user, client)
-	if !ok || bound <= 0 {
-		return MutationOutcome{}
-	}
-	burst := bound * float64(e.cfg.Samples) * e.cfg.Window.Seconds()
 	ms := now.UnixMilli()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -246,12 +241,10 @@ func (e *Enforcer) Mutate(user, client string, permits float64, now time.Time, s
 // Unmutate gives back permits Mutate took for a mutation that failed after
 // all (Kafka applies the quota only to mutations it makes).
 func (e *Enforcer) Unmutate(user, client string, permits float64, now time.Time) {
-	snap := e.snap()
-	bound, s, ok := Resolve(snap, ControllerMutationRate, user, client)
-	if !ok || bound <= 0 {
+	bound, burst, s, ok := e.mutationQuota(user, client)
+	if !ok {
 		return
 	}
-	burst := bound * float64(e.cfg.Samples) * e.cfg.Window.Seconds()
 	ms := now.UnixMilli()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -261,6 +254,20 @@ func (e *Enforcer) Unmutate(user, client string, permits float64, now time.Time)
 	}
 	sn.bucket.Give(bound, burst, permits, ms)
 	sn.rate.Unrecord(permits, ms)
+}
+
+// mutationQuota resolves the client's controller_mutation_rate: the
+// bound, its bucket's burst (the bound over every window), the sensor.
+func (e *Enforcer) mutationQuota(user, client string) (bound, burst float64, s Sensor, ok bool) {
+	snap := e.snap()
+	if !snap.Sets(ControllerMutationRate) {
+		return 0, 0, Sensor{}, false
+	}
+	bound, s, ok = Resolve(snap, ControllerMutationRate, user, client)
+	if !ok || bound <= 0 {
+		return 0, 0, Sensor{}, false
+	}
+	return bound, bound * float64(e.cfg.Samples) * e.cfg.Window.Seconds(), s, true
 }
 
 // Connect records a new connection from ip (canonical text form) at now

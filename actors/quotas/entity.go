@@ -90,9 +90,6 @@ func invalid(format string, args ...any) *Error {
 // Kafka also takes a host name and resolves it, Regent refuses one.
 func EntityFromParts(parts []Part) (Entity, error) {
 	var e Entity
-	if len(parts) == 0 {
-		return e, invalid("invalid empty client quota entity")
-	}
 	for _, p := range parts {
 		switch p.Type {
 		case TypeUser:
@@ -129,10 +126,20 @@ func EntityFromParts(parts []Part) (Entity, error) {
 			return e, &Error{Code: codeUnsupportedVersion, Msg: fmt.Sprintf("unsupported client quota entity type %q", p.Type)}
 		}
 	}
-	if e.HasIP && (e.HasUser || e.HasClient) {
-		return e, invalid("invalid quota entity combination: an ip entity cannot be combined with a user or client-id entity")
+	return e, e.check()
+}
+
+// check refuses an entity of no part, or an ip beside a user or client
+// id. EntityFromParts checks what the wire carries; the store checks again
+// what it applies.
+func (e Entity) check() error {
+	switch {
+	case e.HasIP && (e.HasUser || e.HasClient):
+		return invalid("invalid quota entity combination: an ip entity cannot be combined with a user or client-id entity")
+	case !e.HasUser && !e.HasClient && !e.HasIP:
+		return invalid("invalid empty client quota entity")
 	}
-	return e, nil
+	return nil
 }
 
 // Parts is the entity as the wire carries it: user first, then client-id

@@ -130,7 +130,15 @@ func (s *Snapshot) Describe(comps []Component, strict bool) (map[Entity]Values, 
 		case TypeClientID:
 			f.client = c
 		default:
-			f.ip = c
+			// Matched on the canonical form ip entities are stored in.
+			ip := *c
+			if c.Name != nil {
+				if a, err := netip.ParseAddr(*c.Name); err == nil {
+					n := a.Unmap().String()
+					ip.Name = &n
+				}
+			}
+			f.ip = &ip
 		}
 	}
 	if f.ip != nil && (f.user != nil || f.client != nil) {
@@ -161,21 +169,9 @@ func (f *filter) matches(e Entity) bool {
 			return false
 		}
 	}
-	var ip *Component
-	if f.ip != nil {
-		// Matched on the canonical form the entity is stored in.
-		c := *f.ip
-		if c.Name != nil {
-			if a, err := netip.ParseAddr(*c.Name); err == nil {
-				n := a.Unmap().String()
-				c.Name = &n
-			}
-		}
-		ip = &c
-	}
 	return partMatches(f.user, e.HasUser, e.UserDefault, e.User) &&
 		partMatches(f.client, e.HasClient, e.ClientDefault, e.Client) &&
-		partMatches(ip, e.HasIP, e.IPDefault, e.IP)
+		partMatches(f.ip, e.HasIP, e.IPDefault, e.IP)
 }
 
 func partMatches(c *Component, has, def bool, name string) bool {

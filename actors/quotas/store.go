@@ -192,13 +192,9 @@ func (s *Store) Apply(cmd replication.Command) any {
 	errs := make([]error, len(c.Alts))
 	var valid []Alteration
 	for i, a := range c.Alts {
-		switch e := a.Entity; {
-		case e.HasIP && (e.HasUser || e.HasClient):
-			errs[i] = invalid("invalid quota entity combination: an ip entity cannot be combined with a user or client-id entity")
-		case e.HasUser || e.HasClient || e.HasIP:
-			errs[i] = ValidateOps(e, a.Ops)
-		default:
-			errs[i] = invalid("invalid empty client quota entity")
+		errs[i] = a.Entity.check()
+		if errs[i] == nil {
+			errs[i] = ValidateOps(a.Entity, a.Ops)
 		}
 		if errs[i] == nil {
 			valid = append(valid, a)

@@ -390,6 +390,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			Observer: tel.Observer(),
 			Listener: l,
 			ConnectionThrottle: func(addr netip.Addr, now time.Time) time.Duration {
+				if !quotaEnf.Limits(quotas.ConnectionCreationRate) {
+					return 0 // no ip quota: not even the address's text
+				}
 				return quotaEnf.Connect(addr.String(), now)
 			},
 		}, srv))
