@@ -164,33 +164,34 @@ func (a *txnActor) Receive(ctx actor.Context) {
 			a.retired = true
 			a.c.retire(a.id, a.self)
 		}
-		a.maybeRest()
 	case *timerMsg:
 		if !a.retired && !a.closed {
 			a.guard(nil, func() { a.fire(m) })
 		}
-		a.maybeRest()
 	case *markerMsg:
 		if !a.retired && !a.closed && m.gen == a.marking.gen {
 			a.guard(nil, func() { a.markerDone(m) })
 		}
-		a.maybeRest()
 	case *retryMarkersMsg:
 		if !a.retired && !a.closed && m.gen == a.marking.gen {
 			a.guard(nil, a.resendFailed)
 		}
-		a.maybeRest()
 	case *evictMsg:
 		if !a.retired && !a.closed {
 			a.guard(nil, func() { a.evict(m) })
 		}
 		a.c.evictDone(a.id)
-		a.maybeRest()
 	case *retireMsg:
 		ctx.Stop(ctx.Self())
 	case *closeMsg:
 		a.shutdown()
 		close(m.done)
+	}
+	switch ctx.Message().(type) {
+	case *actor.Started, *retireMsg, *closeMsg:
+		// A woken actor first serves what woke it (rest.go).
+	default:
+		a.maybeRest()
 	}
 }
 
