@@ -162,6 +162,23 @@ func TestStreamsWordCount(t *testing.T) {
 	}
 }
 
+// TestStreamsGroupProtocolWordCount: the same word count with
+// group.protocol=streams (KIP-1071): the broker takes the topology, creates
+// the repartition and changelog topics with the configs Streams asks for,
+// and assigns the tasks; the group is a streams group while it runs.
+func TestStreamsGroupProtocolWordCount(t *testing.T) {
+	frameworkScenarios(t)
+	for _, guarantee := range []string{"at_least_once", "exactly_once_v2"} {
+		t.Run(guarantee, func(t *testing.T) {
+			b := startFrameworkBroker(t)
+			runScenario(t, "kafka", "StreamsWordCount", b.Addr, 5*time.Minute, guarantee, "streams")
+			if !strings.Contains(b.LogTail(1<<20), "created streams group internal topic") {
+				t.Errorf("the broker did not create the internal topics (no %q in its log)", "created streams group internal topic")
+			}
+		})
+	}
+}
+
 // TestConnectDistributed: a distributed Connect worker with exactly-once
 // source support, file source to file sink across a worker restart.
 func TestConnectDistributed(t *testing.T) {

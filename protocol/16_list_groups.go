@@ -1,8 +1,9 @@
 package protocol
 
 // ListGroups: versions 0-5 (state filter from v4, type filter from v5:
-// "classic", "consumer" or "share"; both filters match case-insensitively,
-// as Kafka's do). Share groups show protocol type "share".
+// "classic", "consumer", "share" or "streams"; both filters match
+// case-insensitively, as Kafka's do). Share groups show protocol type
+// "share", streams groups "streams".
 
 import (
 	"strings"

@@ -312,7 +312,7 @@ func TestEveryServedKeyIsAuthorized(t *testing.T) {
 		61: "READ topic", 65: "DESCRIBE transactional id", 66: "DESCRIBE transactional id (filter)",
 		68: "READ group, DESCRIBE topics", 69: "DESCRIBE group", 74: "DESCRIBE_CONFIGS cluster", 75: "DESCRIBE topic",
 		71: "none (any client, as Kafka)", 72: "none (any client, as Kafka)",
-		76: "READ group, DESCRIBE topics", 77: "DESCRIBE group",
+		76: "READ group, DESCRIBE topics", 77: "DESCRIBE group", 88: "READ group, DESCRIBE topics, CREATE internal topics", 89: "DESCRIBE group",
 		78: "READ group, READ topic", 79: "READ group, READ topic", 90: "DESCRIBE group, DESCRIBE topic",
 		91: "READ group, READ topic", 92: "DELETE group, READ topic",
 	}

@@ -12,8 +12,10 @@ package protocol
 // refused with INVALID_CONFIG and Kafka's message. DESCRIBE_CONFIGS and
 // ALTER_CONFIGS are checked on the GROUP resource. The KIP-848
 // coordinator applies consumer.session.timeout.ms and
-// consumer.heartbeat.interval.ms per group; the share and streams keys are
-// stored and checked for the coordinators of those group types. A group
+// consumer.heartbeat.interval.ms per group, the KIP-1071 one
+// streams.session.timeout.ms, streams.heartbeat.interval.ms and
+// streams.num.standby.replicas; the share keys are stored and checked for
+// the share coordinator. A group
 // with no overrides left is deleted. AlterConfigs (33) replaces a group's
 // whole set of overrides, as Kafka's controller does.
 

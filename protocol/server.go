@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -79,6 +80,10 @@ type Server struct {
 	// share is the share-group data path (nil: share groups not served);
 	// set before serving (share_core.go).
 	share *shareState
+	// streamsCreating holds the names of streams groups' internal topics
+	// being created (88_streams_group_heartbeat.go), so heartbeats in the
+	// meantime do not ask again.
+	streamsCreating sync.Map
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional

@@ -216,3 +216,43 @@ func (m *Manager) CompleteTxn(group string, producerID int64, commit bool, done 
 		},
 	})
 }
+
+// StreamsGroupHeartbeat handles a KIP-1071 StreamsGroupHeartbeat; topics
+// is read for the topology's topics. The reply carries the internal topics
+// the caller should create.
+func (m *Manager) StreamsGroupHeartbeat(req *kmsg.StreamsGroupHeartbeatRequest, c Client, topics TopicSource, reply func(*kmsg.StreamsGroupHeartbeatResponse, []StreamsTopicToCreate)) {
+	m.dispatch(req.Group, &opMsg{
+		create: req.MemberEpoch == 0,
+		do: func(g *Group, now time.Time, ref Ref) Effects {
+			return g.StreamsGroupHeartbeat(now, ref, req, c, topics)
+		},
+		reply: func(r kmsg.Response) {
+			switch r := r.(type) {
+			case *StreamsReply:
+				reply(r.StreamsGroupHeartbeatResponse, r.Create)
+			default:
+				reply(r.(*kmsg.StreamsGroupHeartbeatResponse), nil)
+			}
+		},
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrStreamsGroupHeartbeatResponse()
+			resp.ErrorCode = code
+			return resp
+		},
+	})
+}
+
+// StreamsGroupDescribe answers one group of a StreamsGroupDescribe.
+func (m *Manager) StreamsGroupDescribe(group string, reply func(kmsg.StreamsGroupDescribeResponseGroup)) {
+	m.dispatch(group, &opMsg{
+		do:    func(g *Group, now time.Time, ref Ref) Effects { return g.StreamsGroupDescribe(now, ref) },
+		reply: func(r kmsg.Response) { reply(r.(*kmsg.StreamsGroupDescribeResponse).Groups[0]) },
+		fail: func(code int16) kmsg.Response {
+			resp := kmsg.NewPtrStreamsGroupDescribeResponse()
+			out := kmsg.NewStreamsGroupDescribeResponseGroup()
+			out.Group, out.ErrorCode = group, code
+			resp.Groups = []kmsg.StreamsGroupDescribeResponseGroup{out}
+			return resp
+		},
+	})
+}

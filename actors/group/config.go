@@ -63,6 +63,19 @@ type Config struct {
 	// set, the two above apply). Same contract as GroupConsumerTimeouts.
 	GroupShareTimeouts func(group string) (session, heartbeat time.Duration)
 
+	// KIP-1071 streams groups.
+	// StreamsSessionTimeout is group.streams.session.timeout.ms.
+	StreamsSessionTimeout time.Duration
+	// StreamsHeartbeatInterval is group.streams.heartbeat.interval.ms.
+	StreamsHeartbeatInterval time.Duration
+	// StreamsStandbyReplicas is group.streams.num.standby.replicas.
+	StreamsStandbyReplicas int
+	// GroupStreamsConfigs, if set, gives a group's own
+	// streams.session.timeout.ms, streams.heartbeat.interval.ms (zero:
+	// not set) and streams.num.standby.replicas (negative: not set).
+	// Same contract as GroupConsumerTimeouts.
+	GroupStreamsConfigs func(group string) (session, heartbeat time.Duration, standbys int)
+
 	// NewMemberID makes a member id from a prefix (the client id or the
 	// instance id); tests inject a deterministic one.
 	NewMemberID func(prefix string) string
@@ -84,6 +97,8 @@ func DefaultConfig() Config {
 		ShareSessionTimeout:       45 * time.Second,
 		ShareHeartbeatInterval:    5 * time.Second,
 		ShareMaxSize:              200,
+		StreamsSessionTimeout:     45 * time.Second,
+		StreamsHeartbeatInterval:  5 * time.Second,
 		NewMemberID:               randomMemberID,
 	}
 }
@@ -119,6 +134,8 @@ func ConfigFromBroker(b logconfig.Broker) (Config, error) {
 		{"group.consumer.heartbeat.interval.ms", &c.ConsumerHeartbeatInterval, time.Millisecond, 1},
 		{"group.share.session.timeout.ms", &c.ShareSessionTimeout, time.Millisecond, 1},
 		{"group.share.heartbeat.interval.ms", &c.ShareHeartbeatInterval, time.Millisecond, 1},
+		{"group.streams.session.timeout.ms", &c.StreamsSessionTimeout, time.Millisecond, 1},
+		{"group.streams.heartbeat.interval.ms", &c.StreamsHeartbeatInterval, time.Millisecond, 1},
 	} {
 		if err := ms(k.key, k.dst, k.unit, k.min); err != nil {
 			return c, err
@@ -140,6 +157,13 @@ func ConfigFromBroker(b logconfig.Broker) (Config, error) {
 			*k.dst = int(n)
 		}
 	}
+	if v, ok := b.Overrides["group.streams.num.standby.replicas"]; ok {
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil || n < 0 {
+			return c, fmt.Errorf("broker config group.streams.num.standby.replicas=%q: want an integer >= 0", v)
+		}
+		c.StreamsStandbyReplicas = int(n)
+	}
 	return c, c.Validate()
 }
 
@@ -156,6 +180,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShareHeartbeatInterval >= c.ShareSessionTimeout {
 		return fmt.Errorf("group.share.heartbeat.interval.ms (%v) must be below group.share.session.timeout.ms (%v)", c.ShareHeartbeatInterval, c.ShareSessionTimeout)
+	}
+	if c.StreamsHeartbeatInterval >= c.StreamsSessionTimeout {
+		return fmt.Errorf("group.streams.heartbeat.interval.ms (%v) must be below group.streams.session.timeout.ms (%v)", c.StreamsHeartbeatInterval, c.StreamsSessionTimeout)
 	}
 	if c.ShareMaxSize > 1000 {
 		// Kafka's bound on group.share.max.size.
@@ -200,6 +227,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ShareMaxSize == 0 {
 		c.ShareMaxSize = d.ShareMaxSize
+	}
+	if c.StreamsSessionTimeout == 0 {
+		c.StreamsSessionTimeout = d.StreamsSessionTimeout
+	}
+	if c.StreamsHeartbeatInterval == 0 {
+		c.StreamsHeartbeatInterval = d.StreamsHeartbeatInterval
 	}
 	if c.NewMemberID == nil {
 		c.NewMemberID = d.NewMemberID

@@ -290,7 +290,7 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	}
 	if g.cg == nil {
 		switch {
-		case g.sg != nil:
+		case g.sg != nil, g.st != nil:
 			return cgError(kerr.GroupIDNotFound, fmt.Sprintf("Group %s is not a consumer group.", g.id))
 		case g.live && (g.state != Empty || len(g.pending) > 0):
 			return cgError(kerr.GroupIDNotFound, fmt.Sprintf("Group %s is not a consumer group.", g.id))

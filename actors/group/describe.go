@@ -27,6 +27,9 @@ func (g *Group) Summary() (Summary, bool) {
 	if g.sg != nil {
 		return Summary{Group: g.id, ProtocolType: "share", State: g.sg.state().String(), Type: "share"}, true
 	}
+	if g.st != nil {
+		return Summary{Group: g.id, ProtocolType: "streams", State: g.st.state().String(), Type: "streams"}, true
+	}
 	return Summary{Group: g.id, ProtocolType: g.protocolType, State: g.state.String(), Type: "classic"}, true
 }
 
@@ -44,7 +47,7 @@ func (g *Group) Describe(now time.Time, ref Ref) Effects {
 		out.ErrorCode = kerr.GroupIDNotFound.Code
 		msg := "group " + g.id + " not found"
 		out.ErrorMessage = &msg
-	case g.cg != nil, g.sg != nil:
+	case g.cg != nil, g.sg != nil, g.st != nil:
 		// Kafka answers DescribeGroups for a consumer or share group
 		// with GROUP_ID_NOT_FOUND on v6 ("is not a classic group"); older
 		// versions show it as Dead. ConsumerGroupDescribe and

@@ -29,6 +29,9 @@ func (g *Group) Dormant() bool {
 	if g.cg != nil {
 		return len(g.cg.members) == 0
 	}
+	if g.st != nil {
+		return len(g.st.members) == 0
+	}
 	return g.state == Empty && len(g.members) == 0
 }
 

@@ -40,8 +40,8 @@ func (g *Group) join(now time.Time, ref Ref, req *kmsg.JoinGroupRequest, client 
 		g.reply(ref, joinError(req.MemberID, kerr.InvalidSessionTimeout))
 		return
 	}
-	if g.sg != nil {
-		// A share group is no classic group: Kafka answers a JoinGroup
+	if g.sg != nil || (g.st != nil && len(g.st.members) > 0) {
+		// A share group (or a streams group with members) is no classic group: Kafka answers a JoinGroup
 		// for a group of another protocol this way.
 		g.reply(ref, joinError(req.MemberID, kerr.InconsistentGroupProtocol))
 		return
@@ -58,6 +58,12 @@ func (g *Group) join(now time.Time, ref Ref, req *kmsg.JoinGroupRequest, client 
 		g.cg = nil
 		g.state = Empty
 		g.record(Record{Kind: RecConsumerGroup, Group: g.id})
+	}
+	if g.st != nil {
+		// An empty streams group becomes a classic one, as above.
+		g.st = nil
+		g.state = Empty
+		g.record(Record{Kind: RecStreamsGroup, Group: g.id})
 	}
 	unknown := req.MemberID == ""
 	created := false
@@ -545,6 +551,9 @@ func (g *Group) computeSubscribed() {
 // isSubscribed: whether the group consumes topic; when subscriptions are
 // unknown, a consumer-protocol group is assumed to.
 func (g *Group) isSubscribed(topic string) bool {
+	if g.st != nil {
+		return g.st.subscribes(topic)
+	}
 	if g.cg != nil {
 		return g.cg.subscribes(topic)
 	}

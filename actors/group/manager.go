@@ -62,6 +62,10 @@ type Options struct {
 	// GroupShareTimeouts gives each share group's own session timeout and
 	// heartbeat interval (Config.GroupShareTimeouts); nil: the broker's.
 	GroupShareTimeouts func(group string) (session, heartbeat time.Duration)
+	// GroupStreamsConfigs gives each streams group's session timeout,
+	// heartbeat interval and standby replicas (Config.GroupStreamsConfigs);
+	// nil: the broker's.
+	GroupStreamsConfigs func(group string) (session, heartbeat time.Duration, standbys int)
 	// MaxGroups bounds the groups the coordinator holds (budget.go): a
 	// request that would create one more is refused; 0: no bound.
 	MaxGroups int
@@ -156,6 +160,9 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	if o.GroupShareTimeouts != nil {
 		cfg.GroupShareTimeouts = o.GroupShareTimeouts
+	}
+	if o.GroupStreamsConfigs != nil {
+		cfg.GroupStreamsConfigs = o.GroupStreamsConfigs
 	}
 	start := time.Now()
 	storeDir := filepath.Join(o.DataDir, "groups")

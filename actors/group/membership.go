@@ -38,7 +38,7 @@ func (g *Group) Sync(now time.Time, ref Ref, req *kmsg.SyncGroupRequest) Effects
 }
 
 func (g *Group) sync(now time.Time, ref Ref, req *kmsg.SyncGroupRequest) {
-	if !g.live || g.cg != nil || g.sg != nil {
+	if !g.live || g.cg != nil || g.sg != nil || g.st != nil {
 		g.reply(ref, syncError(kerr.UnknownMemberID))
 		return
 	}
@@ -127,7 +127,7 @@ func (g *Group) Heartbeat(now time.Time, ref Ref, req *kmsg.HeartbeatRequest) Ef
 }
 
 func (g *Group) heartbeat(now time.Time, req *kmsg.HeartbeatRequest) int16 {
-	if !g.live || g.cg != nil || g.sg != nil {
+	if !g.live || g.cg != nil || g.sg != nil || g.st != nil {
 		return kerr.UnknownMemberID.Code
 	}
 	if err := g.validateMember(req.MemberID, req.InstanceID); err != nil {
@@ -162,7 +162,7 @@ func (g *Group) Leave(now time.Time, ref Ref, req *kmsg.LeaveGroupRequest) Effec
 		}
 		resp.Members = append(resp.Members, out)
 	}
-	if left > 0 && g.cg == nil && g.sg == nil {
+	if left > 0 && g.cg == nil && g.sg == nil && g.st == nil {
 		switch g.state {
 		case Stable, CompletingRebalance:
 			g.maybePrepareRebalanceOrCompleteJoin(now)
@@ -176,7 +176,7 @@ func (g *Group) Leave(now time.Time, ref Ref, req *kmsg.LeaveGroupRequest) Effec
 }
 
 func (g *Group) leaveOne(now time.Time, lm kmsg.LeaveGroupRequestMember) int16 {
-	if !g.live || g.cg != nil || g.sg != nil {
+	if !g.live || g.cg != nil || g.sg != nil || g.st != nil {
 		return kerr.UnknownMemberID.Code
 	}
 	if lm.MemberID == "" {

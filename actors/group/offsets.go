@@ -21,6 +21,9 @@ func (g *Group) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) (*k
 		// Members of the consumer protocol commit with v9+.
 		return g.cg.validateCommit(req.MemberID, req.Generation, req.Version >= 9, kerr.StaleMemberEpoch)
 	}
+	if g.st != nil {
+		return g.st.validateCommit(req.MemberID, req.Generation, kerr.StaleMemberEpoch)
+	}
 	return g.validateClassicCommit(now, req), nil
 }
 
@@ -147,6 +150,9 @@ func (g *Group) validateFetch(q FetchQuery) int16 {
 	if g.cg != nil {
 		return g.cg.validateFetch(q)
 	}
+	if g.st != nil {
+		return g.st.validateFetch(q)
+	}
 	if g.sg != nil {
 		return kerr.GroupIDNotFound.Code
 	}
@@ -210,7 +216,7 @@ func (g *Group) DeleteOffsets(now time.Time, ref Ref, req *kmsg.OffsetDeleteRequ
 	switch {
 	case !g.live, g.sg != nil:
 		resp.ErrorCode = kerr.GroupIDNotFound.Code
-	case g.cg == nil && g.state != Empty && g.protocolType != "consumer":
+	case g.cg == nil && g.st == nil && g.state != Empty && g.protocolType != "consumer":
 		// Only consumer-protocol groups say what they subscribe to.
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 	default:
@@ -263,6 +269,9 @@ func (g *Group) Delete(now time.Time, ref Ref) Effects {
 func (g *Group) isEmpty() bool {
 	if g.cg != nil {
 		return len(g.cg.members) == 0
+	}
+	if g.st != nil {
+		return len(g.st.members) == 0
 	}
 	if g.sg != nil {
 		return len(g.sg.members) == 0
@@ -327,7 +336,7 @@ func (g *Group) expiredOffsets(now time.Time) (drop []tp, all bool) {
 	empty := g.isEmpty()
 	for k, o := range g.offsets.All() {
 		switch {
-		case empty && g.protocolType != "" && g.cg == nil:
+		case empty && g.protocolType != "" && g.cg == nil && g.st == nil:
 			if expired(o, g.stateSince) {
 				drop = append(drop, k)
 			}
@@ -335,7 +344,7 @@ func (g *Group) expiredOffsets(now time.Time) (drop []tp, all bool) {
 			if expired(o, o.CommitTime) {
 				drop = append(drop, k)
 			}
-		case g.cg != nil || (g.protocolType == "consumer" && g.subscribedKnown):
+		case g.cg != nil || g.st != nil || (g.protocolType == "consumer" && g.subscribedKnown):
 			if !g.isSubscribed(k.topic) && expired(o, o.CommitTime) {
 				drop = append(drop, k)
 			}
@@ -371,8 +380,11 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 	// A group that was classic and became a consumer group keeps its old
 	// (empty) classic metadata beside the consumer-protocol state: the
 	// latter wins, so it is applied last.
-	var cg, sg *Record
+	var cg, sg, st *Record
 	defer func() {
+		if st != nil && g.live {
+			g.restoreStreamsGroup(st.ST, now)
+		}
 		if cg != nil && g.live {
 			g.restoreConsumerGroup(cg.CG, now)
 		}
@@ -398,6 +410,13 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 			}
 			sg = &recs[i]
 			g.live = true
+		case RecStreamsGroup:
+			if r.ST == nil {
+				st = nil
+				continue
+			}
+			st = &recs[i]
+			g.live = true
 		case RecOffset:
 			if !g.live {
 				// Offsets without metadata: a simple group.
@@ -410,7 +429,7 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 			g.offsets.Delete(tp{r.Topic, r.Partition})
 		case RecGroupTombstone:
 			g.reset()
-			cg, sg = nil, nil
+			cg, sg, st = nil, nil, nil
 		case RecTxnOffset, RecTxnOffsetTombstone:
 			if r.Kind == RecTxnOffset && !g.live {
 				g.live, g.state, g.stateSince = true, Empty, r.Offset.CommitTime

@@ -27,6 +27,7 @@ const (
 	RecTxnOffset
 	RecTxnOffsetTombstone
 	RecShareGroup
+	RecStreamsGroup
 )
 
 // Record is one persisted change of a group.
@@ -40,19 +41,21 @@ type Record struct {
 	Meta       *kmsg.GroupMetadataValue // RecGroup
 	CG         *cgSnapshot              // RecConsumerGroup
 	SG         *sgSnapshot              // RecShareGroup (nil: tombstone)
+	ST         *stSnapshot              // RecStreamsGroup (nil: tombstone)
 }
 
 // Key versions, as in __consumer_offsets: 1 offset commit, 2 group
 // metadata. The 0x7e.. versions are ours: KIP-848 group state (key: the
 // group id) and a transaction's staged offsets (key: group, topic,
-// partition, producer id; value: an offset commit value), and KIP-932
-// share group state (key: the group id).
+// partition, producer id; value: an offset commit value), KIP-932
+// share group state and KIP-1071 streams group state (key: the group id).
 const (
 	offsetKeyVersion = 1
 	groupKeyVersion  = 2
 	cgKeyVersion     = 0x7e01
 	txnKeyVersion    = 0x7e02
 	sgKeyVersion     = 0x7e03
+	stKeyVersion     = 0x7e04
 )
 
 // storeKey identifies what a record replaces: records with the same key
@@ -65,6 +68,8 @@ func (r *Record) storeKey() string {
 		return "c\x00" + r.Group
 	case RecShareGroup:
 		return "s\x00" + r.Group
+	case RecStreamsGroup:
+		return "t\x00" + r.Group
 	case RecTxnOffset, RecTxnOffsetTombstone:
 		return fmt.Sprintf("x\x00%s\x00%d\x00%s\x00%d", r.Group, r.ProducerID, r.Topic, r.Partition)
 	default:
@@ -75,7 +80,7 @@ func (r *Record) storeKey() string {
 // tombstone: the record deletes its key.
 func (r *Record) tombstone() bool {
 	return r.Kind == RecOffsetTombstone || r.Kind == RecGroupTombstone || r.Kind == RecTxnOffsetTombstone || (r.Kind == RecConsumerGroup && r.CG == nil) ||
-		(r.Kind == RecShareGroup && r.SG == nil)
+		(r.Kind == RecShareGroup && r.SG == nil) || (r.Kind == RecStreamsGroup && r.ST == nil)
 }
 
 // encode returns the record's key and value (nil value: a tombstone).
@@ -115,6 +120,12 @@ func (r *Record) encode() (key, value []byte) {
 		key = k.AppendTo(nil)
 		if r.SG != nil {
 			value = r.SG.appendTo(nil)
+		}
+	case RecStreamsGroup:
+		k := kmsg.GroupMetadataKey{Version: stKeyVersion, Group: r.Group}
+		key = k.AppendTo(nil)
+		if r.ST != nil {
+			value = append([]byte(nil), r.ST.raw...)
 		}
 	case RecTxnOffset, RecTxnOffsetTombstone:
 		// An offset commit key with the producer id after it.
@@ -205,6 +216,21 @@ func decodeRecord(key, value []byte) (Record, error) {
 			return Record{}, fmt.Errorf("share group value: %w", err)
 		}
 		r.SG = s
+		return r, nil
+	case stKeyVersion:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return Record{}, fmt.Errorf("streams group key: %w", err)
+		}
+		r := Record{Kind: RecStreamsGroup, Group: k.Group}
+		if value == nil {
+			return r, nil
+		}
+		s, err := readSTSnapshot(value)
+		if err != nil {
+			return Record{}, fmt.Errorf("streams group value: %w", err)
+		}
+		r.ST = s
 		return r, nil
 	case txnKeyVersion:
 		if len(key) < 8 {

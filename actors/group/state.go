@@ -21,6 +21,9 @@ const (
 	// KIP-848 consumer group states.
 	Assigning
 	Reconciling
+	// NotReady: a KIP-1071 streams group whose topology's topics are
+	// missing or wrongly partitioned.
+	NotReady
 )
 
 func (s State) String() string {
@@ -39,6 +42,8 @@ func (s State) String() string {
 		return "Assigning"
 	case Reconciling:
 		return "Reconciling"
+	case NotReady:
+		return "NotReady"
 	}
 	return "Unknown"
 }
@@ -218,6 +223,8 @@ type Group struct {
 	cg *consumerGroup
 	// sg is the KIP-932 state when the group is a share group.
 	sg *shareGroup
+	// st is the KIP-1071 state when the group is a streams group.
+	st *streamsGroup
 
 	eff Effects
 }
@@ -242,6 +249,9 @@ func (g *Group) State() State { return g.state }
 func (g *Group) Generation() int32 {
 	if g.cg != nil {
 		return g.cg.epoch
+	}
+	if g.st != nil {
+		return g.st.epoch
 	}
 	if g.sg != nil {
 		return g.sg.epoch
@@ -378,6 +388,9 @@ func (g *Group) NextDeadline() time.Time {
 	if g.sg != nil {
 		consider(g.sg.nextDeadline())
 	}
+	if g.st != nil {
+		consider(g.st.nextDeadline())
+	}
 	return next
 }
 
@@ -398,6 +411,11 @@ func (g *Group) advance(now time.Time) {
 	}
 	if g.sg != nil {
 		g.sg.advance(g, now)
+		return
+	}
+	if g.st != nil {
+		g.st.advance(now)
+		g.recordST()
 		return
 	}
 	// Each pass may schedule new deadlines in the past (never, with sane

@@ -29,6 +29,13 @@ func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitReques
 		}
 		return g.cg.validateCommit(req.MemberID, req.Generation, true, stale)
 	}
+	if g.live && g.st != nil && !(req.Generation < 0 && req.MemberID == "" && req.InstanceID == nil) {
+		stale := kerr.IllegalGeneration
+		if req.Version >= 6 {
+			stale = kerr.StaleMemberEpoch
+		}
+		return g.st.validateCommit(req.MemberID, req.Generation, stale)
+	}
 	return g.validateClassicTxnCommit(now, req), nil
 }
 

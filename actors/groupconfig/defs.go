@@ -114,10 +114,10 @@ var Defs = []Def{
 		BrokerMax: "group.streams.max.standby.replicas",
 		Doc:       "The number of standby replicas for each task of a streams group."},
 	{Name: StreamsInitialRebalanceDelay, Type: TypeInt, Default: "3000", Min: 0, BrokerKey: "group.streams.initial.rebalance.delay.ms",
-		Doc: "The delay of a new streams group's first rebalance."},
+		Doc: "The delay of a new streams group's first rebalance. Stored and checked; Regent assigns a new streams group's tasks at once."},
 	{Name: StreamsAssignmentIntervalMs, Type: TypeInt, Default: "1000", Min: 0, BrokerKey: "group.streams.assignment.interval.ms",
 		BrokerMin: "group.streams.min.assignment.interval.ms", BrokerMax: "group.streams.max.assignment.interval.ms",
-		Doc: "The interval between assignment computations of a streams group."},
+		Doc: "The interval between assignment computations of a streams group. Stored and checked; Regent computes assignments at each change."},
 }
 
 // brokerBoundDefaults are Kafka's defaults of the broker configs bounding

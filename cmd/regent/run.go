@@ -218,6 +218,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			v := groupConfigs.Values(g)
 			return v.ShareSessionTimeout, v.ShareHeartbeatInterval
 		},
+		GroupStreamsConfigs: func(g string) (time.Duration, time.Duration, int) {
+			v := groupConfigs.Values(g)
+			return v.StreamsSessionTimeout, v.StreamsHeartbeatInterval, v.StreamsNumStandbyReplicas
+		},
 		MaxGroups: cfg.MaxGroups})
 	if err != nil {
 		return fmt.Errorf("open groups: %w", err)

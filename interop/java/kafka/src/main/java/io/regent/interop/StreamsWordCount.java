@@ -42,9 +42,11 @@ import org.apache.kafka.streams.kstream.Produced;
 /**
  * Kafka Streams word count (the WordCountDemo topology: split lines into
  * words, group by word, count, write the counts to an output topic) over a
- * known input, with the processing guarantee given as the third argument.
+ * known input, with the processing guarantee given as the third argument and
+ * the group protocol (classic, the default, or streams: KIP-1071, where the
+ * broker assigns tasks and creates the internal topics) as the fourth.
  *
- * <pre>StreamsWordCount BOOTSTRAP WORKDIR at_least_once|exactly_once_v2</pre>
+ * <pre>StreamsWordCount BOOTSTRAP WORKDIR at_least_once|exactly_once_v2 [classic|streams]</pre>
  *
  * Checks: half the input is produced before the application starts; it
  * reaches RUNNING; reading the output with read_committed, the latest count of
@@ -58,7 +60,7 @@ public final class StreamsWordCount {
     static final int LINES = 400;
 
     public static void main(String[] args) {
-        Scenario.main("StreamsWordCount", "at_least_once|exactly_once_v2", args, 3, StreamsWordCount::run);
+        Scenario.main("StreamsWordCount", "at_least_once|exactly_once_v2 [classic|streams]", args, 3, StreamsWordCount::run);
     }
 
     /** Lines of text over a fixed vocabulary, and the (lower-cased) words of each. */
@@ -110,7 +112,11 @@ public final class StreamsWordCount {
         if (!guarantee.equals(StreamsConfig.AT_LEAST_ONCE) && !guarantee.equals(StreamsConfig.EXACTLY_ONCE_V2)) {
             throw new IllegalArgumentException("processing guarantee must be at_least_once or exactly_once_v2, not " + guarantee);
         }
-        String tag = guarantee.replace('_', '-');
+        String protocol = s.arg(3, "classic");
+        if (!protocol.equals("classic") && !protocol.equals("streams")) {
+            throw new IllegalArgumentException("group protocol must be classic or streams, not " + protocol);
+        }
+        String tag = guarantee.replace('_', '-') + (protocol.equals("streams") ? "-sp" : "");
         String input = "wc-input-" + tag;
         String output = "wc-output-" + tag;
         String appId = "wordcount-" + tag + "-" + UUID.randomUUID().toString().substring(0, 8);
@@ -119,8 +125,8 @@ public final class StreamsWordCount {
         Map<String, Long> firstCounts = in.counts(half);
         Map<String, Long> finalCounts = in.counts(in.lines.size());
         long total = finalCounts.values().stream().mapToLong(Long::longValue).sum();
-        s.info("input: %d lines, %d words, %d distinct; application.id=%s, processing.guarantee=%s",
-                in.lines.size(), total, finalCounts.size(), appId, guarantee);
+        s.info("input: %d lines, %d words, %d distinct; application.id=%s, processing.guarantee=%s, group.protocol=%s",
+                in.lines.size(), total, finalCounts.size(), appId, guarantee, protocol);
 
         Admin admin = s.admin();
         s.createTopics(admin, Map.of(input, PARTITIONS, output, PARTITIONS));
@@ -147,6 +153,7 @@ public final class StreamsWordCount {
         p.put(StreamsConfig.DEFAULT_KEY_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.DEFAULT_VALUE_SERDE_CLASS_CONFIG, Serdes.StringSerde.class);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "1000");
+        p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
         p.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
 
         AtomicReference<Throwable> died = new AtomicReference<>();
@@ -216,7 +223,8 @@ public final class StreamsWordCount {
         s.check(latest.equals(finalCounts), "counts still exact 4 s later (%d output records); differences: %s",
                 outputRecords[0], diff(latest, finalCounts));
 
-        // Streams created its internal topics, with configs, itself.
+        // Streams (classic) or the broker (streams protocol) created the
+        // internal topics, with the configs Streams asks for.
         Set<String> all = admin.listTopics(new ListTopicsOptions().listInternal(true)).names().get(60, TimeUnit.SECONDS);
         String repartition = appId + "-words-repartition";
         String changelog = appId + "-counts-changelog";

@@ -1,0 +1,212 @@
+package group
+
+// The persisted form of a streams group's state: one snapshot value per
+// change (the store keeps the last), as versioned JSON. Streams groups
+// change at rebalances, not per record, and their state is nested
+// (topology, task sets per member), so a self-describing encoding is worth
+// its bytes here.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const stCodecVersion = 1
+
+// stSnapshot holds an encoded streams group (encoded when the record is
+// made, so later changes to the group cannot race with the write).
+type stSnapshot struct{ raw []byte }
+
+func readSTSnapshot(b []byte) (*stSnapshot, error) {
+	if _, err := decodeStreamsGroup(b); err != nil {
+		return nil, err
+	}
+	return &stSnapshot{raw: append([]byte(nil), b...)}, nil
+}
+
+type stJSON struct {
+	Version         int                     `json:"v"`
+	Epoch           int32                   `json:"epoch"`
+	AssignmentEpoch int32                   `json:"assignmentEpoch"`
+	Fingerprint     string                  `json:"fingerprint"`
+	Standbys        int                     `json:"standbys"`
+	EndpointEpoch   int32                   `json:"endpointEpoch"`
+	ShutdownBy      string                  `json:"shutdownBy,omitempty"`
+	Topology        *stTopologyJSON         `json:"topology"`
+	Members         []stMemberJSON          `json:"members"`
+	Target          map[string]stTargetJSON `json:"target"`
+}
+
+type stTopologyJSON struct {
+	Epoch         int32               `json:"epoch"`
+	Subtopologies []stSubtopologyJSON `json:"subtopologies"`
+}
+
+type stSubtopologyJSON struct {
+	ID                      string            `json:"id"`
+	SourceTopics            []string          `json:"sources"`
+	RepartitionSinkTopics   []string          `json:"repartitionSinks,omitempty"`
+	RepartitionSourceTopics []stTopicInfoJSON `json:"repartitionSources,omitempty"`
+	StateChangelogTopics    []stTopicInfoJSON `json:"changelogs,omitempty"`
+	CopartitionGroups       []stCopartJSON    `json:"copartitionGroups,omitempty"`
+}
+
+type stTopicInfoJSON struct {
+	Name              string      `json:"name"`
+	Partitions        int32       `json:"partitions"`
+	ReplicationFactor int16       `json:"replicationFactor"`
+	Configs           [][2]string `json:"configs,omitempty"`
+}
+
+type stCopartJSON struct {
+	SourceTopics            []int16 `json:"sources,omitempty"`
+	RepartitionSourceTopics []int16 `json:"repartitionSources,omitempty"`
+}
+
+type stMemberJSON struct {
+	ID                 string            `json:"id"`
+	RackID             *string           `json:"rack,omitempty"`
+	ClientID           string            `json:"clientId"`
+	ClientHost         string            `json:"clientHost"`
+	ProcessID          string            `json:"processId"`
+	Endpoint           *stEndpoint       `json:"endpoint,omitempty"`
+	ClientTags         [][2]string       `json:"clientTags,omitempty"`
+	TopologyEpoch      int32             `json:"topologyEpoch"`
+	RebalanceTimeoutMs int64             `json:"rebalanceTimeoutMs"`
+	Epoch              int32             `json:"epoch"`
+	PrevEpoch          int32             `json:"prevEpoch"`
+	State              memberState       `json:"state"`
+	Active             streamsTasks      `json:"active,omitempty"`
+	Standby            streamsTasks      `json:"standby,omitempty"`
+	PendingActive      streamsTasks      `json:"pendingActive,omitempty"`
+	PendingStandby     streamsTasks      `json:"pendingStandby,omitempty"`
+	ActiveAt           []stTaskEpochJSON `json:"activeAt,omitempty"`
+}
+
+type stTaskEpochJSON struct {
+	Sub   string `json:"s"`
+	Part  int32  `json:"p"`
+	Epoch int32  `json:"e"`
+}
+
+type stTargetJSON struct {
+	Active  streamsTasks `json:"active,omitempty"`
+	Standby streamsTasks `json:"standby,omitempty"`
+}
+
+func kvsJSON(kvs []streamsKV) [][2]string {
+	var out [][2]string
+	for _, kv := range kvs {
+		out = append(out, [2]string{kv.key, kv.value})
+	}
+	return out
+}
+
+func kvsFromJSON(in [][2]string) []streamsKV {
+	var out []streamsKV
+	for _, kv := range in {
+		out = append(out, streamsKV{kv[0], kv[1]})
+	}
+	return out
+}
+
+func topicInfosJSON(ts []streamsTopicInfo) []stTopicInfoJSON {
+	var out []stTopicInfoJSON
+	for _, t := range ts {
+		out = append(out, stTopicInfoJSON{Name: t.name, Partitions: t.partitions, ReplicationFactor: t.replicationFactor, Configs: kvsJSON(t.configs)})
+	}
+	return out
+}
+
+func topicInfosFromJSON(in []stTopicInfoJSON) []streamsTopicInfo {
+	var out []streamsTopicInfo
+	for _, t := range in {
+		out = append(out, streamsTopicInfo{name: t.Name, partitions: t.Partitions, replicationFactor: t.ReplicationFactor, configs: kvsFromJSON(t.Configs)})
+	}
+	return out
+}
+
+func (s *streamsGroup) encode() []byte {
+	out := stJSON{Version: stCodecVersion, Epoch: s.epoch, AssignmentEpoch: s.assignmentEpoch, Fingerprint: s.metaFingerprint,
+		Standbys: s.standbys, EndpointEpoch: s.endpointEpoch, ShutdownBy: s.shutdownBy, Target: map[string]stTargetJSON{}}
+	if t := s.topology; t != nil {
+		out.Topology = &stTopologyJSON{Epoch: t.epoch}
+		for _, st := range t.subtopologies {
+			sj := stSubtopologyJSON{ID: st.id, SourceTopics: st.sourceTopics, RepartitionSinkTopics: st.repartitionSinkTopics,
+				RepartitionSourceTopics: topicInfosJSON(st.repartitionSourceTopics), StateChangelogTopics: topicInfosJSON(st.stateChangelogTopics)}
+			for _, g := range st.copartitionGroups {
+				sj.CopartitionGroups = append(sj.CopartitionGroups, stCopartJSON{SourceTopics: g.sourceTopics, RepartitionSourceTopics: g.repartitionSourceTopics})
+			}
+			out.Topology.Subtopologies = append(out.Topology.Subtopologies, sj)
+		}
+	}
+	for _, id := range s.sortedMembers() {
+		m := s.members[id]
+		mj := stMemberJSON{ID: m.id, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost, ProcessID: m.processID,
+			Endpoint: m.endpoint, ClientTags: kvsJSON(m.clientTags), TopologyEpoch: m.topologyEpoch,
+			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state,
+			Active: m.active, Standby: m.standby, PendingActive: m.pendingActive, PendingStandby: m.pendingStandby}
+		for _, a := range []streamsTasks{m.active, m.pendingActive} {
+			for _, sub := range a.subtopologies() {
+				for _, p := range a[sub] {
+					mj.ActiveAt = append(mj.ActiveAt, stTaskEpochJSON{Sub: sub, Part: p, Epoch: m.activeAt[stTask{sub, p}]})
+				}
+			}
+		}
+		out.Members = append(out.Members, mj)
+	}
+	for id, t := range s.target {
+		out.Target[id] = stTargetJSON{Active: t.active, Standby: t.standby}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		// Every field is a plain value: a failure is a bug.
+		panic(fmt.Sprintf("encode streams group: %v", err))
+	}
+	return b
+}
+
+func decodeStreamsGroup(b []byte) (*streamsGroup, error) {
+	var in stJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return nil, fmt.Errorf("streams group: %w", err)
+	}
+	if in.Version != stCodecVersion {
+		return nil, fmt.Errorf("streams group: unknown version %d", in.Version)
+	}
+	if in.Topology == nil {
+		return nil, errors.New("streams group: no topology")
+	}
+	s := newStreamsGroup()
+	s.epoch, s.assignmentEpoch, s.metaFingerprint = in.Epoch, in.AssignmentEpoch, in.Fingerprint
+	s.standbys, s.endpointEpoch, s.shutdownBy = in.Standbys, in.EndpointEpoch, in.ShutdownBy
+	s.topology = &streamsTopology{epoch: in.Topology.Epoch}
+	for _, sj := range in.Topology.Subtopologies {
+		st := streamsSubtopology{id: sj.ID, sourceTopics: sj.SourceTopics, repartitionSinkTopics: sj.RepartitionSinkTopics,
+			repartitionSourceTopics: topicInfosFromJSON(sj.RepartitionSourceTopics), stateChangelogTopics: topicInfosFromJSON(sj.StateChangelogTopics)}
+		for _, g := range sj.CopartitionGroups {
+			st.copartitionGroups = append(st.copartitionGroups, streamsCopartitionGroup{sourceTopics: g.SourceTopics, repartitionSourceTopics: g.RepartitionSourceTopics})
+		}
+		s.topology.subtopologies = append(s.topology.subtopologies, st)
+	}
+	for _, mj := range in.Members {
+		if mj.ID == "" {
+			return nil, errors.New("streams group: a member without an id")
+		}
+		m := &stMember{id: mj.ID, rackID: mj.RackID, clientID: mj.ClientID, clientHost: mj.ClientHost, processID: mj.ProcessID,
+			endpoint: mj.Endpoint, clientTags: kvsFromJSON(mj.ClientTags), topologyEpoch: mj.TopologyEpoch,
+			rebalanceTimeout: time.Duration(mj.RebalanceTimeoutMs) * time.Millisecond, epoch: mj.Epoch, prevEpoch: mj.PrevEpoch,
+			state: mj.State, active: mj.Active, standby: mj.Standby, pendingActive: mj.PendingActive, pendingStandby: mj.PendingStandby,
+			activeAt: map[stTask]int32{}}
+		for _, a := range mj.ActiveAt {
+			m.activeAt[stTask{a.Sub, a.Part}] = a.Epoch
+		}
+		s.members[m.id] = m
+	}
+	for id, t := range in.Target {
+		s.target[id] = streamsTarget{active: t.Active, standby: t.Standby}
+	}
+	return s, nil
+}
