@@ -41,7 +41,8 @@ func finalizedLevel(t *testing.T, describe, feature string) (level, epoch string
 
 // TestKafkaFeatures runs Kafka 4.3's kafka-features against Regent: describe
 // shows Kafka 4.3's finalized levels for a new cluster (metadata.version
-// 4.3-IV0, transaction.version 2, group.version 1, kraft.version 1); a
+// 4.3-IV0, transaction.version 2, group.version 1, kraft.version 1,
+// streams.version 1); a
 // downgrade of transaction.version to 1 is applied, survives a restart and
 // makes the Java producer run transactions version 1 (no EndTxn v5, no
 // epoch bump per transaction) with the same outcome; levels out of range
@@ -57,7 +58,7 @@ func TestKafkaFeatures(t *testing.T) {
 	}
 
 	out := features("describe")
-	for feature, want := range map[string]string{"metadata.version": "4.3-IV0", "transaction.version": "2", "group.version": "1", "kraft.version": "1"} {
+	for feature, want := range map[string]string{"metadata.version": "4.3-IV0", "transaction.version": "2", "group.version": "1", "kraft.version": "1", "streams.version": "1"} {
 		if level, epoch := finalizedLevel(t, out, feature); level != want || epoch != "0" {
 			t.Fatalf("%s finalized at %s (epoch %s), want %s (epoch 0):\n%s", feature, level, epoch, want, out)
 		}
@@ -70,7 +71,7 @@ func TestKafkaFeatures(t *testing.T) {
 	if !strings.Contains(out, "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2") {
 		t.Fatalf("upgrade to 3:\n%s", out)
 	}
-	out = kafkaToolFails(t, ctx, lib, featureCommand, "--bootstrap-server", b.Addr, "upgrade", "--feature", "streams.version=1")
+	out = kafkaToolFails(t, ctx, lib, featureCommand, "--bootstrap-server", b.Addr, "upgrade", "--feature", "eligible.leader.replicas.version=1")
 	if !strings.Contains(out, "does not support this feature") {
 		t.Fatalf("upgrade of an unknown feature:\n%s", out)
 	}

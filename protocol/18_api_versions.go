@@ -32,6 +32,9 @@ func (s *Server) apiVersions(r *Request) {
 		if isShareKey(k) && !s.shareOn() {
 			continue // as Kafka with share.version 0 (share_core.go)
 		}
+		if (k == 88 || k == 89) && !s.streamsOn() {
+			continue // as Kafka with streams.version 0
+		}
 		a := apis[k]
 		resp.ApiKeys = append(resp.ApiKeys, kmsg.ApiVersionsResponseApiKey{ApiKey: k, MinVersion: a.min, MaxVersion: a.max})
 	}

@@ -8,7 +8,9 @@ package protocol
 // broker does, in the background: the member is told
 // MISSING_INTERNAL_TOPICS until they exist. As in Kafka 4.3, static
 // membership, warmup tasks, task offsets and source-topic regexes are
-// refused with INVALID_REQUEST.
+// refused with INVALID_REQUEST. While streams.version is finalized at 0
+// the streams APIs are neither advertised nor served (UNSUPPORTED_VERSION),
+// as Kafka's brokers do.
 
 import (
 	"fmt"
@@ -18,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/features"
 	"github.com/regent-broker/regent/actors/group"
 )
 
@@ -25,6 +28,13 @@ func init() { register(88, 0, 0, (*Server).streamsGroupHeartbeat) }
 
 func (s *Server) streamsGroupHeartbeat(r *Request) {
 	req := r.Msg.(*kmsg.StreamsGroupHeartbeatRequest)
+	if !s.streamsOn() {
+		resp := req.ResponseKind().(*kmsg.StreamsGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		resp.ErrorMessage = kmsg.StringPtr("The streams group protocol is off: streams.version is finalized at 0 (kafka-features.sh upgrade --feature streams.version=1 turns it on).")
+		r.Respond(resp)
+		return
+	}
 	if s.authz != nil {
 		// Kafka's checks: READ on the group; DESCRIBE on every topic a
 		// joining member's topology names.
@@ -57,6 +67,12 @@ func (s *Server) streamsGroupHeartbeat(r *Request) {
 		}
 		r.Respond(resp)
 	})
+}
+
+// streamsOn reports whether streams groups are served: streams.version is
+// finalized at 1 or more (a new cluster starts at 1).
+func (s *Server) streamsOn() bool {
+	return s.features == nil || s.features.Finalized().Level(features.StreamsVersion) >= 1
 }
 
 // topologyTopics lists every topic a topology names.

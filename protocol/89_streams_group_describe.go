@@ -19,6 +19,15 @@ func (s *Server) streamsGroupDescribe(r *Request) {
 	req := r.Msg.(*kmsg.StreamsGroupDescribeRequest)
 	resp := req.ResponseKind().(*kmsg.StreamsGroupDescribeResponse)
 	resp.Groups = make([]kmsg.StreamsGroupDescribeResponseGroup, len(req.Groups))
+	if !s.streamsOn() {
+		for i, id := range req.Groups {
+			g := kmsg.NewStreamsGroupDescribeResponseGroup()
+			g.Group, g.ErrorCode = id, kerr.UnsupportedVersion.Code
+			resp.Groups[i] = g
+		}
+		r.Respond(resp)
+		return
+	}
 	finish := fanIn(len(req.Groups), func() { r.Respond(resp) })
 	for i, id := range req.Groups {
 		if !s.authorized(r, acls.Describe, acls.Group, id) {

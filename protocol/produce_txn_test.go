@@ -164,7 +164,7 @@ func TestUpdateFeatures(t *testing.T) {
 	if r.ErrorMessage == nil || *r.ErrorMessage != "Invalid update version 3 for feature transaction.version. Local controller 1 only supports versions 0-2" {
 		t.Fatalf("message %v", r.ErrorMessage)
 	}
-	code(t, "unknown feature", update(2, false, "streams.version", 1, 1, false).ErrorCode, kerr.InvalidUpdateVersion)
+	code(t, "unknown feature", update(2, false, "eligible.leader.replicas.version", 1, 1, false).ErrorCode, kerr.InvalidUpdateVersion)
 	code(t, "downgrade typed as upgrade", update(2, false, "transaction.version", 1, 1, false).ErrorCode, kerr.InvalidUpdateVersion)
 	r = update(1, true, "transaction.version", 1, 2, false)
 	code(t, "validate only", r.ErrorCode, nil)

@@ -1,6 +1,6 @@
 // Package features holds the cluster's finalized feature levels (KIP-584):
-// metadata.version, kraft.version, transaction.version, group.version and
-// share.version, as Kafka 4.3 names them. ApiVersions (v3+) advertises what this broker
+// metadata.version, kraft.version, transaction.version, group.version,
+// share.version and streams.version, as Kafka 4.3 names them. ApiVersions (v3+) advertises what this broker
 // supports and what is finalized; UpdateFeatures changes a level through
 // one replicated command, so every node holds the same levels and epoch,
 // and they survive restarts (the state directory's meta/features.json).
@@ -27,6 +27,7 @@ const (
 	TransactionVersion = "transaction.version"
 	GroupVersion       = "group.version"
 	ShareVersion       = "share.version"
+	StreamsVersion     = "streams.version"
 )
 
 // Feature is one feature this broker supports: the levels it can be
@@ -43,7 +44,7 @@ type Feature struct {
 // Supported is the table, sorted by name. Kafka 4.3's defaults for a new
 // cluster are its latest production levels: metadata.version 30
 // (4.3-IV0), kraft.version 1, transaction.version 2, group.version 1,
-// share.version 1.
+// share.version 1, streams.version 1.
 // Regent's ranges are the levels it can honestly run at:
 //   - metadata.version: only 4.3-IV0; Regent keeps no KRaft metadata log,
 //     the level tells clients which Kafka release it answers as.
@@ -59,11 +60,15 @@ type Feature struct {
 //     A directory from before features were finalized starts at 0 (it
 //     served no share groups), like a Kafka cluster upgraded from a
 //     release without them, until kafka-features.sh upgrade raises it.
+//   - streams.version 0-1: at 1 streams groups (KIP-1071) are served, at 0
+//     their APIs are neither advertised nor served; a directory from
+//     before features were finalized starts at 0, as with share.version.
 var Supported = []Feature{
 	{Name: GroupVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
 	{Name: KRaftVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
 	{Name: MetadataVersion, Min: 30, Max: 30, Default: 30, Legacy: 30},
 	{Name: ShareVersion, Min: 0, Max: 1, Default: 1, Legacy: 0},
+	{Name: StreamsVersion, Min: 0, Max: 1, Default: 1, Legacy: 0},
 	{Name: TransactionVersion, Min: 0, Max: 2, Default: 2, Legacy: 0},
 }
 

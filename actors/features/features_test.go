@@ -11,7 +11,7 @@ import (
 
 func TestDefaultsAreKafka43NewCluster(t *testing.T) {
 	f := Defaults()
-	want := map[string]int16{MetadataVersion: 30, KRaftVersion: 1, TransactionVersion: 2, GroupVersion: 1, ShareVersion: 1}
+	want := map[string]int16{MetadataVersion: 30, KRaftVersion: 1, TransactionVersion: 2, GroupVersion: 1, ShareVersion: 1, StreamsVersion: 1}
 	if f.Epoch != 0 || len(f.Levels) != len(want) {
 		t.Fatalf("defaults %+v", f)
 	}
@@ -30,7 +30,7 @@ func TestApplyRefusesAsKafka(t *testing.T) {
 		code *kerr.Error
 		msg  string
 	}{
-		{"unknown", []Update{{Feature: "streams.version", Level: 1, Type: Upgrade}}, kerr.InvalidUpdateVersion, "does not support this feature"},
+		{"unknown", []Update{{Feature: "eligible.leader.replicas.version", Level: 1, Type: Upgrade}}, kerr.InvalidUpdateVersion, "does not support this feature"},
 		{"above range", []Update{{Feature: TransactionVersion, Level: 3, Type: Upgrade}}, kerr.InvalidUpdateVersion, "only supports versions 0-2"},
 		{"negative", []Update{{Feature: TransactionVersion, Level: -1, Type: SafeDowngrade}}, kerr.InvalidUpdateVersion, "cannot be less than 0"},
 		{"downgrade as upgrade", []Update{{Feature: TransactionVersion, Level: 1, Type: Upgrade}}, kerr.InvalidUpdateVersion, "without setting the upgrade type"},
