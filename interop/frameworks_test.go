@@ -206,6 +206,7 @@ func TestFrameworksOnCluster(t *testing.T) {
 		args                []string
 	}{
 		{"streams-exactly_once_v2", "kafka", "StreamsWordCount", 5 * time.Minute, []string{"exactly_once_v2"}},
+		{"streams-protocol-exactly_once_v2", "kafka", "StreamsWordCount", 5 * time.Minute, []string{"exactly_once_v2", "streams"}},
 		{"connect", "kafka", "ConnectDistributedScenario", 8 * time.Minute, nil},
 		{"flink", "flink", "FlinkExactlyOnce", 2 * time.Minute, nil},
 	}
