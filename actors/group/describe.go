@@ -12,7 +12,7 @@ type Summary struct {
 	Group        string
 	ProtocolType string
 	State        string
-	Type         string // "classic", "consumer" or "share"
+	Type         string // "classic", "consumer", "share" or "streams"
 }
 
 // Summary describes the group for ListGroups; ok is false if the group
