@@ -22,7 +22,7 @@ func (g *Group) validateCommit(now time.Time, req *kmsg.OffsetCommitRequest) (*k
 		return g.cg.validateCommit(req.MemberID, req.Generation, req.Version >= 9, kerr.StaleMemberEpoch)
 	}
 	if g.st != nil {
-		return g.st.validateCommit(req.MemberID, req.Generation, kerr.StaleMemberEpoch)
+		return g.st.validateCommit(req.MemberID, req.Generation, req.Version >= 9, kerr.StaleMemberEpoch)
 	}
 	return g.validateClassicCommit(now, req), nil
 }

@@ -149,12 +149,10 @@ func (s *streamsGroup) advance(now time.Time) {
 func (s *streamsGroup) fence(m *stMember) {
 	delete(s.members, m.id)
 	delete(s.target, m.id)
-	if s.shutdownBy == m.id {
-		// Kafka keeps the request while the group lives; a fresh
-		// application after everyone left starts clean.
-		if len(s.members) == 0 {
-			s.shutdownBy = ""
-		}
+	if len(s.members) == 0 {
+		// Kafka keeps a shutdown request while the group has members; a
+		// fresh application after everyone left starts clean.
+		s.shutdownBy = ""
 	}
 	s.epoch++
 	s.dirty = true
@@ -329,7 +327,31 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 			return bad, nil
 		}
 	}
+	// The topology is decided before anything changes: a refused
+	// joiner must leave no trace.
+	var newTopology *streamsTopology
+	if req.Topology != nil {
+		t := streamsTopologyFrom(req.Topology)
+		alone := len(s.members) == 0 || (len(s.members) == 1 && m != nil)
+		switch {
+		case s.topology == nil:
+			newTopology = t
+		case s.topology.epoch > t.epoch:
+			// A member with an older topology: it is told so below.
+		case !s.topology.equal(t):
+			if !alone {
+				return stError(kerr.InvalidRequest, "Topology updates are not supported yet."), nil
+			}
+			// Nobody else is left: the new topology takes over.
+			newTopology = t
+		}
+	}
 	bump := false
+	if newTopology != nil {
+		s.topology = newTopology
+		s.dirty = true
+		bump = true
+	}
 	if m == nil {
 		m = &stMember{id: req.MemberID}
 		s.members[m.id] = m
@@ -341,26 +363,6 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 	}
 
 	var status []kmsg.StreamsGroupHeartbeatResponseStatus
-	if req.Topology != nil {
-		t := streamsTopologyFrom(req.Topology)
-		switch {
-		case s.topology == nil:
-			s.topology = t
-			s.dirty = true
-			bump = true
-		case s.topology.epoch > t.epoch:
-			// A member with an older topology: it is told so below.
-		case !s.topology.equal(t):
-			if len(s.members) == 1 {
-				// Everyone else left: the new topology takes over.
-				s.topology = t
-				s.dirty = true
-				bump = true
-			} else {
-				return stError(kerr.InvalidRequest, "Topology updates are not supported yet."), nil
-			}
-		}
-	}
 	if s.topology == nil {
 		// Invariant: a group gets its topology from its first join.
 		panic(fmt.Sprintf("streams group %s has no topology", g.id))
@@ -763,13 +765,17 @@ func sortedKeys[V any](m map[string]V) []string {
 // commit at the member's epoch is taken; one from an older epoch is taken
 // for the partitions of active tasks the member was given at or before
 // it; others are stale.
-func (s *streamsGroup) validateCommit(memberID string, epoch int32, stale *kerr.Error) (*kerr.Error, commitCheck) {
+func (s *streamsGroup) validateCommit(memberID string, epoch int32, versionOK bool, stale *kerr.Error) (*kerr.Error, commitCheck) {
 	if epoch < 0 && len(s.members) == 0 {
 		return nil, nil
 	}
 	m := s.members[memberID]
 	if m == nil {
 		return kerr.UnknownMemberID, nil
+	}
+	if !versionOK {
+		// Members of the streams protocol commit with OffsetCommit v9+.
+		return kerr.UnsupportedVersion, nil
 	}
 	switch {
 	case epoch == m.epoch:

@@ -35,8 +35,20 @@ type stJSON struct {
 	EndpointEpoch   int32                   `json:"endpointEpoch"`
 	ShutdownBy      string                  `json:"shutdownBy,omitempty"`
 	Topology        *stTopologyJSON         `json:"topology"`
+	Configured      *stConfiguredJSON       `json:"configured,omitempty"`
 	Members         []stMemberJSON          `json:"members"`
 	Target          map[string]stTargetJSON `json:"target"`
+}
+
+// stConfiguredJSON is the topology as last configured against the broker's
+// topics: kept so a restored group reports its state and validates
+// commits as before, until a heartbeat configures it again.
+type stConfiguredJSON struct {
+	Ready   bool                `json:"ready"`
+	Status  int8                `json:"status"`
+	Detail  string              `json:"detail,omitempty"`
+	Tasks   map[string]int32    `json:"tasks,omitempty"`
+	Sources map[string][]string `json:"sources,omitempty"`
 }
 
 type stTopologyJSON struct {
@@ -142,6 +154,9 @@ func (s *streamsGroup) encode() []byte {
 			out.Topology.Subtopologies = append(out.Topology.Subtopologies, sj)
 		}
 	}
+	if c := s.configured; c != nil {
+		out.Configured = &stConfiguredJSON{Ready: c.ready, Status: c.status, Detail: c.detail, Tasks: c.tasks, Sources: c.sources}
+	}
 	for _, id := range s.sortedMembers() {
 		m := s.members[id]
 		mj := stMemberJSON{ID: m.id, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost, ProcessID: m.processID,
@@ -190,6 +205,9 @@ func decodeStreamsGroup(b []byte) (*streamsGroup, error) {
 			st.copartitionGroups = append(st.copartitionGroups, streamsCopartitionGroup{sourceTopics: g.SourceTopics, repartitionSourceTopics: g.RepartitionSourceTopics})
 		}
 		s.topology.subtopologies = append(s.topology.subtopologies, st)
+	}
+	if c := in.Configured; c != nil {
+		s.configured = &streamsConfigured{ready: c.Ready, status: c.Status, detail: c.Detail, tasks: c.Tasks, sources: c.Sources}
 	}
 	for _, mj := range in.Members {
 		if mj.ID == "" {

@@ -34,7 +34,7 @@ func (g *Group) validateTxnCommit(now time.Time, req *kmsg.TxnOffsetCommitReques
 		if req.Version >= 6 {
 			stale = kerr.StaleMemberEpoch
 		}
-		return g.st.validateCommit(req.MemberID, req.Generation, stale)
+		return g.st.validateCommit(req.MemberID, req.Generation, true, stale)
 	}
 	return g.validateClassicTxnCommit(now, req), nil
 }
