@@ -225,9 +225,20 @@ func validateSTHeartbeat(req *kmsg.StreamsGroupHeartbeatRequest) *kmsg.StreamsGr
 	return nil
 }
 
+// maxTopologyBytes bounds a topology's size (its names and configs). Kafka
+// writes a group's topology as one __consumer_offsets record, whose size
+// the topic's 1 MiB max.message.bytes bounds; Regent keeps it in the
+// group's state and rewrites it with the group, so it takes the same
+// bound rather than whatever one request can carry.
+const maxTopologyBytes = 1 << 20
+
 // invalidTopology checks what the broker relies on: unique subtopology
-// ids, copartition indexes in range, every subtopology reading a topic.
+// ids, copartition indexes in range, every subtopology reading a topic,
+// and the size bound.
 func invalidTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) string {
+	if n := topologyBytes(t); n > maxTopologyBytes {
+		return fmt.Sprintf("The topology takes %d bytes; at most %d are accepted.", n, maxTopologyBytes)
+	}
 	seen := map[string]bool{}
 	for _, s := range t.Subtopologies {
 		if seen[s.SubtopologyID] {
@@ -280,6 +291,34 @@ func (g *Group) StreamsGroupHeartbeat(now time.Time, ref Ref, req *kmsg.StreamsG
 	g.advance(now)
 	g.recordST()
 	return g.take()
+}
+
+// topologyBytes is about what a topology takes encoded: its strings, and
+// a few bytes for each entry and number.
+func topologyBytes(t *kmsg.StreamsGroupHeartbeatRequestTopology) int {
+	n := 0
+	infos := func(ts []kmsg.TopicInfo) {
+		for _, ti := range ts {
+			n += len(ti.Topic) + 8
+			for _, c := range ti.Configs {
+				n += len(c.Key) + len(c.Value) + 4
+			}
+		}
+	}
+	for _, s := range t.Subtopologies {
+		n += len(s.SubtopologyID) + 8
+		for _, names := range [][]string{s.SourceTopics, s.SourceTopicRegex, s.RepartitionSinkTopics} {
+			for _, name := range names {
+				n += len(name) + 4
+			}
+		}
+		infos(s.StateChangelogTopics)
+		infos(s.RepartitionSourceTopics)
+		for _, g := range s.CopartitionGroups {
+			n += 2 * (len(g.SourceTopics) + len(g.SourceTopicRegex) + len(g.RepartitionSourceTopics))
+		}
+	}
+	return n
 }
 
 // StreamsReply is a StreamsGroupHeartbeat's answer with the internal

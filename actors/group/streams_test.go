@@ -748,6 +748,12 @@ func TestStreamsGroupValidation(t *testing.T) {
 			r.Topology.Subtopologies[0].SourceTopicRegex = []string{"in.*"}
 		}},
 		{"no topology on join", func(r *kmsg.StreamsGroupHeartbeatRequest) { r.Topology = nil }},
+		{"topology over 1 MiB", func(r *kmsg.StreamsGroupHeartbeatRequest) {
+			r.Topology = stWordCount()
+			for i := range 20000 {
+				r.Topology.Subtopologies[0].SourceTopics = append(r.Topology.Subtopologies[0].SourceTopics, fmt.Sprintf("%050d", i))
+			}
+		}},
 		{"no rebalance timeout on join", func(r *kmsg.StreamsGroupHeartbeatRequest) { r.RebalanceTimeoutMillis = -1 }},
 		{"owned tasks on join", func(r *kmsg.StreamsGroupHeartbeatRequest) {
 			r.ActiveTasks = []kmsg.TaskIDs{{SubtopologyID: "0", Partitions: []int32{0}}}
