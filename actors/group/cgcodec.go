@@ -281,5 +281,6 @@ func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
 	if err := r.done("consumer"); err != nil {
 		return nil, err
 	}
+	c.rebuildIndexes()
 	return c, nil
 }

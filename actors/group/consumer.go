@@ -121,11 +121,33 @@ type consumerGroup struct {
 	// exists, with its id and partition count.
 	topics map[string]topicMeta
 	dirty  bool // something persisted changed in this step
+
+	// ids is the member ids, sorted; owners indexes who holds each
+	// partition (member_index.go). Derived from members, not persisted.
+	ids    memberIDs
+	owners map[partKey]string
+	// subsStale: membership or a subscription changed since the
+	// subscriptions were last resolved, so the next heartbeat resolves
+	// them all; otherwise it only checks the subscribed topics' metadata.
+	subsStale bool
+	// subscribedNames is every member's subscribed names, as last
+	// resolved; anyRegex: some member subscribes by regex.
+	subscribedNames []string
+	anyRegex        bool
+	// floor is at or before every member's session and revocation
+	// deadline while known (zero at: none), so advance walks the members
+	// only when something may be due. Set deadlines go through
+	// noteDeadline; unknown after a restore.
+	floor struct {
+		at    time.Time
+		known bool
+	}
 }
 
 func newConsumerGroup() *consumerGroup {
 	return &consumerGroup{
 		members: map[string]*cgMember{},
+		owners:  map[partKey]string{},
 		static:  map[string]string{},
 		target:  map[string]assignment{},
 		topics:  map[string]topicMeta{},
@@ -156,46 +178,72 @@ func (c *consumerGroup) subscribes(topic string) bool {
 	return false
 }
 
+// nextDeadline is when advance may next have something to do: the
+// earliest member deadline, or a time at or before it (see floor).
 func (c *consumerGroup) nextDeadline() time.Time {
+	if !c.floor.known {
+		c.scanDeadlines(time.Time{})
+	}
+	return c.floor.at
+}
+
+// noteDeadline keeps the floor at or below a deadline just set.
+func (c *consumerGroup) noteDeadline(t time.Time) {
+	if c.floor.known && !t.IsZero() && (c.floor.at.IsZero() || t.Before(c.floor.at)) {
+		c.floor.at = t
+	}
+}
+
+// scanDeadlines walks the members once: it returns those whose session
+// or revocation deadline is at or before now (none for a zero now), in
+// member id order, and sets the floor to the earliest deadline of the
+// others.
+func (c *consumerGroup) scanDeadlines(now time.Time) []string {
+	var due []string
 	var next time.Time
-	for _, m := range c.members {
+	for id, m := range c.members {
+		revoking := m.state == msUnrevoked && !m.rebalanceDeadline.IsZero()
+		if !now.IsZero() && ((!m.sessionDeadline.IsZero() && !now.Before(m.sessionDeadline)) || (revoking && !now.Before(m.rebalanceDeadline))) {
+			due = append(due, id)
+			continue
+		}
 		for _, t := range []time.Time{m.sessionDeadline, m.rebalanceDeadline} {
 			if !t.IsZero() && (next.IsZero() || t.Before(next)) {
 				next = t
 			}
 		}
 	}
-	return next
+	c.floor.at, c.floor.known = next, true
+	sort.Strings(due)
+	return due
 }
 
-// advance fences members whose session or revocation deadline passed.
+// advance fences members whose session or revocation deadline passed, in
+// member id order. Members are only walked once the floor is reached, so
+// a heartbeat does not cost a pass over a large group.
 func (c *consumerGroup) advance(g *Group, now time.Time) {
-	for _, id := range c.sortedMembers() {
-		m := c.members[id]
-		if !m.sessionDeadline.IsZero() && !now.Before(m.sessionDeadline) {
-			c.fence(m)
-			continue
-		}
-		if !m.rebalanceDeadline.IsZero() && !now.Before(m.rebalanceDeadline) && m.state == msUnrevoked {
-			c.fence(m)
+	if !c.floor.known || (!c.floor.at.IsZero() && !now.Before(c.floor.at)) {
+		for _, id := range c.scanDeadlines(now) {
+			c.fence(c.members[id])
 		}
 	}
 	g.recordCG()
 }
 
+// sortedMembers is the member ids in order. The slice is the group's
+// index: read it, do not keep or change it across membership changes.
 func (c *consumerGroup) sortedMembers() []string {
-	ids := make([]string, 0, len(c.members))
-	for id := range c.members {
-		ids = append(ids, id)
+	if len(c.ids) != len(c.members) {
+		// Members put in place without addMember (a test's literal).
+		c.rebuildIndexes()
 	}
-	sort.Strings(ids)
-	return ids
+	return c.ids
 }
 
 // fence removes a member; the group epoch moves so that the others are
 // reassigned its partitions.
 func (c *consumerGroup) fence(m *cgMember) {
-	delete(c.members, m.id)
+	c.removeMember(m)
 	delete(c.target, m.id)
 	if m.instanceID != nil && c.static[*m.instanceID] == m.id {
 		delete(c.static, *m.instanceID)
@@ -345,8 +393,8 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 			// take its first epoch, so the old one's commits are refused.
 			c.target[memberID] = c.target[old.id]
 			delete(c.target, old.id)
-			delete(c.members, old.id)
-			c.members[memberID] = m
+			c.removeMember(old)
+			c.addMember(m)
 			c.static[*req.InstanceID] = memberID
 			c.dirty = true
 		case req.MemberEpoch != 0 && m == nil:
@@ -362,7 +410,7 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	bump := false
 	if m == nil {
 		m = &cgMember{id: memberID}
-		c.members[memberID] = m
+		c.addMember(m)
 		bump = true
 		c.dirty = true
 	}
@@ -370,8 +418,11 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 		// The same member id back from a temporary leave.
 		m.epoch = m.prevEpoch
 	}
-	bump = g.updateCGMember(m, req, client) || bump
-	if topics != nil {
+	if g.updateCGMember(m, req, client) {
+		bump = true
+		c.subsStale = true
+	}
+	if topics != nil && (c.subsStale || c.anyRegex || c.subscribedMetaChanged(topics)) {
 		if g.refreshSubscriptions(topics) {
 			bump = true
 		}
@@ -387,6 +438,7 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	c.reconcile(m, owned, req.Topics != nil, now)
 	m.syncAssignedAt()
 	m.sessionDeadline = now.Add(g.consumerSessionTimeout())
+	c.noteDeadline(m.sessionDeadline)
 
 	resp := kmsg.NewPtrConsumerGroupHeartbeatResponse()
 	id := m.id
@@ -492,8 +544,14 @@ func (g *Group) refreshSubscriptions(src TopicSource) bool {
 		}
 	}
 	topics := map[string]topicMeta{}
+	names := map[string]bool{}
+	c.anyRegex = false
 	for _, id := range c.sortedMembers() {
 		m := c.members[id]
+		for _, n := range m.subscribedNames {
+			names[n] = true
+		}
+		c.anyRegex = c.anyRegex || m.subscribedRegex != nil
 		var resolved []string
 		for _, n := range m.subscribedNames {
 			if tid, parts, ok := src.Topic(n); ok {
@@ -519,6 +577,8 @@ func (g *Group) refreshSubscriptions(src TopicSource) bool {
 			c.dirty = true
 		}
 	}
+	c.subscribedNames = sortedKeys(names)
+	c.subsStale = false
 	if len(topics) == len(c.topics) {
 		same := true
 		for n, t := range topics {
@@ -534,6 +594,22 @@ func (g *Group) refreshSubscriptions(src TopicSource) bool {
 	c.topics = topics
 	c.dirty = true
 	return true
+}
+
+// subscribedMetaChanged reports whether a topic the members subscribe to
+// by name was created, deleted or changed (id, partition count) since the
+// subscriptions were last resolved: the check a heartbeat makes when
+// neither membership nor any subscription changed, in the number of
+// subscribed topics rather than of members.
+func (c *consumerGroup) subscribedMetaChanged(src TopicSource) bool {
+	for _, n := range c.subscribedNames {
+		id, parts, ok := src.Topic(n)
+		cur, had := c.topics[n]
+		if ok != had || (ok && (cur.id != id || cur.partitions != parts)) {
+			return true
+		}
+	}
+	return false
 }
 
 // preferredAssignor is the assignor most members ask for (ties by name),
@@ -569,19 +645,6 @@ func (c *consumerGroup) computeTarget() {
 	c.dirty = true
 }
 
-// held is every partition a member other than except holds (assigned or
-// still being revoked): those cannot be handed out yet.
-func (c *consumerGroup) held(except string) assignment {
-	var out assignment
-	for id, m := range c.members {
-		if id == except {
-			continue
-		}
-		out = out.union(m.assigned).union(m.pendingRevoke)
-	}
-	return out
-}
-
 // reconcile moves m towards its target (Kafka's CurrentAssignmentBuilder).
 func (c *consumerGroup) reconcile(m *cgMember, owned assignment, ownedSent bool, now time.Time) {
 	target := c.target[m.id]
@@ -606,8 +669,17 @@ func (c *consumerGroup) nextAssignment(m *cgMember, epoch int32, target assignme
 	keep := m.assigned.intersect(target)
 	revoke := m.assigned.minus(keep)
 	want := target.minus(keep)
-	free := want.minus(c.held(m.id))
-	unreleased := len(want.minus(free)) > 0
+	var free assignment
+	unreleased := false
+	for t, ps := range want {
+		for _, p := range ps {
+			if c.heldByOther(m.id, partKey{t, p}) {
+				unreleased = true
+				continue
+			}
+			free = free.add(t, p)
+		}
+	}
 	prev := *m
 	setEpoch := func(e int32) {
 		if m.epoch != e {
@@ -618,9 +690,10 @@ func (c *consumerGroup) nextAssignment(m *cgMember, epoch int32, target assignme
 	case len(revoke) > 0 && ownsAny(revoke):
 		m.state = msUnrevoked
 		setEpoch(epoch)
-		m.assigned, m.pendingRevoke = keep, revoke
+		c.setHoldings(m, keep, revoke)
 		if prev.state != msUnrevoked || prev.epoch != m.epoch {
 			m.rebalanceDeadline = now.Add(m.rebalanceTimeout)
+			c.noteDeadline(m.rebalanceDeadline)
 		}
 	default:
 		m.state = msStable
@@ -628,7 +701,7 @@ func (c *consumerGroup) nextAssignment(m *cgMember, epoch int32, target assignme
 			m.state = msUnreleased
 		}
 		setEpoch(c.assignmentEpoch)
-		m.assigned, m.pendingRevoke = keep.union(free), nil
+		c.setHoldings(m, keep.union(free), nil)
 		m.rebalanceDeadline = time.Time{}
 	}
 	m.syncAssignedAt()
@@ -662,7 +735,7 @@ func (g *Group) cgLeave(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerG
 			m.prevEpoch = m.epoch
 		}
 		m.epoch = staticLeaveEpoch
-		m.pendingRevoke = nil
+		c.setHoldings(m, m.assigned, nil)
 		m.syncAssignedAt()
 		m.rebalanceDeadline = time.Time{}
 		c.dirty = true
@@ -763,6 +836,7 @@ func (g *Group) restoreConsumerGroup(s *cgSnapshot, now time.Time) {
 			m.rebalanceDeadline = now.Add(m.rebalanceTimeout)
 		}
 	}
+	c.floor.known = false
 	g.live = true
 	g.cg = c
 	g.protocolType = "consumer"
