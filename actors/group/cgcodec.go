@@ -1,15 +1,21 @@
 package group
 
-// The persisted form of a consumer group's state: one snapshot value per
-// change (the store keeps the last). Version 2:
+// The persisted form of a consumer group's state. Version 3 (this one):
+// a group record with the epochs and subscription metadata and no
+// members, and one record per member (key: group and member id), so a
+// step writes only what it changed. Versions 1 and 2 held every member
+// inline; they are still read, and a group read from one is written whole
+// in the new form at its next change.
 //
-//	version u8 | epoch i32 | assignmentEpoch i32
-//	topics: n u32, { name str | id [16] | partitions i32 }
-//	members: n u32, { id str | instance nstr | rack nstr | clientID str |
+//	group:  version u8 | epoch i32 | assignmentEpoch i32
+//	        topics: n u32, { name str | id [16] | partitions i32 }
+//	        members: n u32 (0 from version 3), { member }
+//	member record: cgMemberVersion u8 | member
+//	member: id str | instance nstr | rack nstr | clientID str |
 //	  clientHost str | names: n u32 {str} | regex nstr | assignor nstr |
 //	  rebalanceTimeoutMs i32 | epoch i32 | prevEpoch i32 | state u8 |
 //	  resolved: n u32 {str} | assigned asg | pendingRevoke asg | target asg |
-//	  assignedAt: n u32, { id [16] | partition i32 | epoch i32 } }
+//	  assignedAt: n u32, { id [16] | partition i32 | epoch i32 }
 //	asg: n u32, { id [16] | n u32 { i32 } }
 //
 // Version 1 has no assignedAt; its members' partitions read back with the
@@ -27,7 +33,10 @@ import (
 	"time"
 )
 
-const cgCodecVersion = 2
+const cgCodecVersion = 3
+
+// cgMemberVersion opens a member record's value.
+const cgMemberVersion = 1
 
 // cgSnapshot holds an encoded consumer group (encoded when the record is
 // made, so later changes to the group cannot race with the write).
@@ -87,47 +96,70 @@ func (w *cgWriter) head(version byte, epoch, assignmentEpoch int32, topics map[s
 	}
 }
 
+// encode is the group-level snapshot (version 3): epochs and subscription
+// metadata. Each member is its own record (encodeMember), so a heartbeat
+// that changes one member writes that member, not the whole group.
 func (c *consumerGroup) encode() []byte {
 	w := &cgWriter{}
 	w.head(cgCodecVersion, c.epoch, c.assignmentEpoch, c.topics)
+	w.u32(0) // members: in their own records from version 3
+	return w.b
+}
+
+// encodeWithMembers is the version 2 form, every member inline: what
+// earlier releases wrote, kept for the codec's tests.
+func (c *consumerGroup) encodeWithMembers() []byte {
+	w := &cgWriter{}
+	w.head(2, c.epoch, c.assignmentEpoch, c.topics)
 	ids := c.sortedMembers()
 	w.u32(uint32(len(ids)))
 	for _, id := range ids {
-		m := c.members[id]
-		w.str(m.id)
-		w.nstr(m.instanceID)
-		w.nstr(m.rackID)
-		w.str(m.clientID)
-		w.str(m.clientHost)
-		w.strs(m.subscribedNames)
-		w.nstr(m.subscribedRegex)
-		w.nstr(m.serverAssignor)
-		w.i32(int32(m.rebalanceTimeout / time.Millisecond))
-		w.i32(m.epoch)
-		w.i32(m.prevEpoch)
-		w.b = append(w.b, byte(m.state))
-		w.strs(m.resolved)
-		w.asg(m.assigned)
-		w.asg(m.pendingRevoke)
-		w.asg(c.target[id])
-		keys := make([]partKey, 0, len(m.assignedAt))
-		for k := range m.assignedAt {
-			keys = append(keys, k)
-		}
-		slices.SortFunc(keys, func(a, b partKey) int {
-			if c := bytes.Compare(a.topic[:], b.topic[:]); c != 0 {
-				return c
-			}
-			return cmp.Compare(a.partition, b.partition)
-		})
-		w.u32(uint32(len(keys)))
-		for _, k := range keys {
-			w.b = append(w.b, k.topic[:]...)
-			w.i32(k.partition)
-			w.i32(m.assignedAt[k])
-		}
+		w.member(c.members[id], c.target[id])
 	}
 	return w.b
+}
+
+// encodeMember is one member's record value: cgMemberVersion, then the
+// member as in a version 2 group snapshot.
+func (c *consumerGroup) encodeMember(id string) []byte {
+	w := &cgWriter{b: []byte{cgMemberVersion}}
+	w.member(c.members[id], c.target[id])
+	return w.b
+}
+
+func (w *cgWriter) member(m *cgMember, target assignment) {
+	w.str(m.id)
+	w.nstr(m.instanceID)
+	w.nstr(m.rackID)
+	w.str(m.clientID)
+	w.str(m.clientHost)
+	w.strs(m.subscribedNames)
+	w.nstr(m.subscribedRegex)
+	w.nstr(m.serverAssignor)
+	w.i32(int32(m.rebalanceTimeout / time.Millisecond))
+	w.i32(m.epoch)
+	w.i32(m.prevEpoch)
+	w.b = append(w.b, byte(m.state))
+	w.strs(m.resolved)
+	w.asg(m.assigned)
+	w.asg(m.pendingRevoke)
+	w.asg(target)
+	keys := make([]partKey, 0, len(m.assignedAt))
+	for k := range m.assignedAt {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b partKey) int {
+		if c := bytes.Compare(a.topic[:], b.topic[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.partition, b.partition)
+	})
+	w.u32(uint32(len(keys)))
+	for _, k := range keys {
+		w.b = append(w.b, k.topic[:]...)
+		w.i32(k.partition)
+		w.i32(m.assignedAt[k])
+	}
 }
 
 type cgReader struct {
@@ -240,47 +272,96 @@ func decodeConsumerGroup(b []byte) (*consumerGroup, error) {
 	}
 	version := b[0]
 	nm := r.count()
+	if version >= 3 && nm != 0 {
+		return nil, fmt.Errorf("consumer group snapshot version %d with %d members inline", version, nm)
+	}
 	for i := 0; i < nm && r.err == nil; i++ {
-		m := &cgMember{}
-		m.id = r.str()
-		m.instanceID = r.nstr()
-		m.rackID = r.nstr()
-		m.clientID = r.str()
-		m.clientHost = r.str()
-		m.subscribedNames = r.strs()
-		m.subscribedRegex = r.nstr()
-		m.serverAssignor = r.nstr()
-		m.rebalanceTimeout = ms(r.i32())
-		m.epoch = r.i32()
-		m.prevEpoch = r.i32()
-		if st := r.take(1); st != nil {
-			m.state = memberState(st[0])
-		}
-		m.resolved = r.strs()
-		m.assigned = r.asg()
-		m.pendingRevoke = r.asg()
-		if t := r.asg(); t != nil {
-			c.target[m.id] = t
-		}
-		if version >= 2 {
-			// Each entry is 24 bytes; count checks 4 of them.
-			n := r.count()
-			m.assignedAt = make(map[partKey]int32, n)
-			for j := 0; j < n && r.err == nil; j++ {
-				k := partKey{topic: r.id()}
-				k.partition = r.i32()
-				m.assignedAt[k] = r.i32()
-			}
-		}
-		m.syncAssignedAt()
-		c.members[m.id] = m
-		if m.instanceID != nil {
-			c.static[*m.instanceID] = m.id
-		}
+		c.putMember(r.member(version >= 2))
 	}
 	if err := r.done("consumer"); err != nil {
 		return nil, err
 	}
+	c.legacy = version < 3 && nm > 0
 	c.rebuildIndexes()
 	return c, nil
+}
+
+// decodeCGMember reads one member's record value (encodeMember).
+func decodeCGMember(b []byte) (*cgMember, assignment, error) {
+	if len(b) == 0 || b[0] != cgMemberVersion {
+		return nil, nil, errors.New("unknown consumer group member record version")
+	}
+	r := &cgReader{b: b[1:]}
+	m, target := r.memberWithTarget(true)
+	if err := r.done("consumer group member"); err != nil {
+		return nil, nil, err
+	}
+	if m.id == "" {
+		return nil, nil, errors.New("consumer group member record without a member id")
+	}
+	return m, target, nil
+}
+
+// cgMemberRead is a member as read, with its target.
+type cgMemberRead struct {
+	m      *cgMember
+	target assignment
+}
+
+func (r *cgReader) member(withAssignedAt bool) cgMemberRead {
+	m, t := r.memberWithTarget(withAssignedAt)
+	return cgMemberRead{m, t}
+}
+
+// memberWithTarget reads what cgWriter.member writes; withAssignedAt is
+// false for version 1 snapshots, which had no assignment epochs.
+func (r *cgReader) memberWithTarget(withAssignedAt bool) (*cgMember, assignment) {
+	m := &cgMember{}
+	m.id = r.str()
+	m.instanceID = r.nstr()
+	m.rackID = r.nstr()
+	m.clientID = r.str()
+	m.clientHost = r.str()
+	m.subscribedNames = r.strs()
+	m.subscribedRegex = r.nstr()
+	m.serverAssignor = r.nstr()
+	m.rebalanceTimeout = ms(r.i32())
+	m.epoch = r.i32()
+	m.prevEpoch = r.i32()
+	if st := r.take(1); st != nil {
+		m.state = memberState(st[0])
+	}
+	m.resolved = r.strs()
+	m.assigned = r.asg()
+	m.pendingRevoke = r.asg()
+	target := r.asg()
+	if withAssignedAt {
+		// Each entry is 24 bytes; count checks 4 of them.
+		n := r.count()
+		m.assignedAt = make(map[partKey]int32, n)
+		for j := 0; j < n && r.err == nil; j++ {
+			k := partKey{topic: r.id()}
+			k.partition = r.i32()
+			m.assignedAt[k] = r.i32()
+		}
+	}
+	m.syncAssignedAt()
+	return m, target
+}
+
+// putMember places a decoded member (and its target) in the group; the
+// caller rebuilds the indexes once all are in.
+func (c *consumerGroup) putMember(mr cgMemberRead) {
+	m := mr.m
+	if old := c.members[m.id]; old != nil && old.instanceID != nil && c.static[*old.instanceID] == m.id {
+		delete(c.static, *old.instanceID)
+	}
+	c.members[m.id] = m
+	delete(c.target, m.id)
+	if mr.target != nil {
+		c.target[m.id] = mr.target
+	}
+	if m.instanceID != nil {
+		c.static[*m.instanceID] = m.id
+	}
 }

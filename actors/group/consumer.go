@@ -142,6 +142,11 @@ type consumerGroup struct {
 		at    time.Time
 		known bool
 	}
+	// touched and gone are the members whose records the step must
+	// write, or tombstone; legacy: read from a snapshot with members
+	// inline, so the next write writes every member (cgcodec.go).
+	touched, gone map[string]bool
+	legacy        bool
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -408,10 +413,12 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 		}
 	}
 	bump := false
+	joined := false
 	if m == nil {
 		m = &cgMember{id: memberID}
 		c.addMember(m)
 		bump = true
+		joined = true
 		c.dirty = true
 	}
 	if req.MemberEpoch == 0 && m.epoch == staticLeaveEpoch {
@@ -420,7 +427,9 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	}
 	if g.updateCGMember(m, req, client) {
 		bump = true
-		c.subsStale = true
+		if !joined || !c.resolveJoiner(m) {
+			c.subsStale = true
+		}
 	}
 	if topics != nil && (c.subsStale || c.anyRegex || c.subscribedMetaChanged(topics)) {
 		if g.refreshSubscriptions(topics) {
@@ -487,19 +496,19 @@ func (g *Group) updateCGMember(m *cgMember, req *kmsg.ConsumerGroupHeartbeatRequ
 	if req.InstanceID != nil && (m.instanceID == nil || *m.instanceID != *req.InstanceID) {
 		m.instanceID = cloneStr(req.InstanceID)
 		c.static[*req.InstanceID] = m.id
-		c.dirty = true
+		c.touch(m.id)
 	}
 	if req.RackID != nil && (m.rackID == nil || *m.rackID != *req.RackID) {
 		m.rackID = cloneStr(req.RackID)
-		c.dirty = true
+		c.touch(m.id)
 	}
 	if req.RebalanceTimeoutMillis != -1 && ms(req.RebalanceTimeoutMillis) != m.rebalanceTimeout {
 		m.rebalanceTimeout = ms(req.RebalanceTimeoutMillis)
-		c.dirty = true
+		c.touch(m.id)
 	}
 	if req.ServerAssignor != nil && (m.serverAssignor == nil || *m.serverAssignor != *req.ServerAssignor) {
 		m.serverAssignor = cloneStr(req.ServerAssignor)
-		c.dirty = true
+		c.touch(m.id)
 	}
 	if req.SubscribedTopicNames != nil {
 		names := slices.Clone(req.SubscribedTopicNames)
@@ -522,10 +531,10 @@ func (g *Group) updateCGMember(m *cgMember, req *kmsg.ConsumerGroupHeartbeatRequ
 	}
 	if m.clientID != client.ID || m.clientHost != client.Host {
 		m.clientID, m.clientHost = client.ID, client.Host
-		c.dirty = true
+		c.touch(m.id)
 	}
 	if changed {
-		c.dirty = true
+		c.touch(m.id)
 	}
 	return changed
 }
@@ -574,7 +583,7 @@ func (g *Group) refreshSubscriptions(src TopicSource) bool {
 		sort.Strings(resolved)
 		if !slices.Equal(resolved, m.resolved) {
 			m.resolved = resolved
-			c.dirty = true
+			c.touch(m.id)
 		}
 	}
 	c.subscribedNames = sortedKeys(names)
@@ -593,6 +602,28 @@ func (g *Group) refreshSubscriptions(src TopicSource) bool {
 	}
 	c.topics = topics
 	c.dirty = true
+	return true
+}
+
+// resolveJoiner resolves a new member's subscription alone when it names
+// only topics the group already subscribes to by name (and no regex): the
+// group's subscription metadata cannot change then, so a join in a large
+// group does not re-resolve every member. False: a full resolve is needed.
+func (c *consumerGroup) resolveJoiner(m *cgMember) bool {
+	if c.subsStale || m.subscribedRegex != nil {
+		return false
+	}
+	var resolved []string
+	for _, n := range m.subscribedNames {
+		if _, ok := slices.BinarySearch(c.subscribedNames, n); !ok {
+			return false
+		}
+		if _, ok := c.topics[n]; ok {
+			resolved = append(resolved, n)
+		}
+	}
+	m.resolved = resolved
+	c.touch(m.id)
 	return true
 }
 
@@ -637,9 +668,13 @@ func (c *consumerGroup) computeTarget() {
 		in.subscribed[id] = c.members[id].resolved
 	}
 	target := assignors[c.preferredAssignor()](in)
-	c.target = map[string]assignment{}
+	old := c.target
+	c.target = make(map[string]assignment, len(in.members))
 	for _, id := range in.members {
 		c.target[id] = target[id]
+		if !old[id].equal(target[id]) {
+			c.touch(id)
+		}
 	}
 	c.assignmentEpoch = c.epoch
 	c.dirty = true
@@ -706,7 +741,7 @@ func (c *consumerGroup) nextAssignment(m *cgMember, epoch int32, target assignme
 	}
 	m.syncAssignedAt()
 	if m.state != prev.state || m.epoch != prev.epoch || !m.assigned.equal(prev.assigned) || !m.pendingRevoke.equal(prev.pendingRevoke) {
-		c.dirty = true
+		c.touch(m.id)
 	}
 }
 
@@ -738,7 +773,7 @@ func (g *Group) cgLeave(req *kmsg.ConsumerGroupHeartbeatRequest) *kmsg.ConsumerG
 		c.setHoldings(m, m.assigned, nil)
 		m.syncAssignedAt()
 		m.rebalanceDeadline = time.Time{}
-		c.dirty = true
+		c.touch(m.id)
 	} else {
 		c.fence(m)
 	}
@@ -811,16 +846,36 @@ func (c *consumerGroup) validateFetch(q FetchQuery) int16 {
 	return 0
 }
 
-// recordCG persists the consumer group's state if the step changed it.
+// recordCG persists what the step changed of the consumer group: the
+// group record (epochs, subscription metadata) if it changed, a tombstone
+// for each member gone, and a record for each member changed.
 func (g *Group) recordCG() {
-	if g.cg == nil || !g.cg.dirty {
+	c := g.cg
+	if c == nil {
 		return
 	}
-	g.cg.dirty = false
-	g.record(Record{Kind: RecConsumerGroup, Group: g.id, CG: &cgSnapshot{raw: g.cg.encode()}})
+	if c.legacy {
+		c.legacy = false
+		c.dirty = true
+		for id := range c.members {
+			c.touch(id)
+		}
+	}
+	if c.dirty {
+		c.dirty = false
+		g.record(Record{Kind: RecConsumerGroup, Group: g.id, CG: &cgSnapshot{raw: c.encode()}})
+	}
+	for _, id := range sortedKeys(c.gone) {
+		g.record(Record{Kind: RecConsumerGroupMember, Group: g.id, Member: id})
+	}
+	for _, id := range sortedKeys(c.touched) {
+		g.record(Record{Kind: RecConsumerGroupMember, Group: g.id, Member: id, CGM: &cgSnapshot{raw: c.encodeMember(id)}})
+	}
+	clear(c.gone)
+	clear(c.touched)
 }
 
-func (g *Group) restoreConsumerGroup(s *cgSnapshot, now time.Time) {
+func (g *Group) restoreConsumerGroup(s *cgSnapshot, members []*cgSnapshot, now time.Time) {
 	if s == nil {
 		g.cg = nil
 		return
@@ -830,6 +885,15 @@ func (g *Group) restoreConsumerGroup(s *cgSnapshot, now time.Time) {
 		// readCGSnapshot validated it; a failure here is a bug.
 		panic(fmt.Sprintf("consumer group %s: %v", g.id, err))
 	}
+	for _, ms := range members {
+		m, target, err := decodeCGMember(ms.raw)
+		if err != nil {
+			// readCGMemberSnapshot validated it; a failure here is a bug.
+			panic(fmt.Sprintf("consumer group %s member: %v", g.id, err))
+		}
+		c.putMember(cgMemberRead{m, target})
+	}
+	c.rebuildIndexes()
 	for _, m := range c.members {
 		m.sessionDeadline = now.Add(g.consumerSessionTimeout())
 		if m.state == msUnrevoked {

@@ -31,7 +31,16 @@ func (c *consumerGroup) addMember(m *cgMember) {
 	c.members[m.id] = m
 	c.ids.add(m.id)
 	c.index(m)
-	c.subsStale = true
+	c.touch(m.id)
+}
+
+// touch marks a member whose record the step must write.
+func (c *consumerGroup) touch(id string) {
+	if c.touched == nil {
+		c.touched = map[string]bool{}
+	}
+	c.touched[id] = true
+	delete(c.gone, id)
 }
 
 // removeMember takes m out of the group's members and indexes.
@@ -40,6 +49,11 @@ func (c *consumerGroup) removeMember(m *cgMember) {
 	delete(c.members, m.id)
 	c.ids.remove(m.id)
 	c.subsStale = true
+	delete(c.touched, m.id)
+	if c.gone == nil {
+		c.gone = map[string]bool{}
+	}
+	c.gone[m.id] = true
 	if len(c.members) == 0 {
 		// No member, no deadline: the group may rest.
 		c.floor.at, c.floor.known = time.Time{}, true

@@ -381,12 +381,19 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 	// (empty) classic metadata beside the consumer-protocol state: the
 	// latter wins, so it is applied last.
 	var cg, sg, st *Record
+	// cgMembers are the consumer group's member records (version 3), by
+	// member id, in the order the store hands them back.
+	var cgMembers map[string]*cgSnapshot
 	defer func() {
 		if st != nil && g.live {
 			g.restoreStreamsGroup(st.ST, now)
 		}
 		if cg != nil && g.live {
-			g.restoreConsumerGroup(cg.CG, now)
+			members := make([]*cgSnapshot, 0, len(cgMembers))
+			for _, id := range sortedKeys(cgMembers) {
+				members = append(members, cgMembers[id])
+			}
+			g.restoreConsumerGroup(cg.CG, members, now)
 		}
 		if sg != nil && g.live {
 			g.restoreShareGroup(sg.SG, now)
@@ -396,9 +403,19 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 		switch r.Kind {
 		case RecGroup:
 			g.restoreMeta(r.Meta, now)
+		case RecConsumerGroupMember:
+			if r.CGM == nil {
+				delete(cgMembers, r.Member)
+				continue
+			}
+			if cgMembers == nil {
+				cgMembers = map[string]*cgSnapshot{}
+			}
+			cgMembers[r.Member] = r.CGM
 		case RecConsumerGroup:
 			if r.CG == nil {
 				cg = nil
+				clear(cgMembers)
 				continue
 			}
 			cg = &recs[i]
@@ -430,6 +447,7 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 		case RecGroupTombstone:
 			g.reset()
 			cg, sg, st = nil, nil, nil
+			clear(cgMembers)
 		case RecTxnOffset, RecTxnOffsetTombstone:
 			if r.Kind == RecTxnOffset && !g.live {
 				g.live, g.state, g.stateSince = true, Empty, r.Offset.CommitTime

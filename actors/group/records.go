@@ -28,6 +28,7 @@ const (
 	RecTxnOffsetTombstone
 	RecShareGroup
 	RecStreamsGroup
+	RecConsumerGroupMember
 )
 
 // Record is one persisted change of a group.
@@ -40,6 +41,8 @@ type Record struct {
 	Offset     Offset                   // RecOffset, RecTxnOffset
 	Meta       *kmsg.GroupMetadataValue // RecGroup
 	CG         *cgSnapshot              // RecConsumerGroup
+	Member     string                   // RecConsumerGroupMember
+	CGM        *cgSnapshot              // RecConsumerGroupMember (nil: tombstone)
 	SG         *sgSnapshot              // RecShareGroup (nil: tombstone)
 	ST         *stSnapshot              // RecStreamsGroup (nil: tombstone)
 }
@@ -56,6 +59,7 @@ const (
 	txnKeyVersion    = 0x7e02
 	sgKeyVersion     = 0x7e03
 	stKeyVersion     = 0x7e04
+	cgmKeyVersion    = 0x7e05
 )
 
 // storeKey identifies what a record replaces: records with the same key
@@ -70,6 +74,8 @@ func (r *Record) storeKey() string {
 		return "s\x00" + r.Group
 	case RecStreamsGroup:
 		return "t\x00" + r.Group
+	case RecConsumerGroupMember:
+		return "m\x00" + r.Group + "\x00" + r.Member
 	case RecTxnOffset, RecTxnOffsetTombstone:
 		return fmt.Sprintf("x\x00%s\x00%d\x00%s\x00%d", r.Group, r.ProducerID, r.Topic, r.Partition)
 	default:
@@ -80,7 +86,8 @@ func (r *Record) storeKey() string {
 // tombstone: the record deletes its key.
 func (r *Record) tombstone() bool {
 	return r.Kind == RecOffsetTombstone || r.Kind == RecGroupTombstone || r.Kind == RecTxnOffsetTombstone || (r.Kind == RecConsumerGroup && r.CG == nil) ||
-		(r.Kind == RecShareGroup && r.SG == nil) || (r.Kind == RecStreamsGroup && r.ST == nil)
+		(r.Kind == RecShareGroup && r.SG == nil) || (r.Kind == RecStreamsGroup && r.ST == nil) ||
+		(r.Kind == RecConsumerGroupMember && r.CGM == nil)
 }
 
 // encode returns the record's key and value (nil value: a tombstone).
@@ -120,6 +127,13 @@ func (r *Record) encode() (key, value []byte) {
 		key = k.AppendTo(nil)
 		if r.SG != nil {
 			value = r.SG.appendTo(nil)
+		}
+	case RecConsumerGroupMember:
+		// A group metadata key with the member id after it.
+		k := kmsg.GroupMetadataKey{Version: cgmKeyVersion, Group: r.Group}
+		key = appendKeyString(k.AppendTo(nil), r.Member)
+		if r.CGM != nil {
+			value = r.CGM.appendTo(nil)
 		}
 	case RecStreamsGroup:
 		k := kmsg.GroupMetadataKey{Version: stKeyVersion, Group: r.Group}
@@ -217,6 +231,20 @@ func decodeRecord(key, value []byte) (Record, error) {
 		}
 		r.SG = s
 		return r, nil
+	case cgmKeyVersion:
+		group, member, err := readMemberKey(key)
+		if err != nil {
+			return Record{}, fmt.Errorf("consumer group member key: %w", err)
+		}
+		r := Record{Kind: RecConsumerGroupMember, Group: group, Member: member}
+		if value == nil {
+			return r, nil
+		}
+		if _, _, err := decodeCGMember(value); err != nil {
+			return Record{}, fmt.Errorf("consumer group member value: %w", err)
+		}
+		r.CGM = &cgSnapshot{raw: append([]byte(nil), value...)}
+		return r, nil
 	case stKeyVersion:
 		var k kmsg.GroupMetadataKey
 		if err := k.ReadFrom(key); err != nil {
@@ -254,4 +282,36 @@ func decodeRecord(key, value []byte) (Record, error) {
 		return r, nil
 	}
 	return Record{}, fmt.Errorf("unknown key version %d", version)
+}
+
+// appendKeyString appends an int16-length string, as Kafka's keys encode
+// theirs.
+func appendKeyString(dst []byte, s string) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(s)))
+	return append(dst, s...)
+}
+
+// readMemberKey parses a member record's key: version, group and member
+// id, each string int16-length prefixed.
+func readMemberKey(key []byte) (group, member string, err error) {
+	b := key[2:]
+	read := func() (string, bool) {
+		if len(b) < 2 {
+			return "", false
+		}
+		n := int(binary.BigEndian.Uint16(b))
+		if len(b) < 2+n {
+			return "", false
+		}
+		s := string(b[2 : 2+n])
+		b = b[2+n:]
+		return s, true
+	}
+	var ok1, ok2 bool
+	group, ok1 = read()
+	member, ok2 = read()
+	if !ok1 || !ok2 || len(b) != 0 {
+		return "", "", errors.New("malformed key")
+	}
+	return group, member, nil
 }

@@ -252,7 +252,7 @@ func TestRecordCodecRoundTrip(t *testing.T) {
 		{Kind: RecOffsetTombstone, Group: "g", Topic: "t", Partition: 4},
 		metaRec("g", 7),
 		{Kind: RecGroupTombstone, Group: "g"},
-		{Kind: RecConsumerGroup, Group: "g", CG: &cgSnapshot{raw: c.encode()}},
+		{Kind: RecConsumerGroup, Group: "g", CG: &cgSnapshot{raw: c.encodeWithMembers()}},
 		{Kind: RecConsumerGroup, Group: "g"},
 		{Kind: RecTxnOffset, Group: "g", Topic: "t", Partition: 1, ProducerID: 1 << 40, Offset: Offset{Offset: 5, LeaderEpoch: 2, Metadata: "x", CommitTime: time.UnixMilli(42)}},
 		{Kind: RecTxnOffsetTombstone, Group: "g", Topic: "t", Partition: 1, ProducerID: 1 << 40},
@@ -289,7 +289,11 @@ func FuzzDecodeRecord(f *testing.F) {
 	}
 	c := newConsumerGroup()
 	c.members["m"] = &cgMember{id: "m", assigned: assignment{{1}: {0}}}
-	k, v := (&Record{Kind: RecConsumerGroup, Group: "g", CG: &cgSnapshot{raw: c.encode()}}).encode()
+	k, v := (&Record{Kind: RecConsumerGroup, Group: "g", CG: &cgSnapshot{raw: c.encodeWithMembers()}}).encode()
+	f.Add(k, v)
+	k, v = (&Record{Kind: RecConsumerGroup, Group: "g", CG: &cgSnapshot{raw: c.encode()}}).encode()
+	f.Add(k, v)
+	k, v = (&Record{Kind: RecConsumerGroupMember, Group: "g", Member: "m", CGM: &cgSnapshot{raw: c.encodeMember("m")}}).encode()
 	f.Add(k, v)
 	sg := newShareGroup()
 	sg.members["m"] = &shareMember{id: "m", subscribed: []string{"t"}, assigned: assignment{{1}: {0}}}
