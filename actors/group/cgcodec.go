@@ -70,7 +70,7 @@ func (w *cgWriter) strs(ss []string) {
 	}
 }
 func (w *cgWriter) asg(a assignment) {
-	ids := a.topics()
+	ids := topicsOf(a)
 	w.u32(uint32(len(ids)))
 	for _, id := range ids {
 		w.b = append(w.b, id[:]...)

@@ -455,7 +455,7 @@ func (g *Group) cgHeartbeat(now time.Time, req *kmsg.ConsumerGroupHeartbeatReque
 	resp.MemberEpoch = m.epoch
 	if req.Topics != nil || req.MemberEpoch == 0 || !before.equal(m.assigned) {
 		resp.Assignment = &kmsg.ConsumerGroupHeartbeatResponseAssignment{}
-		for _, t := range m.assigned.topics() {
+		for _, t := range topicsOf(m.assigned) {
 			resp.Assignment.Topics = append(resp.Assignment.Topics, kmsg.ConsumerGroupHeartbeatResponseAssignmentTopic{TopicID: t, Partitions: slices.Clone(m.assigned[t])})
 		}
 		if resp.Assignment.Topics == nil {
@@ -797,21 +797,13 @@ type commitCheck func(topic string, topicID [16]byte, partition int32) *kerr.Err
 // (the commit of partitions being revoked, above all), and still fences
 // a zombie's commits for partitions given to someone else.
 func (c *consumerGroup) validateCommit(memberID string, epoch int32, versionOK bool, stale *kerr.Error) (*kerr.Error, commitCheck) {
-	if epoch < 0 && len(c.members) == 0 {
-		return nil, nil
-	}
 	m := c.members[memberID]
-	if m == nil {
-		return kerr.UnknownMemberID, nil
+	var memberEpoch int32
+	if m != nil {
+		memberEpoch = m.epoch
 	}
-	if !versionOK {
-		return kerr.UnsupportedVersion, nil
-	}
-	switch {
-	case epoch == m.epoch:
-		return nil, nil
-	case epoch > m.epoch || epoch < 0:
-		return stale, nil
+	if err, done := memberCommitCheck(len(c.members) == 0, epoch, memberEpoch, m != nil, versionOK, stale); done {
+		return err, nil
 	}
 	return nil, func(topic string, topicID [16]byte, partition int32) *kerr.Error {
 		if topicID == ([16]byte{}) {
@@ -829,21 +821,12 @@ func (c *consumerGroup) validateCommit(memberID string, epoch int32, versionOK b
 }
 
 func (c *consumerGroup) validateFetch(q FetchQuery) int16 {
-	if q.MemberEpoch < 0 && q.MemberID == nil {
-		return 0
-	}
-	id := ""
-	if q.MemberID != nil {
-		id = *q.MemberID
-	}
-	m := c.members[id]
-	if m == nil {
-		return kerr.UnknownMemberID.Code
-	}
-	if q.MemberEpoch != m.epoch {
-		return kerr.StaleMemberEpoch.Code
-	}
-	return 0
+	return memberFetchCheck(q, func(id string) (int32, bool) {
+		if m := c.members[id]; m != nil {
+			return m.epoch, true
+		}
+		return 0, false
+	})
 }
 
 // recordCG persists what the step changed of the consumer group: the
@@ -933,7 +916,7 @@ func (g *Group) ConsumerGroupDescribe(now time.Time, ref Ref) Effects {
 		toAssignment := func(a assignment) kmsg.Assignment {
 			var out kmsg.Assignment
 			out.TopicPartitions = []kmsg.AssignmentTopicPartition{}
-			for _, t := range a.topics() {
+			for _, t := range topicsOf(a) {
 				out.TopicPartitions = append(out.TopicPartitions, kmsg.AssignmentTopicPartition{TopicID: t, Topic: names[t], Partitions: slices.Clone(a[t])})
 			}
 			return out

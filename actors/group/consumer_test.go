@@ -66,7 +66,7 @@ func (c *cgClient) beat() *kmsg.ConsumerGroupHeartbeatResponse {
 	req.ServerAssignor = c.assignor
 	req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
 	if c.epoch != 0 {
-		for _, t := range c.owned.topics() {
+		for _, t := range topicsOf(c.owned) {
 			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: t, Partitions: c.owned[t]})
 		}
 	}

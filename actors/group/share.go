@@ -266,7 +266,7 @@ func (g *Group) sgHeartbeat(now time.Time, req *kmsg.ShareGroupHeartbeatRequest,
 	// A member behind (its last answer lost) is sent its assignment again.
 	if req.MemberEpoch != m.epoch || !before.equal(m.assigned) {
 		resp.Assignment = &kmsg.ShareGroupHeartbeatResponseAssignment{TopicPartitions: []kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{}}
-		for _, t := range m.assigned.topics() {
+		for _, t := range topicsOf(m.assigned) {
 			resp.Assignment.TopicPartitions = append(resp.Assignment.TopicPartitions,
 				kmsg.ShareGroupHeartbeatResponseAssignmentTopicPartition{TopicID: t, Partitions: slices.Clone(m.assigned[t])})
 		}
@@ -395,7 +395,7 @@ func (g *Group) ShareGroupDescribe(now time.Time, ref Ref) Effects {
 				dm.SubscribedTopicNames = []string{}
 			}
 			dm.Assignment.TopicPartitions = []kmsg.ShareGroupDescribeResponseGroupMemberAssignmentTopicPartition{}
-			for _, t := range m.assigned.topics() {
+			for _, t := range topicsOf(m.assigned) {
 				dm.Assignment.TopicPartitions = append(dm.Assignment.TopicPartitions,
 					kmsg.ShareGroupDescribeResponseGroupMemberAssignmentTopicPartition{TopicID: t, Topic: names[t], Partitions: slices.Clone(m.assigned[t])})
 			}

@@ -458,8 +458,8 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 	resp.MemberID = m.id
 	resp.MemberEpoch = m.epoch
 	if req.MemberEpoch == 0 || !before.active.equal(m.active) || !before.standby.equal(m.standby) {
-		resp.ActiveTasks = m.active.wire()
-		resp.StandbyTasks = m.standby.wire()
+		resp.ActiveTasks = tasksWire(m.active)
+		resp.StandbyTasks = tasksWire(m.standby)
 		resp.WarmupTasks = []kmsg.TaskIDs{}
 		if m.endpoint != nil {
 			s.endpointEpoch++
@@ -805,22 +805,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // for the partitions of active tasks the member was given at or before
 // it; others are stale.
 func (s *streamsGroup) validateCommit(memberID string, epoch int32, versionOK bool, stale *kerr.Error) (*kerr.Error, commitCheck) {
-	if epoch < 0 && len(s.members) == 0 {
-		return nil, nil
-	}
 	m := s.members[memberID]
-	if m == nil {
-		return kerr.UnknownMemberID, nil
+	var memberEpoch int32
+	if m != nil {
+		memberEpoch = m.epoch
 	}
-	if !versionOK {
-		// Members of the streams protocol commit with OffsetCommit v9+.
-		return kerr.UnsupportedVersion, nil
-	}
-	switch {
-	case epoch == m.epoch:
-		return nil, nil
-	case epoch > m.epoch || epoch < 0:
-		return stale, nil
+	if err, done := memberCommitCheck(len(s.members) == 0, epoch, memberEpoch, m != nil, versionOK, stale); done {
+		return err, nil
 	}
 	return nil, func(topic string, _ [16]byte, partition int32) *kerr.Error {
 		if s.configured == nil {
@@ -839,21 +830,12 @@ func (s *streamsGroup) validateCommit(memberID string, epoch int32, versionOK bo
 }
 
 func (s *streamsGroup) validateFetch(q FetchQuery) int16 {
-	if q.MemberEpoch < 0 && q.MemberID == nil {
-		return 0
-	}
-	id := ""
-	if q.MemberID != nil {
-		id = *q.MemberID
-	}
-	m := s.members[id]
-	if m == nil {
-		return kerr.UnknownMemberID.Code
-	}
-	if q.MemberEpoch != m.epoch {
-		return kerr.StaleMemberEpoch.Code
-	}
-	return 0
+	return memberFetchCheck(q, func(id string) (int32, bool) {
+		if m := s.members[id]; m != nil {
+			return m.epoch, true
+		}
+		return 0, false
+	})
 }
 
 // subscribes reports whether the topology reads or writes topic.

@@ -164,7 +164,7 @@ func (s *streamsGroup) encode() []byte {
 			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state,
 			Active: m.active, Standby: m.standby, PendingActive: m.pendingActive, PendingStandby: m.pendingStandby}
 		for _, a := range []streamsTasks{m.active, m.pendingActive} {
-			for _, sub := range a.subtopologies() {
+			for _, sub := range subtopologiesOf(a) {
 				for _, p := range a[sub] {
 					mj.ActiveAt = append(mj.ActiveAt, stTaskEpochJSON{Sub: sub, Part: p, Epoch: m.activeAt[stTask{sub, p}]})
 				}

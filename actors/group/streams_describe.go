@@ -56,9 +56,9 @@ func (g *Group) StreamsGroupDescribe(now time.Time, ref Ref) Effects {
 				dm.ClientTags = append(dm.ClientTags, kmsg.StreamsGroupDescribeResponseGroupMemberClientTag{Key: kv.key, Value: kv.value})
 			}
 			dm.TaskOffsets, dm.TaskEndOffsets = []kmsg.TaskOffset{}, []kmsg.TaskOffset{}
-			dm.Assignment = kmsg.StreamsAssignment{ActiveTasks: m.active.wire(), StandbyTasks: m.standby.wire(), WarmupTasks: []kmsg.TaskIDs{}}
+			dm.Assignment = kmsg.StreamsAssignment{ActiveTasks: tasksWire(m.active), StandbyTasks: tasksWire(m.standby), WarmupTasks: []kmsg.TaskIDs{}}
 			t := s.target[id]
-			dm.TargetAssignment = kmsg.StreamsAssignment{ActiveTasks: t.active.wire(), StandbyTasks: t.standby.wire(), WarmupTasks: []kmsg.TaskIDs{}}
+			dm.TargetAssignment = kmsg.StreamsAssignment{ActiveTasks: tasksWire(t.active), StandbyTasks: tasksWire(t.standby), WarmupTasks: []kmsg.TaskIDs{}}
 			out.Members = append(out.Members, dm)
 		}
 		if out.Members == nil {

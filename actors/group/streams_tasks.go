@@ -3,118 +3,19 @@ package group
 // Task sets and topologies of KIP-1071 streams groups.
 
 import (
-	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// streamsTasks maps a subtopology id to its task (partition) numbers,
-// sorted and unique. A nil or empty value holds nothing; subtopologies
-// with no tasks are dropped.
-type streamsTasks map[string][]int32
+// streamsTasks maps a subtopology id to its task (partition) numbers
+// (numbersets.go).
+type streamsTasks = numberSets[string]
 
-func (a streamsTasks) clone() streamsTasks {
-	if len(a) == 0 {
-		return nil
-	}
-	out := make(streamsTasks, len(a))
-	for s, ps := range a {
-		out[s] = slices.Clone(ps)
-	}
-	return out
-}
-
-func (a streamsTasks) has(sub string, p int32) bool {
-	_, ok := slices.BinarySearch(a[sub], p)
-	return ok
-}
-
-// add returns a with task (sub, p) added (a may be nil).
-func (a streamsTasks) add(sub string, p int32) streamsTasks {
-	if a == nil {
-		a = streamsTasks{}
-	}
-	ps := a[sub]
-	if i, ok := slices.BinarySearch(ps, p); !ok {
-		a[sub] = slices.Insert(ps, i, p)
-	}
-	return a
-}
-
-func (a streamsTasks) count() int {
-	n := 0
-	for _, ps := range a {
-		n += len(ps)
-	}
-	return n
-}
-
-func (a streamsTasks) equal(b streamsTasks) bool {
-	if a.count() != b.count() {
-		return false
-	}
-	for s, ps := range a {
-		if !slices.Equal(ps, b[s]) {
-			return false
-		}
-	}
-	return true
-}
-
-// union returns a ∪ b as a new value.
-func (a streamsTasks) union(b streamsTasks) streamsTasks {
-	out := a.clone()
-	for s, ps := range b {
-		for _, p := range ps {
-			out = out.add(s, p)
-		}
-	}
-	return out
-}
-
-// minus returns a − b as a new value.
-func (a streamsTasks) minus(b streamsTasks) streamsTasks {
-	var out streamsTasks
-	for s, ps := range a {
-		for _, p := range ps {
-			if !b.has(s, p) {
-				out = out.add(s, p)
-			}
-		}
-	}
-	return out
-}
-
-// intersect returns a ∩ b as a new value.
-func (a streamsTasks) intersect(b streamsTasks) streamsTasks {
-	var out streamsTasks
-	for s, ps := range a {
-		for _, p := range ps {
-			if b.has(s, p) {
-				out = out.add(s, p)
-			}
-		}
-	}
-	return out
-}
-
-func (a streamsTasks) overlaps(b streamsTasks) bool {
-	for s, ps := range a {
-		for _, p := range ps {
-			if b.has(s, p) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// subtopologies returns the ids holding tasks, sorted.
-func (a streamsTasks) subtopologies() []string {
-	return slices.Sorted(maps.Keys(a))
-}
+// subtopologiesOf returns the subtopology ids holding tasks, sorted.
+func subtopologiesOf(a streamsTasks) []string { return a.keys(strings.Compare) }
 
 // streamsTasksFrom reads a request's task list (nil stays nil).
 func streamsTasksFrom(ids []kmsg.TaskIDs) streamsTasks {
@@ -130,10 +31,10 @@ func streamsTasksFrom(ids []kmsg.TaskIDs) streamsTasks {
 	return out
 }
 
-// wire returns the tasks as a response's task list (never nil).
-func (a streamsTasks) wire() []kmsg.TaskIDs {
+// tasksWire returns the tasks as a response's task list (never nil).
+func tasksWire(a streamsTasks) []kmsg.TaskIDs {
 	out := []kmsg.TaskIDs{}
-	for _, s := range a.subtopologies() {
+	for _, s := range subtopologiesOf(a) {
 		out = append(out, kmsg.TaskIDs{SubtopologyID: s, Partitions: slices.Clone(a[s])})
 	}
 	return out

@@ -120,8 +120,8 @@ func (c *stClient) request() *kmsg.StreamsGroupHeartbeatRequest {
 		req.RebalanceTimeoutMillis = 30_000
 		req.Topology = c.topology
 	} else {
-		req.ActiveTasks = c.active.wire()
-		req.StandbyTasks = c.standby.wire()
+		req.ActiveTasks = tasksWire(c.active)
+		req.StandbyTasks = tasksWire(c.standby)
 		req.WarmupTasks = []kmsg.TaskIDs{}
 	}
 	return req
