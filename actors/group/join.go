@@ -64,6 +64,7 @@ func (g *Group) join(now time.Time, ref Ref, req *kmsg.JoinGroupRequest, client 
 		g.st = nil
 		g.state = Empty
 		g.record(Record{Kind: RecStreamsGroup, Group: g.id})
+		g.record(Record{Kind: RecStreamsTopology, Group: g.id})
 	}
 	unknown := req.MemberID == ""
 	created := false

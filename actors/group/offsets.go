@@ -384,9 +384,16 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 	// cgMembers are the consumer group's member records (version 3), by
 	// member id, in the order the store hands them back.
 	var cgMembers map[string]*cgSnapshot
+	// The streams group's topology and member records.
+	var stTopology *stSnapshot
+	var stMembers map[string]*stSnapshot
 	defer func() {
 		if st != nil && g.live {
-			g.restoreStreamsGroup(st.ST, now)
+			var members []*stSnapshot
+			for _, id := range sortedKeys(stMembers) {
+				members = append(members, stMembers[id])
+			}
+			g.restoreStreamsGroup(st.ST, stTopology, members, now)
 		}
 		if cg != nil && g.live {
 			members := make([]*cgSnapshot, 0, len(cgMembers))
@@ -427,9 +434,21 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 			}
 			sg = &recs[i]
 			g.live = true
+		case RecStreamsTopology:
+			stTopology = r.ST
+		case RecStreamsMember:
+			if r.ST == nil {
+				delete(stMembers, r.Member)
+				continue
+			}
+			if stMembers == nil {
+				stMembers = map[string]*stSnapshot{}
+			}
+			stMembers[r.Member] = r.ST
 		case RecStreamsGroup:
 			if r.ST == nil {
-				st = nil
+				st, stTopology = nil, nil
+				clear(stMembers)
 				continue
 			}
 			st = &recs[i]
@@ -448,6 +467,8 @@ func (g *Group) Restore(recs []Record, now time.Time) {
 			g.reset()
 			cg, sg, st = nil, nil, nil
 			clear(cgMembers)
+			stTopology = nil
+			clear(stMembers)
 		case RecTxnOffset, RecTxnOffsetTombstone:
 			if r.Kind == RecTxnOffset && !g.live {
 				g.live, g.state, g.stateSince = true, Empty, r.Offset.CommitTime

@@ -29,6 +29,8 @@ const (
 	RecShareGroup
 	RecStreamsGroup
 	RecConsumerGroupMember
+	RecStreamsTopology
+	RecStreamsMember
 )
 
 // Record is one persisted change of a group.
@@ -44,7 +46,7 @@ type Record struct {
 	Member     string                   // RecConsumerGroupMember
 	CGM        *cgSnapshot              // RecConsumerGroupMember (nil: tombstone)
 	SG         *sgSnapshot              // RecShareGroup (nil: tombstone)
-	ST         *stSnapshot              // RecStreamsGroup (nil: tombstone)
+	ST         *stSnapshot              // RecStreamsGroup, RecStreamsTopology, RecStreamsMember (nil: tombstone); Member names the member
 }
 
 // Key versions, as in __consumer_offsets: 1 offset commit, 2 group
@@ -60,6 +62,8 @@ const (
 	sgKeyVersion     = 0x7e03
 	stKeyVersion     = 0x7e04
 	cgmKeyVersion    = 0x7e05
+	sttKeyVersion    = 0x7e06
+	stmKeyVersion    = 0x7e07
 )
 
 // storeKey identifies what a record replaces: records with the same key
@@ -76,6 +80,10 @@ func (r *Record) storeKey() string {
 		return "t\x00" + r.Group
 	case RecConsumerGroupMember:
 		return "m\x00" + r.Group + "\x00" + r.Member
+	case RecStreamsTopology:
+		return "T\x00" + r.Group
+	case RecStreamsMember:
+		return "M\x00" + r.Group + "\x00" + r.Member
 	case RecTxnOffset, RecTxnOffsetTombstone:
 		return fmt.Sprintf("x\x00%s\x00%d\x00%s\x00%d", r.Group, r.ProducerID, r.Topic, r.Partition)
 	default:
@@ -86,7 +94,7 @@ func (r *Record) storeKey() string {
 // tombstone: the record deletes its key.
 func (r *Record) tombstone() bool {
 	return r.Kind == RecOffsetTombstone || r.Kind == RecGroupTombstone || r.Kind == RecTxnOffsetTombstone || (r.Kind == RecConsumerGroup && r.CG == nil) ||
-		(r.Kind == RecShareGroup && r.SG == nil) || (r.Kind == RecStreamsGroup && r.ST == nil) ||
+		(r.Kind == RecShareGroup && r.SG == nil) || ((r.Kind == RecStreamsGroup || r.Kind == RecStreamsTopology || r.Kind == RecStreamsMember) && r.ST == nil) ||
 		(r.Kind == RecConsumerGroupMember && r.CGM == nil)
 }
 
@@ -135,9 +143,13 @@ func (r *Record) encode() (key, value []byte) {
 		if r.CGM != nil {
 			value = r.CGM.appendTo(nil)
 		}
-	case RecStreamsGroup:
-		k := kmsg.GroupMetadataKey{Version: stKeyVersion, Group: r.Group}
+	case RecStreamsGroup, RecStreamsTopology, RecStreamsMember:
+		version := map[RecordKind]int16{RecStreamsGroup: stKeyVersion, RecStreamsTopology: sttKeyVersion, RecStreamsMember: stmKeyVersion}[r.Kind]
+		k := kmsg.GroupMetadataKey{Version: version, Group: r.Group}
 		key = k.AppendTo(nil)
+		if r.Kind == RecStreamsMember {
+			key = appendKeyString(key, r.Member)
+		}
 		if r.ST != nil {
 			value = append([]byte(nil), r.ST.raw...)
 		}
@@ -245,16 +257,26 @@ func decodeRecord(key, value []byte) (Record, error) {
 		}
 		r.CGM = &cgSnapshot{raw: append([]byte(nil), value...)}
 		return r, nil
-	case stKeyVersion:
-		var k kmsg.GroupMetadataKey
-		if err := k.ReadFrom(key); err != nil {
-			return Record{}, fmt.Errorf("streams group key: %w", err)
+	case stKeyVersion, sttKeyVersion, stmKeyVersion:
+		kind := map[int16]RecordKind{stKeyVersion: RecStreamsGroup, sttKeyVersion: RecStreamsTopology, stmKeyVersion: RecStreamsMember}[version]
+		var r Record
+		if kind == RecStreamsMember {
+			group, member, err := readMemberKey(key)
+			if err != nil {
+				return Record{}, fmt.Errorf("streams group member key: %w", err)
+			}
+			r = Record{Kind: kind, Group: group, Member: member}
+		} else {
+			var k kmsg.GroupMetadataKey
+			if err := k.ReadFrom(key); err != nil {
+				return Record{}, fmt.Errorf("streams group key: %w", err)
+			}
+			r = Record{Kind: kind, Group: k.Group}
 		}
-		r := Record{Kind: RecStreamsGroup, Group: k.Group}
 		if value == nil {
 			return r, nil
 		}
-		s, err := readSTSnapshot(value)
+		s, err := readSTSnapshot(kind, value)
 		if err != nil {
 			return Record{}, fmt.Errorf("streams group value: %w", err)
 		}

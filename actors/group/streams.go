@@ -85,7 +85,21 @@ type streamsGroup struct {
 	endpointEpoch int32
 	// shutdownBy is the member that asked the application to shut down.
 	shutdownBy string
-	dirty      bool
+	// dirty: the group record changed in this step; topologyDirty: the
+	// topology; touched and gone: members whose records to write, or to
+	// tombstone.
+	dirty         bool
+	topologyDirty bool
+	touched, gone map[string]bool
+}
+
+// touch marks a member whose record the step must write.
+func (s *streamsGroup) touch(id string) {
+	if s.touched == nil {
+		s.touched = map[string]bool{}
+	}
+	s.touched[id] = true
+	delete(s.gone, id)
 }
 
 func newStreamsGroup() *streamsGroup {
@@ -149,6 +163,11 @@ func (s *streamsGroup) advance(now time.Time) {
 func (s *streamsGroup) fence(m *stMember) {
 	delete(s.members, m.id)
 	delete(s.target, m.id)
+	delete(s.touched, m.id)
+	if s.gone == nil {
+		s.gone = map[string]bool{}
+	}
+	s.gone[m.id] = true
 	if len(s.members) == 0 {
 		// Kafka keeps a shutdown request while the group has members; a
 		// fresh application after everyone left starts clean.
@@ -388,14 +407,14 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 	bump := false
 	if newTopology != nil {
 		s.topology = newTopology
-		s.dirty = true
+		s.topologyDirty = true
 		bump = true
 	}
 	if m == nil {
 		m = &stMember{id: req.MemberID}
 		s.members[m.id] = m
+		s.touch(m.id)
 		bump = true
-		s.dirty = true
 	}
 	if g.updateSTMember(m, req, client) {
 		bump = true
@@ -403,8 +422,10 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 
 	var status []kmsg.StreamsGroupHeartbeatResponseStatus
 	if s.topology == nil {
-		// Invariant: a group gets its topology from its first join.
-		panic(fmt.Sprintf("streams group %s has no topology", g.id))
+		// A group gets its topology from its first join; only a store
+		// that lost the topology record gets here. The member rejoins
+		// with its topology.
+		return stError(kerr.FencedMemberEpoch, fmt.Sprintf("Streams group %s has no topology; the member must rejoin.", g.id)), nil
 	}
 	if m.topologyEpoch < s.topology.epoch {
 		status = append(status, kmsg.StreamsGroupHeartbeatResponseStatus{StatusCode: streamsStatusStaleTopology,
@@ -521,25 +542,29 @@ func (g *Group) updateSTMember(m *stMember, req *kmsg.StreamsGroupHeartbeatReque
 	bump := false
 	if req.RackID != nil && (m.rackID == nil || *m.rackID != *req.RackID) {
 		m.rackID = cloneStr(req.RackID)
-		s.dirty, bump = true, true
+		s.touch(m.id)
+		bump = true
 	}
 	if req.RebalanceTimeoutMillis != -1 && ms(req.RebalanceTimeoutMillis) != m.rebalanceTimeout {
 		m.rebalanceTimeout = ms(req.RebalanceTimeoutMillis)
-		s.dirty = true
+		s.touch(m.id)
 	}
 	if req.Topology != nil && req.Topology.Epoch != m.topologyEpoch {
 		m.topologyEpoch = req.Topology.Epoch
-		s.dirty, bump = true, true
+		s.touch(m.id)
+		bump = true
 	}
 	if req.ProcessID != nil && *req.ProcessID != m.processID {
 		m.processID = *req.ProcessID
-		s.dirty, bump = true, true
+		s.touch(m.id)
+		bump = true
 	}
 	if req.UserEndpoint != nil {
 		e := &stEndpoint{Host: req.UserEndpoint.Host, Port: req.UserEndpoint.Port}
 		if m.endpoint == nil || *m.endpoint != *e {
 			m.endpoint = e
-			s.dirty, bump = true, true
+			s.touch(m.id)
+		bump = true
 		}
 	}
 	if req.ClientTags != nil {
@@ -550,12 +575,13 @@ func (g *Group) updateSTMember(m *stMember, req *kmsg.StreamsGroupHeartbeatReque
 		sort.Slice(tags, func(a, b int) bool { return tags[a].key < tags[b].key })
 		if !slices.Equal(tags, m.clientTags) {
 			m.clientTags = tags
-			s.dirty, bump = true, true
+			s.touch(m.id)
+		bump = true
 		}
 	}
 	if m.clientID != client.ID || m.clientHost != client.Host {
 		m.clientID, m.clientHost = client.ID, client.Host
-		s.dirty = true
+		s.touch(m.id)
 	}
 	return bump
 }
@@ -578,9 +604,13 @@ func (s *streamsGroup) computeTarget() {
 		}
 		target = assignStreamsTasks(in)
 	}
-	s.target = map[string]streamsTarget{}
+	old := s.target
+	s.target = make(map[string]streamsTarget, len(ids))
 	for _, id := range ids {
 		s.target[id] = target[id]
+		if o := old[id]; !o.active.equal(target[id].active) || !o.standby.equal(target[id].standby) {
+			s.touch(id)
+		}
 	}
 	s.assignmentEpoch = s.epoch
 	s.dirty = true
@@ -701,7 +731,7 @@ func (s *streamsGroup) nextAssignment(m *stMember, epoch int32, target streamsTa
 	m.syncActiveAt()
 	if m.state != prev.state || m.epoch != prev.epoch || !m.active.equal(prev.active) || !m.standby.equal(prev.standby) ||
 		!m.pendingActive.equal(prev.pendingActive) || !m.pendingStandby.equal(prev.pendingStandby) {
-		s.dirty = true
+		s.touch(m.id)
 	}
 }
 
@@ -897,24 +927,56 @@ func (c *streamsConfigured) fingerprint() string {
 	return out
 }
 
-// recordST persists the streams group's state if the step changed it.
+// recordST persists what the step changed of the streams group: its
+// group record, its topology, a tombstone per member gone and a record per
+// member changed.
 func (g *Group) recordST() {
-	if g.st == nil || !g.st.dirty {
+	s := g.st
+	if s == nil {
 		return
 	}
-	g.st.dirty = false
-	g.record(Record{Kind: RecStreamsGroup, Group: g.id, ST: &stSnapshot{raw: g.st.encode()}})
+	if s.dirty {
+		s.dirty = false
+		g.record(Record{Kind: RecStreamsGroup, Group: g.id, ST: &stSnapshot{raw: s.encode()}})
+	}
+	if s.topologyDirty && s.topology != nil {
+		s.topologyDirty = false
+		g.record(Record{Kind: RecStreamsTopology, Group: g.id, ST: &stSnapshot{raw: s.encodeTopology()}})
+	}
+	for _, id := range sortedKeys(s.gone) {
+		g.record(Record{Kind: RecStreamsMember, Group: g.id, Member: id})
+	}
+	for _, id := range sortedKeys(s.touched) {
+		g.record(Record{Kind: RecStreamsMember, Group: g.id, Member: id, ST: &stSnapshot{raw: s.encodeMember(id)}})
+	}
+	clear(s.gone)
+	clear(s.touched)
 }
 
-func (g *Group) restoreStreamsGroup(snap *stSnapshot, now time.Time) {
+func (g *Group) restoreStreamsGroup(snap, topology *stSnapshot, members []*stSnapshot, now time.Time) {
 	if snap == nil {
 		g.st = nil
 		return
 	}
+	// readSTSnapshot validated every record; a failure here is a bug.
 	s, err := decodeStreamsGroup(snap.raw)
 	if err != nil {
-		// readSTSnapshot validated it; a failure here is a bug.
 		panic(fmt.Sprintf("streams group %s: %v", g.id, err))
+	}
+	if topology != nil {
+		if s.topology, err = decodeStreamsTopology(topology.raw); err != nil {
+			panic(fmt.Sprintf("streams group %s topology: %v", g.id, err))
+		}
+	}
+	for _, ms := range members {
+		m, t, err := decodeStreamsMember(ms.raw)
+		if err != nil {
+			panic(fmt.Sprintf("streams group %s member: %v", g.id, err))
+		}
+		s.members[m.id] = m
+		if t.active != nil || t.standby != nil {
+			s.target[m.id] = t
+		}
 	}
 	for _, m := range s.members {
 		m.sessionDeadline = now.Add(g.streamsSessionTimeout())

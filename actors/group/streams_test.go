@@ -1438,3 +1438,48 @@ func TestStreamsGroupRandomized(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamsGroupWritesWhatChanged: the topology is written once, a
+// steady heartbeat writes nothing, a member's change writes that member
+// (not the group's other members), and a leave writes its tombstone.
+func TestStreamsGroupWritesWhatChanged(t *testing.T) {
+	e := newSTEnv(t, testConfig())
+	e.ready(4)
+	var cs []*stClient
+	for i := range 6 {
+		cs = append(cs, e.member(fmt.Sprintf("m%d", i), fmt.Sprintf("p%d", i)))
+	}
+	e.settle(cs...)
+	kinds := func(from int) map[RecordKind]int {
+		n := map[RecordKind]int{}
+		for _, r := range e.h.records[from:] {
+			n[r.Kind]++
+		}
+		return n
+	}
+	if n := kinds(0)[RecStreamsTopology]; n != 1 {
+		t.Fatalf("topology written %d times, want once", n)
+	}
+	from := len(e.h.records)
+	stOK(t, "steady heartbeat", cs[2].beat())
+	if len(e.h.records) != from {
+		t.Fatalf("a steady heartbeat wrote %v", kinds(from))
+	}
+	from = len(e.h.records)
+	stOK(t, "m5 leaves", cs[5].leave())
+	n := kinds(from)
+	if n[RecStreamsTopology] != 0 || n[RecStreamsMember] == 0 || n[RecStreamsMember] > 6 {
+		t.Fatalf("a leave wrote %v", n)
+	}
+	tomb := false
+	for _, r := range e.h.records[from:] {
+		tomb = tomb || (r.Kind == RecStreamsMember && r.Member == "m5" && r.ST == nil)
+	}
+	if !tomb {
+		t.Fatal("no tombstone for the member that left")
+	}
+	g := e.restored()
+	if g.st == nil || len(g.st.members) != 5 || g.st.topology == nil || g.st.epoch != e.h.g.st.epoch {
+		t.Fatalf("restored %+v", g.st)
+	}
+}
