@@ -564,7 +564,7 @@ func (g *Group) updateSTMember(m *stMember, req *kmsg.StreamsGroupHeartbeatReque
 		if m.endpoint == nil || *m.endpoint != *e {
 			m.endpoint = e
 			s.touch(m.id)
-		bump = true
+			bump = true
 		}
 	}
 	if req.ClientTags != nil {
@@ -576,7 +576,7 @@ func (g *Group) updateSTMember(m *stMember, req *kmsg.StreamsGroupHeartbeatReque
 		if !slices.Equal(tags, m.clientTags) {
 			m.clientTags = tags
 			s.touch(m.id)
-		bump = true
+			bump = true
 		}
 	}
 	if m.clientID != client.ID || m.clientHost != client.Host {
