@@ -15,6 +15,7 @@ package protocol
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -75,6 +76,30 @@ func (s *Server) streamsOn() bool {
 	return s.features == nil || s.features.Finalized().Level(features.StreamsVersion) >= 1
 }
 
+// streamsCreateRetry is how long a failed internal topic creation waits
+// before a heartbeat tries it again.
+const streamsCreateRetry = 10 * time.Second
+
+// startStreamsCreate reports whether this heartbeat should create topic:
+// it is not being created already, and did not fail within
+// streamsCreateRetry. The entry holds nil while a creation runs and the
+// time of the last failure after one.
+func (s *Server) startStreamsCreate(topic string) bool {
+	for {
+		v, loaded := s.streamsCreating.LoadOrStore(topic, nil)
+		if !loaded {
+			return true
+		}
+		failed, ok := v.(time.Time)
+		if !ok || time.Since(failed) < streamsCreateRetry {
+			return false
+		}
+		if s.streamsCreating.CompareAndSwap(topic, v, nil) {
+			return true
+		}
+	}
+}
+
 // topologyTopics lists every topic a topology names.
 func topologyTopics(t *kmsg.StreamsGroupHeartbeatRequestTopology) []string {
 	var out []string
@@ -102,7 +127,7 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 			denied = append(denied, c.Name)
 			continue
 		}
-		if _, busy := s.streamsCreating.LoadOrStore(c.Name, struct{}{}); busy {
+		if !s.startStreamsCreate(c.Name) {
 			continue
 		}
 		todo = append(todo, c)
@@ -119,10 +144,18 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 				cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
 				rt.Configs = append(rt.Configs, cfg)
 			}
-			if _, err := s.createTopic(rt, false); err != nil && errorCode(err) != kerr.TopicAlreadyExists.Code {
-				s.log.Warn("streams group internal topic not created", "topic", c.Name, "partitions", c.Partitions, "err", err)
-			} else if err == nil {
+			_, err := s.createTopic(rt, false)
+			switch {
+			case err == nil:
 				s.log.Info("created streams group internal topic", "topic", c.Name, "partitions", c.Partitions)
+			case errorCode(err) == kerr.TopicAlreadyExists.Code:
+			default:
+				// Members keep heartbeating with MISSING_INTERNAL_TOPICS;
+				// the creation is tried again once streamsCreateRetry has
+				// passed, not at each of their heartbeats.
+				s.log.Warn("streams group internal topic not created", "topic", c.Name, "partitions", c.Partitions, "err", err)
+				s.streamsCreating.Store(c.Name, time.Now())
+				continue
 			}
 			s.streamsCreating.Delete(c.Name)
 		}

@@ -81,8 +81,9 @@ type Server struct {
 	// set before serving (share_core.go).
 	share *shareState
 	// streamsCreating holds the names of streams groups' internal topics
-	// being created (88_streams_group_heartbeat.go), so heartbeats in the
-	// meantime do not ask again.
+	// being created, or whose creation failed lately, with that time
+	// (88_streams_group_heartbeat.go), so heartbeats in the meantime do
+	// not ask again.
 	streamsCreating sync.Map
 }
 
