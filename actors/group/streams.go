@@ -146,15 +146,18 @@ func (s *streamsGroup) nextDeadline() time.Time {
 
 // advance fences members whose session or revocation deadline passed.
 func (s *streamsGroup) advance(now time.Time) {
-	for _, id := range s.sortedMembers() {
-		m := s.members[id]
-		if !m.sessionDeadline.IsZero() && !now.Before(m.sessionDeadline) {
-			s.fence(m)
-			continue
+	// One pass without sorting; only the members due are fenced, in id
+	// order.
+	var due []string
+	for id, m := range s.members {
+		if (!m.sessionDeadline.IsZero() && !now.Before(m.sessionDeadline)) ||
+			(!m.rebalanceDeadline.IsZero() && !now.Before(m.rebalanceDeadline) && m.state == msUnrevoked) {
+			due = append(due, id)
 		}
-		if !m.rebalanceDeadline.IsZero() && !now.Before(m.rebalanceDeadline) && m.state == msUnrevoked {
-			s.fence(m)
-		}
+	}
+	sort.Strings(due)
+	for _, id := range due {
+		s.fence(s.members[id])
 	}
 }
 
