@@ -180,6 +180,10 @@ func (s *streamsGroup) fence(m *stMember) {
 	s.dirty = true
 }
 
+// errStreamsInvalidTopology is Kafka's STREAMS_INVALID_TOPOLOGY (130),
+// which franz-go's kerr does not name.
+var errStreamsInvalidTopology = &kerr.Error{Message: "STREAMS_INVALID_TOPOLOGY", Code: 130, Description: "The supplied topology is invalid."}
+
 func stError(err *kerr.Error, msg string) *kmsg.StreamsGroupHeartbeatResponse {
 	resp := kmsg.NewPtrStreamsGroupHeartbeatResponse()
 	resp.ErrorCode = err.Code
@@ -232,6 +236,16 @@ func validateSTHeartbeat(req *kmsg.StreamsGroupHeartbeatRequest) *kmsg.StreamsGr
 		if msg := invalidTopology(req.Topology); msg != "" {
 			return bad(msg)
 		}
+		for _, s := range req.Topology.Subtopologies {
+			for _, ti := range s.StateChangelogTopics {
+				if ti.NumPartitions != 0 {
+					// The broker gives a changelog one partition per
+					// task; a topology that fixes it is refused, as Kafka
+					// refuses it.
+					return stError(errStreamsInvalidTopology, fmt.Sprintf("Changelog topic %s must leave its partition count to the broker, but it sets %d.", ti.Topic, ti.NumPartitions))
+				}
+			}
+		}
 	case e == staticLeaveEpoch:
 		return bad("InstanceId can't be null.")
 	case e < staticLeaveEpoch:
@@ -282,7 +296,7 @@ func invalidTopology(t *kmsg.StreamsGroupHeartbeatRequestTopology) string {
 				}
 			}
 		}
-		for _, ti := range append(slices.Clone(s.StateChangelogTopics), s.RepartitionSourceTopics...) {
+		for _, ti := range s.RepartitionSourceTopics {
 			if ti.NumPartitions < 0 {
 				return fmt.Sprintf("Internal topic %s has a negative partition count.", ti.Topic)
 			}
@@ -357,6 +371,14 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 	}
 	if req.MemberEpoch == leaveEpoch {
 		return g.stLeave(req), nil
+	}
+	if req.Topology != nil {
+		// A topology no topics can make ready (undecidable partition
+		// counts, conflicting declarations) is refused before anything
+		// changes, the group's creation included, as Kafka refuses it.
+		if conf := configureStreamsTopology(streamsTopologyFrom(req.Topology), topicCounts(topics)); conf.invalid {
+			return stError(errStreamsInvalidTopology, conf.detail), nil
+		}
 	}
 	if g.st == nil {
 		switch {
@@ -435,13 +457,7 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 			StatusDetail: fmt.Sprintf("The member's topology epoch %d is behind the group's topology epoch %d.", m.topologyEpoch, s.topology.epoch)})
 	}
 
-	conf := configureStreamsTopology(s.topology, func(name string) (int32, bool) {
-		if topics == nil {
-			return 0, false
-		}
-		_, n, ok := topics.Topic(name)
-		return n, ok
-	})
+	conf := configureStreamsTopology(s.topology, topicCounts(topics))
 	s.configured = &conf
 	if fp := conf.fingerprint(); fp != s.metaFingerprint {
 		s.metaFingerprint = fp
@@ -514,6 +530,18 @@ func (g *Group) stHeartbeat(now time.Time, req *kmsg.StreamsGroupHeartbeatReques
 	}
 	resp.Status = status
 	return resp, create
+}
+
+// topicCounts reads partition counts from the broker's topics (none
+// without a source).
+func topicCounts(topics TopicSource) streamsTopicCount {
+	return func(name string) (int32, bool) {
+		if topics == nil {
+			return 0, false
+		}
+		_, n, ok := topics.Topic(name)
+		return n, ok
+	}
 }
 
 // stCheckEpoch is Kafka's epoch validation: a member ahead of the

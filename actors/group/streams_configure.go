@@ -79,20 +79,24 @@ type streamsConfigured struct {
 	// its task p: its source topics then its repartition source topics (for
 	// interactive-query endpoint mapping). Set when ready.
 	sources map[string][]string
+	// invalid: the topology itself cannot be configured whatever topics
+	// exist (Kafka's STREAMS_INVALID_TOPOLOGY); status and detail say why.
+	invalid bool
 }
 
 // streamsConfFailure is why a configuration stopped.
 type streamsConfFailure struct {
-	status int8
-	detail string
+	status  int8
+	detail  string
+	invalid bool
 }
 
 func streamsConfInvalid(format string, args ...any) *streamsConfFailure {
-	return &streamsConfFailure{streamsStatusMissingSourceTopics, "Invalid topology: " + fmt.Sprintf(format, args...)}
+	return &streamsConfFailure{streamsStatusMissingSourceTopics, "Invalid topology: " + fmt.Sprintf(format, args...), true}
 }
 
 func streamsConfIncorrect(format string, args ...any) *streamsConfFailure {
-	return &streamsConfFailure{streamsStatusIncorrectlyPartitioned, fmt.Sprintf(format, args...)}
+	return &streamsConfFailure{streamsStatusIncorrectlyPartitioned, fmt.Sprintf(format, args...), false}
 }
 
 // streamsConfState is the working state of one configuration.
@@ -112,7 +116,7 @@ func configureStreamsTopology(t *streamsTopology, count streamsTopicCount) strea
 	}
 	st := &streamsConfState{t: t, count: count, repartition: map[string]streamsTopicInfo{}, decided: map[string]int32{}}
 	fail := func(f *streamsConfFailure) streamsConfigured {
-		return streamsConfigured{status: f.status, detail: f.detail}
+		return streamsConfigured{status: f.status, detail: f.detail, invalid: f.invalid}
 	}
 	if f := st.checkSources(); f != nil {
 		return fail(f)
@@ -199,7 +203,7 @@ func (st *streamsConfState) checkSources() *streamsConfFailure {
 	}
 	slices.Sort(missing)
 	missing = slices.Compact(missing)
-	return &streamsConfFailure{streamsStatusMissingSourceTopics, "Source topics " + streamsConfSummary(missing) + " are missing."}
+	return &streamsConfFailure{streamsStatusMissingSourceTopics, "Source topics " + streamsConfSummary(missing) + " are missing.", false}
 }
 
 // checkShape rejects topologies the later steps cannot work with, and

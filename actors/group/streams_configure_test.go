@@ -367,8 +367,9 @@ func TestStreamsConfigure(t *testing.T) {
 			),
 			topics: map[string]int32{"in": 3},
 			want: streamsConfigured{
-				status: streamsStatusMissingSourceTopics,
-				detail: "Invalid topology: the partition counts of repartition topics r1, r2 cannot be decided: they are only fed by each other (a cycle with no source topic).",
+				status:  streamsStatusMissingSourceTopics,
+				detail:  "Invalid topology: the partition counts of repartition topics r1, r2 cannot be decided: they are only fed by each other (a cycle with no source topic).",
+				invalid: true,
 			},
 		},
 		{
@@ -378,8 +379,9 @@ func TestStreamsConfigure(t *testing.T) {
 				streamsSubtopology{id: "1", repartitionSourceTopics: []streamsTopicInfo{streamsConfTopic("next", 0)}},
 			),
 			want: streamsConfigured{
-				status: streamsStatusMissingSourceTopics,
-				detail: "Invalid topology: no subtopology writes repartition topics orphan, so their partition counts cannot be decided.",
+				status:  streamsStatusMissingSourceTopics,
+				detail:  "Invalid topology: no subtopology writes repartition topics orphan, so their partition counts cannot be decided.",
+				invalid: true,
 			},
 		},
 		{
@@ -402,8 +404,9 @@ func TestStreamsConfigure(t *testing.T) {
 			),
 			topics: map[string]int32{"r": 3},
 			want: streamsConfigured{
-				status: streamsStatusMissingSourceTopics,
-				detail: "Invalid topology: repartition topic r is declared with both 3 and 5 partitions.",
+				status:  streamsStatusMissingSourceTopics,
+				detail:  "Invalid topology: repartition topic r is declared with both 3 and 5 partitions.",
+				invalid: true,
 			},
 		},
 		{
@@ -427,8 +430,9 @@ func TestStreamsConfigure(t *testing.T) {
 			),
 			topics: map[string]int32{"in": 1},
 			want: streamsConfigured{
-				status: streamsStatusMissingSourceTopics,
-				detail: "Invalid topology: subtopology 1 has no source topics.",
+				status:  streamsStatusMissingSourceTopics,
+				detail:  "Invalid topology: subtopology 1 has no source topics.",
+				invalid: true,
 			},
 		},
 		{
@@ -440,8 +444,9 @@ func TestStreamsConfigure(t *testing.T) {
 			}),
 			topics: map[string]int32{"in": 1},
 			want: streamsConfigured{
-				status: streamsStatusMissingSourceTopics,
-				detail: "Invalid topology: a copartition group of subtopology 0 refers to source topic 1, but it has 1.",
+				status:  streamsStatusMissingSourceTopics,
+				detail:  "Invalid topology: a copartition group of subtopology 0 refers to source topic 1, but it has 1.",
+				invalid: true,
 			},
 		},
 		{

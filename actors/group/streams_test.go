@@ -1483,3 +1483,31 @@ func TestStreamsGroupWritesWhatChanged(t *testing.T) {
 		t.Fatalf("restored %+v", g.st)
 	}
 }
+
+// TestStreamsGroupInvalidTopology: a topology no topics can make ready is
+// refused with STREAMS_INVALID_TOPOLOGY (130) and leaves no trace: a
+// changelog with a fixed partition count, and a repartition topic nothing
+// writes.
+func TestStreamsGroupInvalidTopology(t *testing.T) {
+	e := newSTEnv(t, testConfig())
+	e.ready(3)
+	fixed := e.member("a", "p1")
+	fixed.topology = stWordCount()
+	fixed.topology.Subtopologies[1].StateChangelogTopics[0].NumPartitions = 3
+	orphan := e.member("b", "p2")
+	orphan.topology = stWordCount()
+	orphan.topology.Subtopologies[0].RepartitionSinkTopics = nil
+	for _, c := range []*stClient{fixed, orphan} {
+		r, _ := c.send(c.request())
+		if r.ErrorCode != 130 || r.ErrorMessage == nil {
+			t.Fatalf("%s: error %d %v, want STREAMS_INVALID_TOPOLOGY", c.id, r.ErrorCode, r.ErrorMessage)
+		}
+		t.Logf("%s: %s", c.id, *r.ErrorMessage)
+	}
+	if e.h.g.st != nil || e.h.g.Live() || len(e.h.records) != 0 {
+		t.Fatalf("refused joiners left a group (%v) or records (%d)", e.h.g.st, len(e.h.records))
+	}
+	// A valid topology still initializes the group.
+	ok := e.member("c", "p3")
+	stOK(t, "valid join", ok.beat())
+}
