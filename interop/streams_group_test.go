@@ -10,9 +10,12 @@ import (
 // in a KIP-1071 streams group (group.protocol=streams), exactly_once_v2. The
 // broker splits the 12 tasks between them; when one instance leaves, the
 // other gets every task; when it comes back (same state directory, so same
-// process id), the tasks are split again. The scenario checks each
-// assignment through DescribeStreamsGroups and ListGroups, and the word
-// counts through read_committed after each step.
+// process id), the tasks are split again. With the group config
+// streams.num.standby.replicas=1, every counting (stateful) task has a
+// standby on the process that does not run it while there are two, and
+// none is left with one. The scenario checks each assignment through
+// DescribeStreamsGroups and ListGroups, and the word counts through
+// read_committed after each step.
 func TestStreamsGroupFailover(t *testing.T) {
 	frameworkScenarios(t)
 	for _, guarantee := range []string{"exactly_once_v2"} {

@@ -20,6 +20,8 @@ import java.util.concurrent.atomic.AtomicReference;
 import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.ConfigEntry;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListGroupsOptions;
 import org.apache.kafka.clients.admin.StreamsGroupDescription;
@@ -33,6 +35,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.common.GroupState;
 import org.apache.kafka.common.GroupType;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.ConfigResource;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -184,6 +187,14 @@ public final class StreamsGroupFailover {
         base.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, "streams");
         base.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
 
+        // One standby replica per stateful task (the group config the
+        // broker's assignor reads): with two processes, every counting task
+        // has a standby on the process that does not run it.
+        admin.incrementalAlterConfigs(Map.of(new ConfigResource(ConfigResource.Type.GROUP, appId),
+                List.of(new AlterConfigOp(new ConfigEntry("streams.num.standby.replicas", "1"), AlterConfigOp.OpType.SET))))
+                .all().get(60, TimeUnit.SECONDS);
+        s.check(true, "group config streams.num.standby.replicas=1 set on %s", appId);
+
         Instance a = new Instance(s, "a", appId);
         Instance b = new Instance(s, "b", appId);
         List<Instance> both = List.of(a, b);
@@ -230,6 +241,8 @@ public final class StreamsGroupFailover {
         List<String> bList = tasks(only.assignment().activeTasks());
         s.check(bTasks.equals(allTasks) && bList.size() == allTasks.size(),
                 "B's member holds all %d active tasks %.1f s after A closed (holds %s)", allTasks.size(), secs(t0), bList);
+        s.check(only.assignment().standbyTasks().isEmpty(),
+                "with one process left, no standby tasks (B has %s)", tasks(only.assignment().standbyTasks()));
         s.await(Duration.ofSeconds(60), "instance B RUNNING", () -> {
             b.failIfDead();
             return b.running();
@@ -352,7 +365,8 @@ public final class StreamsGroupFailover {
             }
             for (StreamsGroupMemberDescription m : d.members()) {
                 if (m.memberEpoch() != d.targetAssignmentEpoch()
-                        || !new TreeSet<>(tasks(m.assignment().activeTasks())).equals(new TreeSet<>(tasks(m.targetAssignment().activeTasks())))) {
+                        || !new TreeSet<>(tasks(m.assignment().activeTasks())).equals(new TreeSet<>(tasks(m.targetAssignment().activeTasks())))
+                        || !new TreeSet<>(tasks(m.assignment().standbyTasks())).equals(new TreeSet<>(tasks(m.targetAssignment().standbyTasks())))) {
                     return false;
                 }
             }
@@ -421,6 +435,16 @@ public final class StreamsGroupFailover {
         s.check(twice.isEmpty(), "no active task assigned twice (twice: %s)", twice);
         s.check(new TreeSet<>(every).equals(allTasks), "the active tasks of A (%d) and B (%d) cover all %d tasks (missing %s, unknown %s)",
                 ta.size(), tb.size(), allTasks.size(), minus(allTasks, every), minus(new TreeSet<>(every), allTasks));
+        // Standbys: each counting task (subtopology 1, stateful) on the
+        // other process than its active; none for the stateless 0.
+        List<String> sa = tasks(fa.assignment().standbyTasks());
+        List<String> sb = tasks(fb.assignment().standbyTasks());
+        Set<String> stateful = allTasks.stream().filter(t -> t.startsWith("1_")).collect(Collectors.toCollection(TreeSet::new));
+        Set<String> standbys = new TreeSet<>(sa);
+        standbys.addAll(sb);
+        s.check(sa.size() + sb.size() == stateful.size() && standbys.equals(stateful)
+                        && sa.stream().noneMatch(ta::contains) && sb.stream().noneMatch(tb::contains),
+                "one standby of every stateful task, on the process not running it (A standby %s, B standby %s)", sa, sb);
         return fa.processId();
     }
 
