@@ -76,30 +76,6 @@ func (s *Server) streamsOn() bool {
 	return s.features == nil || s.features.Finalized().Level(features.StreamsVersion) >= 1
 }
 
-// streamsCreateRetry is how long a failed internal topic creation waits
-// before a heartbeat tries it again.
-const streamsCreateRetry = 10 * time.Second
-
-// startStreamsCreate reports whether this heartbeat should create topic:
-// it is not being created already, and did not fail within
-// streamsCreateRetry. The entry holds nil while a creation runs and the
-// time of the last failure after one.
-func (s *Server) startStreamsCreate(topic string) bool {
-	for {
-		v, loaded := s.streamsCreating.LoadOrStore(topic, nil)
-		if !loaded {
-			return true
-		}
-		failed, ok := v.(time.Time)
-		if !ok || time.Since(failed) < streamsCreateRetry {
-			return false
-		}
-		if s.streamsCreating.CompareAndSwap(topic, v, nil) {
-			return true
-		}
-	}
-}
-
 // topologyTopics lists every topic a topology names.
 func topologyTopics(t *kmsg.StreamsGroupHeartbeatRequestTopology) []string {
 	var out []string
@@ -127,7 +103,7 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 			denied = append(denied, c.Name)
 			continue
 		}
-		if !s.startStreamsCreate(c.Name) {
+		if !s.streamsCreating.start(c.Name, time.Now()) {
 			continue
 		}
 		todo = append(todo, c)
@@ -145,6 +121,7 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 				rt.Configs = append(rt.Configs, cfg)
 			}
 			_, err := s.createTopic(rt, false)
+			failed := false
 			switch {
 			case err == nil:
 				s.log.Info("created streams group internal topic", "topic", c.Name, "partitions", c.Partitions)
@@ -154,10 +131,9 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 				// the creation is tried again once streamsCreateRetry has
 				// passed, not at each of their heartbeats.
 				s.log.Warn("streams group internal topic not created", "topic", c.Name, "partitions", c.Partitions, "err", err)
-				s.streamsCreating.Store(c.Name, time.Now())
-				continue
+				failed = true
 			}
-			s.streamsCreating.Delete(c.Name)
+			s.streamsCreating.done(c.Name, failed, time.Now())
 		}
 	}()
 	return denied

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -80,11 +79,9 @@ type Server struct {
 	// share is the share-group data path (nil: share groups not served);
 	// set before serving (share_core.go).
 	share *shareState
-	// streamsCreating holds the names of streams groups' internal topics
-	// being created, or whose creation failed lately, with that time
-	// (88_streams_group_heartbeat.go), so heartbeats in the meantime do
-	// not ask again.
-	streamsCreating sync.Map
+	// streamsCreating tracks streams groups' internal topics being
+	// created (streams_create.go).
+	streamsCreating streamsCreations
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional
