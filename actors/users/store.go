@@ -1,10 +1,11 @@
 // Package users holds the SCRAM credential store: for each user and SCRAM
 // mechanism, the salt, the iteration count, StoredKey and ServerKey (RFC
-// 5802), never the password. Changes are commands proposed to the
-// replicator and applied on every node, like the topic registry's, so the
-// store is the same on every node and survives restarts (and, in cluster
-// mode, is rebuilt from the raft log and its snapshots, which capture the
-// state directory's meta/scram-credentials.json).
+// 5802), never the password; and the delegation tokens (tokens.go).
+// Changes are commands proposed to the replicator and applied on every
+// node, like the topic registry's, so the store is the same on every node
+// and survives restarts (and, in cluster mode, is rebuilt from the raft
+// log and its snapshots, which capture the state directory's
+// meta/scram-credentials.json and meta/delegation-tokens.json).
 package users
 
 import (
@@ -189,6 +190,8 @@ type Store struct {
 
 	// current is read lock-free by authentications; replaced under mu.
 	current atomic.Pointer[users]
+	// tokens, likewise: the delegation tokens by id.
+	tokens atomic.Pointer[tokens]
 
 	// mu serializes Apply (on the proposer's goroutine with replication.Local,
 	// on the raft FSM goroutine otherwise). Never held across Propose.
@@ -223,7 +226,12 @@ func Open(o Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	ts, err := loadTokens(s.tokensPath())
+	if err != nil {
+		return nil, err
+	}
 	s.current.Store(&u)
+	s.tokens.Store(&ts)
 	s.mu.reg = replstore.Register(s.repl, replKey, "users", s)
 	return s, nil
 }
@@ -349,16 +357,20 @@ func (s *Store) Alter(ups []Upsert, dels []Deletion) ([]error, error) {
 // and depends only on the command and the stored state: each operation is
 // checked again (a deletion of a credential that is not there fails with
 // RESOURCE_NOT_FOUND) and the rest applied. It returns []error, one per
-// upsert then deletion, or an error when nothing could be applied.
+// upsert then deletion, or an error when nothing could be applied; for a
+// token command, a TokenResult.
 func (s *Store) Apply(cmd replication.Command) any {
-	c, ok := cmd.(*alterCmd)
-	if !ok {
-		return fmt.Errorf("users: unexpected command %T", cmd)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.reg.Closed() {
 		return fmt.Errorf("%w: SCRAM credential store is closed", kerr.KafkaStorageError)
+	}
+	if tc, ok := cmd.(*tokenCmd); ok {
+		return s.applyToken(tc)
+	}
+	c, ok := cmd.(*alterCmd)
+	if !ok {
+		return fmt.Errorf("users: unexpected command %T", cmd)
 	}
 	old := *s.current.Load()
 	next := make(users, len(old)+len(c.Upserts))
@@ -447,7 +459,12 @@ func (s *Store) Reopen() error {
 		if err != nil {
 			return fmt.Errorf("reopen SCRAM credentials: %w", err)
 		}
+		ts, err := loadTokens(s.tokensPath())
+		if err != nil {
+			return fmt.Errorf("reopen delegation tokens: %w", err)
+		}
 		s.current.Store(&u)
+		s.tokens.Store(&ts)
 		return nil
 	})
 }
