@@ -66,6 +66,12 @@ type ConnInfo struct {
 	Listener *Listener
 	// Auth is the connection's SASL state (nil: not a SASL listener).
 	Auth *ConnAuth
+	// TokenAuth says the connection authenticated with a delegation
+	// token; written with Principal.
+	TokenAuth bool
+	// forwardedSASL is ViaSASL of the client connection a forwarded
+	// request came from (forward.go).
+	forwardedSASL bool
 	// Mute is the connection's client-quota mute (quotas.go): set by
 	// handlers, read by netio before it reads the next request.
 	Mute Mute

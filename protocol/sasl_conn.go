@@ -253,6 +253,9 @@ func (a *ConnAuth) authenticate(ctx context.Context, info *ConnInfo, msg []byte,
 	if a.mu.principal == "" {
 		// Before the answer: the client's next request reads it.
 		info.Principal = p
+		if ts, ok := a.mu.session.(interface{ TokenAuthenticated() bool }); ok && ts.TokenAuthenticated() {
+			info.TokenAuth = true
+		}
 		a.mu.principal = p
 	}
 	var lifetime time.Duration
@@ -290,6 +293,11 @@ func (r *Request) respondRaw(token []byte) {
 		r.trace.Responded(len(frame))
 	}
 	r.reply(frame)
+}
+
+// ViaSASL reports that the connection authenticated with SASL.
+func (c *ConnInfo) ViaSASL() bool {
+	return c != nil && ((c.Auth != nil && !c.Auth.PreAuth()) || c.forwardedSASL)
 }
 
 // listenerName is the connection's listener name, for logs.

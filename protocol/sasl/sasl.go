@@ -32,6 +32,15 @@ type Credentials interface {
 	Lookup(user string, m users.Mechanism) (users.Credential, bool)
 }
 
+// TokenCredentials looks up delegation tokens' SCRAM credentials (the
+// users store): the token id's credential for m, the token's owner
+// principal and its expiry (Unix ms), if it exists and has not expired at
+// now (Unix ms). A Credentials that does not implement it refuses
+// tokenauth=true.
+type TokenCredentials interface {
+	LookupToken(id string, m users.Mechanism, now int64) (owner string, cred users.Credential, expiry int64, ok bool)
+}
+
 // Config configures the mechanisms.
 type Config struct {
 	// Mechanisms enabled; empty: DefaultMechanisms.

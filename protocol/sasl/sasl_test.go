@@ -1,6 +1,7 @@
 package sasl
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/hmac"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	kscram "github.com/twmb/franz-go/pkg/sasl/scram"
 	"github.com/xdg-go/scram"
 
 	"github.com/regent-broker/regent/actors/users"
@@ -45,7 +47,7 @@ func (m memCreds) add(t *testing.T, user, pass string, mech users.Mechanism) {
 	m[user][mech] = users.FromSaltedPassword(mech, salted, salt, 4096)
 }
 
-func newAuth(t *testing.T, creds memCreds, o *OAuthValidator, mechs ...string) *Authenticator {
+func newAuth(t *testing.T, creds Credentials, o *OAuthValidator, mechs ...string) *Authenticator {
 	t.Helper()
 	a, err := New(Config{Mechanisms: mechs, Credentials: creds, OAuth: o})
 	if err != nil {
@@ -415,5 +417,98 @@ func TestOAuthJWKSReload(t *testing.T) {
 	}
 	if _, _, err := v.Validate(rotated, time.Now()); err != nil {
 		t.Fatalf("keys lost after a failed reload: %v", err)
+	}
+}
+
+// tokenCreds is memCreds with one delegation token: id "tok1", owner
+// User:alice, password pw.
+type tokenCreds struct {
+	memCreds
+	expired bool
+}
+
+func (c tokenCreds) LookupToken(id string, m users.Mechanism, now int64) (string, users.Credential, int64, bool) {
+	cred, ok := c.memCreds["token:"+id][m]
+	if !ok || c.expired {
+		return "", users.Credential{}, 0, false
+	}
+	return "User:alice", cred, now + 60_000, true
+}
+
+// runKgoScram drives franz-go's SCRAM client, which sends tokenauth=true
+// for a token, against a session.
+func runKgoScram(t *testing.T, a *Authenticator, auth kscram.Auth, sha512 bool) (Session, error) {
+	t.Helper()
+	mech := auth.AsSha256Mechanism()
+	name := ScramSHA256
+	if sha512 {
+		mech, name = auth.AsSha512Mechanism(), ScramSHA512
+	}
+	cs, msg, err := mech.Authenticate(context.Background(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := a.Start(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 4 {
+		reply, done, err := s.Step(msg, time.Now())
+		if err != nil {
+			return s, err
+		}
+		cdone, next, cerr := cs.Challenge(reply)
+		if cerr != nil {
+			t.Fatalf("client refused the server's message: %v", cerr)
+		}
+		if done {
+			if !cdone {
+				t.Fatal("server done, client not")
+			}
+			return s, nil
+		}
+		msg = next
+	}
+	t.Fatal("SCRAM exchange did not end")
+	return nil, nil
+}
+
+// A delegation token authenticates with tokenauth=true as its owner, and
+// says so; the same id and password without the extension, an expired
+// token, or a store that serves no tokens, do not.
+func TestScramDelegationToken(t *testing.T) {
+	mc := memCreds{}
+	mc.add(t, "token:tok1", "pw", users.ScramSHA256)
+	mc.add(t, "token:tok1", "pw", users.ScramSHA512)
+	a := newAuth(t, tokenCreds{memCreds: mc}, nil)
+	for _, sha512 := range []bool{false, true} {
+		s, err := runKgoScram(t, a, kscram.Auth{User: "tok1", Pass: "pw", IsToken: true}, sha512)
+		if err != nil {
+			t.Fatalf("token login (sha512 %v): %v", sha512, err)
+		}
+		if s.Principal() != "User:alice" || !s.(interface{ TokenAuthenticated() bool }).TokenAuthenticated() {
+			t.Fatalf("token login: principal %q", s.Principal())
+		}
+		if until := time.Until(s.Expiry()); until < 50*time.Second || until > time.Minute {
+			t.Fatalf("token session expiry in %v, want the token's (a minute)", until)
+		}
+	}
+	if _, err := runKgoScram(t, a, kscram.Auth{User: "tok1", Pass: "wrong", IsToken: true}, true); ReasonOf(err) != "bad_password" {
+		t.Errorf("wrong token password: %v", err)
+	}
+	if _, err := runKgoScram(t, a, kscram.Auth{User: "tok1", Pass: "pw"}, true); ReasonOf(err) != "unknown_user" {
+		t.Errorf("token id as a user name: %v", err)
+	}
+	if _, err := runKgoScram(t, newAuth(t, tokenCreds{memCreds: mc, expired: true}, nil), kscram.Auth{User: "tok1", Pass: "pw", IsToken: true}, true); ReasonOf(err) != "unknown_token" {
+		t.Errorf("expired token: %v", err)
+	}
+	if _, err := runKgoScram(t, newAuth(t, mc, nil), kscram.Auth{User: "tok1", Pass: "pw", IsToken: true}, true); ReasonOf(err) != "unknown_token" {
+		t.Errorf("store without tokens: %v", err)
+	}
+	// A user's login is not token-authenticated.
+	mc.add(t, "bob", "pw", users.ScramSHA512)
+	s, err := runKgoScram(t, a, kscram.Auth{User: "bob", Pass: "pw"}, true)
+	if err != nil || s.(interface{ TokenAuthenticated() bool }).TokenAuthenticated() || !s.Expiry().IsZero() {
+		t.Fatalf("bob: %v", err)
 	}
 }

@@ -38,6 +38,10 @@ type scramSession struct {
 	s1        string // server-first-message
 	nonce     string // client nonce + server nonce
 	principal string
+	token     bool   // authenticating with a delegation token (tokenauth=true)
+	owner     string // the token's owner, the session's principal then
+	// tokenExpiry is the token's expiry (Unix ms) at login.
+	tokenExpiry int64
 }
 
 func newScramSession(mech string, creds Credentials) *scramSession {
@@ -46,17 +50,31 @@ func newScramSession(mech string, creds Credentials) *scramSession {
 }
 
 func (s *scramSession) Principal() string { return s.principal }
-func (s *scramSession) Expiry() time.Time { return time.Time{} }
+
+// TokenAuthenticated reports that the session authenticated with a
+// delegation token: such a connection may not create, renew, expire or
+// describe tokens (Kafka's rule).
+func (s *scramSession) TokenAuthenticated() bool { return s.token && s.principal != "" }
+
+// Expiry is a token's expiry for a token-authenticated session (a
+// connection re-authenticates by then, when re-authentication is on, and
+// an expired token fails it), none otherwise.
+func (s *scramSession) Expiry() time.Time {
+	if s.token && s.principal != "" {
+		return time.UnixMilli(s.tokenExpiry)
+	}
+	return time.Time{}
+}
 
 func (s *scramSession) malformed(format string, args ...any) *Failure {
 	s.step = 2
 	return &Failure{Reason: "malformed", Msg: "Invalid " + s.mech + " message", Err: fmt.Errorf(format, args...)}
 }
 
-func (s *scramSession) Step(msg []byte, _ time.Time) ([]byte, bool, error) {
+func (s *scramSession) Step(msg []byte, now time.Time) ([]byte, bool, error) {
 	switch s.step {
 	case 0:
-		reply, err := s.first(string(msg))
+		reply, err := s.first(string(msg), now)
 		if err != nil {
 			return nil, true, err
 		}
@@ -74,7 +92,7 @@ func (s *scramSession) Step(msg []byte, _ time.Time) ([]byte, bool, error) {
 // first reads "gs2-header client-first-message-bare", where the GS2 header
 // is "n,," or "y,," (with an optional a=authzid) and the bare message
 // "n=user,r=nonce[,ext...]".
-func (s *scramSession) first(c1 string) (string, error) {
+func (s *scramSession) first(c1 string, now time.Time) (string, error) {
 	s.step = 1
 	flag, rest, ok := strings.Cut(c1, ",")
 	if !ok || (flag != "n" && flag != "y") {
@@ -111,20 +129,33 @@ func (s *scramSession) first(c1 string) (string, error) {
 		return "", s.malformed("bad client nonce")
 	}
 	for _, ext := range fields[2:] {
-		// Kafka's only extension is tokenauth (delegation tokens), which
-		// Regent does not serve.
-		if strings.HasPrefix(ext, "tokenauth=") && ext != "tokenauth=false" {
-			s.step = 2
-			return "", &Failure{Reason: "unsupported_extension", Msg: "Authentication failed: delegation tokens are not supported"}
+		// Kafka's only extension is tokenauth (delegation tokens):
+		// "tokenauth=true" (case-insensitive, as Kafka's parseBoolean).
+		if v, ok := strings.CutPrefix(ext, "tokenauth="); ok {
+			s.token = strings.EqualFold(v, "true")
 		}
 	}
 	if authz != "" && authz != name {
 		s.step = 2
 		return "", &Failure{Reason: "authorization_id", Msg: "Authentication failed: " + s.mech + " authorization id must be empty or the user name"}
 	}
-	cred, ok := s.creds.Lookup(name, s.m)
-	if !ok {
+	var (
+		cred  users.Credential
+		owner string
+		found bool
+	)
+	if s.token {
+		if tc, served := s.creds.(TokenCredentials); served {
+			owner, cred, s.tokenExpiry, found = tc.LookupToken(name, s.m, now.UnixMilli())
+		}
+	} else {
+		cred, found = s.creds.Lookup(name, s.m)
+	}
+	if !found {
 		s.step = 2
+		if s.token {
+			return "", badCredentials(s.mech, "unknown_token", nil)
+		}
 		return "", badCredentials(s.mech, "unknown_user", nil)
 	}
 	snonce := make([]byte, 24)
@@ -132,7 +163,7 @@ func (s *scramSession) first(c1 string) (string, error) {
 		s.step = 2
 		return "", &Failure{Reason: "error", Msg: "Authentication failed: internal error", Err: err}
 	}
-	s.user, s.cred, s.c1bare = name, cred, bare
+	s.user, s.cred, s.c1bare, s.owner = name, cred, bare, owner
 	s.nonce = cnonce + base64.RawURLEncoding.EncodeToString(snonce)
 	s.s1 = "r=" + s.nonce + ",s=" + base64.StdEncoding.EncodeToString(cred.Salt) + ",i=" + strconv.Itoa(int(cred.Iterations))
 	return s.s1, nil
@@ -183,6 +214,9 @@ func (s *scramSession) final(c2 string) (string, error) {
 	ss := hmac.New(h, s.cred.ServerKey)
 	ss.Write(auth)
 	s.principal = "User:" + s.user
+	if s.token {
+		s.principal = s.owner
+	}
 	return "v=" + base64.StdEncoding.EncodeToString(ss.Sum(nil)), nil
 }
 
