@@ -40,6 +40,10 @@ type ForwardedRequest struct {
 	// host ACLs.
 	Principal  string `json:"principal"`
 	ClientAddr string `json:"client_addr"`
+	// SASL says the client authenticated with SASL, TokenAuth with a
+	// delegation token (the delegation token requests check both).
+	SASL      bool `json:"sasl,omitempty"`
+	TokenAuth bool `json:"token_auth,omitempty"`
 	// Body is the request body at Version, without its header.
 	Body []byte `json:"body"`
 }
@@ -100,6 +104,9 @@ var forwardedKeys = map[int16]bool{
 	31: true, // DeleteAcls
 	33: true, // AlterConfigs
 	37: true, // CreatePartitions
+	38: true, // CreateDelegationToken
+	39: true, // RenewDelegationToken
+	40: true, // ExpireDelegationToken
 	44: true, // IncrementalAlterConfigs
 	49: true, // AlterClientQuotas
 	51: true, // AlterUserScramCredentials
@@ -182,6 +189,7 @@ func forwardedFrom(r *Request) ForwardedRequest {
 	fr := ForwardedRequest{Key: r.Key, Version: r.Version, ClientID: r.ClientID, Principal: r.Conn.PrincipalName(), Body: r.Msg.AppendTo(nil)}
 	if r.Conn != nil {
 		fr.ClientAddr = r.Conn.RemoteAddr
+		fr.SASL, fr.TokenAuth = r.Conn.ViaSASL(), r.Conn.TokenAuth
 	}
 	return fr
 }
@@ -241,7 +249,7 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 		return nil, 0, fmt.Errorf("%w: %s v%d: %v", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version, err)
 	}
 	r := NewRequest(Header{Key: fr.Key, Version: fr.Version, ClientID: fr.ClientID}, msg)
-	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal}
+	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal, TokenAuth: fr.TokenAuth, forwardedSASL: fr.SASL}
 	r.local = true
 	frames := make(chan []byte, 1) // Respond calls reply once
 	r.SetReply(func(frame []byte) { frames <- frame })

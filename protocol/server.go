@@ -56,6 +56,9 @@ type Server struct {
 	nodePIDs *ProducerIDs
 	// users is the SCRAM credential store (nil: none); set before serving.
 	users *users.Store
+	// tokenCfg configures delegation tokens (delegation_tokens.go); set
+	// before serving.
+	tokenCfg TokenConfig
 	// authz checks every request's principal (nil: no authorizer, all
 	// allowed); denials hears of its refusals. Set before serving.
 	authz   *acls.Authorizer

@@ -342,6 +342,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		logger.Info("authorizer on", "acls", aclStore.Set().Len(), "super_users", cfg.SuperUsers, "allow_everyone_if_no_acl_found", allowEveryone)
 	}
 	srv.SetUsers(userStore)
+	tokenCfg, tokenCheck := tokenSettings(overrides)
+	srv.SetTokens(tokenCfg)
+	if len(tokenCfg.Secret) > 0 {
+		go purgeExpiredTokens(ctx, userStore, tokenCheck, logger)
+	}
 	srv.SetFeatures(featureStore)
 	srv.SetGroupConfigs(groupConfigs)
 	wireShare(srv, groups, shareMgr, groupConfigs, logger)

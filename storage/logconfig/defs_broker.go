@@ -47,6 +47,20 @@ func typeOnly(t Type) validator {
 	return anyString()
 }
 
+// The delegation token keys (actors/users/tokens.go).
+const (
+	DelegationTokenSecretKey             = "delegation.token.secret.key"
+	DelegationTokenMaxLifetimeMs         = "delegation.token.max.lifetime.ms"
+	DelegationTokenExpiryTimeMs          = "delegation.token.expiry.time.ms"
+	DelegationTokenExpiryCheckIntervalMs = "delegation.token.expiry.check.interval.ms"
+)
+
+// secret marks d sensitive: DescribeConfigs never shows its value.
+func secret(d Def) Def {
+	d.Sensitive = true
+	return d
+}
+
 // TransactionMaxTimeoutMsDefault is transaction.max.timeout.ms when not
 // configured: what the transaction coordinator enforces (actors/txn) and
 // what DescribeConfigs reports, one value.
@@ -180,6 +194,14 @@ var brokerDefs = func() []Def {
 			"Smallest session timeout a classic group member may ask for."),
 		brokerDef("group.max.session.timeout.ms", TypeInt, "1800000", true, nil, ro, enf,
 			"Largest session timeout a classic group member may ask for."),
+		secret(brokerDef(DelegationTokenSecretKey, TypePassword, "", false, nil, ro, enf,
+			"Secret key that delegation tokens' HMACs are made with; unset, delegation tokens are off (DELEGATION_TOKEN_AUTH_DISABLED). Give every node of a cluster the same key.")),
+		brokerDef(DelegationTokenMaxLifetimeMs, TypeLong, "604800000", true, integralV(TypeLong, bnd(1), nil), ro, enf,
+			"Longest a delegation token lives, renewals included."),
+		brokerDef(DelegationTokenExpiryTimeMs, TypeLong, "86400000", true, integralV(TypeLong, bnd(1), nil), ro, enf,
+			"How long a delegation token lives before it must be renewed, unless the renewal asks for another period."),
+		brokerDef(DelegationTokenExpiryCheckIntervalMs, TypeLong, "3600000", true, integralV(TypeLong, bnd(1), nil), ro, enf,
+			"How often the cluster leader removes expired delegation tokens (an expired token never authenticates, removed or not)."),
 	}
 	sort.Slice(defs, func(i, j int) bool { return defs[i].Name < defs[j].Name })
 	return defs
