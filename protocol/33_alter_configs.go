@@ -37,7 +37,7 @@ func (s *Server) alterConfigs(r *Request) {
 			case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 				err = s.alterTopicConfigs(rr.ResourceName, configs, req.ValidateOnly)
 			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
-				err = s.alterBrokerConfigs(rr.ResourceName, configs, req.ValidateOnly)
+				err = s.alterBrokerConfigs(rr.ResourceName, configs, nil, req.ValidateOnly)
 			case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 				err = s.replaceGroupConfigs(r, rr.ResourceName, configs, req.ValidateOnly)
 			default:
@@ -68,11 +68,16 @@ func (s *Server) alterTopicConfigs(name string, configs map[string]*string, vali
 	return s.topics.SetConfigs(name, next, validateOnly)
 }
 
-func (s *Server) alterBrokerConfigs(name string, configs map[string]*string, validateOnly bool) error {
+// alterBrokerConfigs sets configs and removes deletes (IncrementalAlterConfigs'
+// DELETE; AlterConfigs has none, and a null value in configs is refused).
+func (s *Server) alterBrokerConfigs(name string, configs map[string]*string, deletes []string, validateOnly bool) error {
 	if err := s.checkBrokerResource(name); err != nil {
 		return err
 	}
 	if err := logconfig.ValidateBroker(configs); err != nil {
+		return &kerrMsg{kerr.InvalidConfig, err.Error()}
+	}
+	if err := logconfig.ValidateBrokerDeletes(deletes); err != nil {
 		return &kerrMsg{kerr.InvalidConfig, err.Error()}
 	}
 	if validateOnly {
@@ -84,11 +89,10 @@ func (s *Server) alterBrokerConfigs(name string, configs map[string]*string, val
 		next.Overrides[k] = v
 	}
 	for k, v := range configs {
-		if v == nil {
-			delete(next.Overrides, k)
-		} else {
-			next.Overrides[k] = *v
-		}
+		next.Overrides[k] = *v
+	}
+	for _, k := range deletes {
+		delete(next.Overrides, k)
 	}
 	return s.topics.SetBroker(next)
 }

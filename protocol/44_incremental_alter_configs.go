@@ -50,18 +50,19 @@ func (s *Server) incrementalAlterConfigs(r *Request) {
 				err = s.topics.SetConfigs(rr.ResourceName, next, req.ValidateOnly)
 			case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 				configs := map[string]*string{}
+				var deletes []string
 				for _, op := range ops {
 					switch op.Op {
 					case 0:
 						configs[op.Key] = op.Value
 					case 1:
-						configs[op.Key] = nil
+						deletes = append(deletes, op.Key)
 					default:
 						err = &kerrMsg{kerr.InvalidConfig, fmt.Sprintf("APPEND and SUBTRACT are not supported on broker config %s", op.Key)}
 					}
 				}
 				if err == nil {
-					err = s.alterBrokerConfigs(rr.ResourceName, configs, req.ValidateOnly)
+					err = s.alterBrokerConfigs(rr.ResourceName, configs, deletes, req.ValidateOnly)
 				}
 			case rr.ResourceType == kmsg.ConfigResourceTypeClientMetrics:
 				err = s.alterClientMetrics(r, rr.ResourceName, rr.Configs, req.ValidateOnly)

@@ -194,6 +194,13 @@ var brokerDefs = func() []Def {
 			"Smallest session timeout a classic group member may ask for."),
 		brokerDef("group.max.session.timeout.ms", TypeInt, "1800000", true, nil, ro, enf,
 			"Largest session timeout a classic group member may ask for."),
+		// Throttles kafka-reassign-partitions sets and clears.
+		brokerDef("leader.replication.throttled.rate", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, off,
+			notEnforced+": replication quotas are not implemented (raft replication is not throttled). Bytes per second a leader sends to the replicas named by leader.replication.throttled.replicas."),
+		brokerDef("follower.replication.throttled.rate", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, off,
+			notEnforced+": replication quotas are not implemented (raft replication is not throttled). Bytes per second a follower fetches for the replicas named by follower.replication.throttled.replicas."),
+		brokerDef("replica.alter.log.dirs.io.max.bytes.per.second", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, off,
+			notEnforced+": a node has one log directory, so replicas never move between directories. Bytes per second such a move may read and write."),
 		secret(brokerDef(DelegationTokenSecretKey, TypePassword, "", false, nil, ro, enf,
 			"Secret key that delegation tokens' HMACs are made with; unset, delegation tokens are off (DELEGATION_TOKEN_AUTH_DISABLED). Give every node of a cluster the same key.")),
 		brokerDef(DelegationTokenMaxLifetimeMs, TypeLong, "604800000", true, integralV(TypeLong, bnd(1), nil), ro, enf,

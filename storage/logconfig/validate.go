@@ -1,6 +1,7 @@
 package logconfig
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,7 +89,7 @@ func compactionLagConflict(minLag, maxLag int64) error {
 // remove a dynamic value.
 func ValidateBroker(configs map[string]*string) error {
 	keys := sortedKeys(configs)
-	var nulls, unknown, readOnly []string
+	var nulls []string
 	for _, k := range keys {
 		if configs[k] == nil {
 			nulls = append(nulls, k)
@@ -100,6 +101,21 @@ func ValidateBroker(configs map[string]*string) error {
 		e.invalidRequest = true
 		return e
 	}
+	if err := checkBrokerKeys(keys); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := brokerDefs[brokerIndex[k]].validate(*configs[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkBrokerKeys refuses, in Kafka's words, keys Regent does not know
+// and keys Kafka cannot change at runtime. keys are sorted.
+func checkBrokerKeys(keys []string) error {
+	var unknown, readOnly []string
 	for _, k := range keys {
 		i, ok := brokerIndex[k]
 		switch {
@@ -117,10 +133,12 @@ func ValidateBroker(configs map[string]*string) error {
 		return sentence(strings.Join(readOnly, ","), "Cannot update these configs dynamically",
 			"Cannot update these configs dynamically: Set("+strings.Join(readOnly, ", ")+")")
 	}
-	for _, k := range keys {
-		if err := brokerDefs[brokerIndex[k]].validate(*configs[k]); err != nil {
-			return err
-		}
-	}
 	return nil
+}
+
+// ValidateBrokerDeletes checks IncrementalAlterConfigs DELETE operations
+// on a BROKER resource: the keys must be ones Kafka lets change at
+// runtime, as for ValidateBroker; deleting one that is not set is a no-op.
+func ValidateBrokerDeletes(keys []string) error {
+	return checkBrokerKeys(slices.Sorted(slices.Values(keys)))
 }
