@@ -309,7 +309,7 @@ func TestEveryServedKeyIsAuthorized(t *testing.T) {
 		32: "DESCRIBE_CONFIGS topic/cluster", 33: "ALTER_CONFIGS topic/cluster", 35: "DESCRIBE cluster", 37: "ALTER topic",
 		38: "SASL-authenticated, not by a token; CREATE_TOKENS user for another owner", 39: "SASL, not a token; owner, requester or renewer",
 		40: "SASL, not a token; owner, requester or renewer", 41: "SASL, not a token; own tokens, DESCRIBE token or DESCRIBE_TOKENS user",
-		42: "DELETE group", 44: "ALTER_CONFIGS topic/cluster", 47: "DELETE group, READ topic", 48: "DESCRIBE_CONFIGS cluster", 49: "ALTER_CONFIGS cluster",
+		42: "DELETE group", 45: "ALTER cluster", 46: "DESCRIBE cluster", 44: "ALTER_CONFIGS topic/cluster", 47: "DELETE group, READ topic", 48: "DESCRIBE_CONFIGS cluster", 49: "ALTER_CONFIGS cluster",
 		50: "DESCRIBE cluster", 51: "ALTER cluster", 57: "ALTER cluster", 60: "none (DESCRIBE cluster only for authorized operations, as Kafka)",
 		61: "READ topic", 65: "DESCRIBE transactional id", 66: "DESCRIBE transactional id (filter)",
 		68: "READ group, DESCRIBE topics", 69: "DESCRIBE group", 74: "DESCRIBE_CONFIGS cluster", 75: "DESCRIBE topic",
