@@ -17,6 +17,27 @@ import (
 	"github.com/regent-broker/regent/interop/brokertest"
 )
 
+// aclSASLBroker starts a broker with a PLAINTEXT and a SASL_PLAINTEXT
+// listener and the ACL authorizer, whose super user admin (SCRAM-SHA-512,
+// password adminPW) was added offline with regent users add; extra flags
+// are appended.
+func aclSASLBroker(t *testing.T, adminPW string, extra ...string) (plainAddr, saslAddr string) {
+	t.Helper()
+	dir := t.TempDir()
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte(adminPW+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := exec.Command(brokertest.Binary(t), "users", "add", "admin", "--mechanism", "SCRAM-SHA-512", "--password-file", pw, "--data", data).CombinedOutput(); err != nil {
+		t.Fatalf("regent users add: %v\n%s", err, out)
+	}
+	plainAddr, saslAddr = loopback(t), loopback(t)
+	brokertest.StartIn(t, data, plainAddr, append([]string{"--listeners", "PLAINTEXT://" + plainAddr + ",SASL_PLAINTEXT://" + saslAddr,
+		"--authorizer", "acl", "--super-users", "User:admin"}, extra...)...)
+	return plainAddr, saslAddr
+}
+
 // TestACLWithSASLPrincipals: the authorizer sees SASL's principals. An
 // admin made offline is the super user; alice (made by the admin with
 // AlterUserScramCredentials) may use her prefix of topics and her group;
@@ -24,18 +45,7 @@ import (
 // the group; an anonymous PLAINTEXT client sees no
 // topic and cannot change ACLs.
 func TestACLWithSASLPrincipals(t *testing.T) {
-	dir := t.TempDir()
-	pw := filepath.Join(dir, "pw")
-	if err := os.WriteFile(pw, []byte("admin-secret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := exec.Command(brokertest.Binary(t), "users", "add", "admin", "--mechanism", "SCRAM-SHA-512", "--password-file", pw, "--data", data).CombinedOutput(); err != nil {
-		t.Fatalf("regent users add: %v\n%s", err, out)
-	}
-	plainAddr, saslAddr := loopback(t), loopback(t)
-	brokertest.StartIn(t, data, plainAddr, "--listeners", "PLAINTEXT://"+plainAddr+",SASL_PLAINTEXT://"+saslAddr,
-		"--authorizer", "acl", "--super-users", "User:admin")
+	plainAddr, saslAddr := aclSASLBroker(t, "admin-secret")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 

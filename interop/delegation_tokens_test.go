@@ -296,18 +296,7 @@ func TestClusterDelegationTokens(t *testing.T) {
 // principal that neither owns, requested nor renews a token sees it with
 // DESCRIBE_TOKENS on its owner's USER; a token's login is its owner.
 func TestDelegationTokenACLs(t *testing.T) {
-	dir := t.TempDir()
-	pw := filepath.Join(dir, "pw")
-	if err := os.WriteFile(pw, []byte("admin-pw\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data := filepath.Join(dir, "data")
-	if out, err := exec.Command(brokertest.Binary(t), "users", "add", "admin", "--mechanism", "SCRAM-SHA-512", "--password-file", pw, "--data", data).CombinedOutput(); err != nil {
-		t.Fatalf("regent users add: %v\n%s", err, out)
-	}
-	plainAddr, saslAddr := loopback(t), loopback(t)
-	brokertest.StartIn(t, data, plainAddr, "--listeners", "PLAINTEXT://"+plainAddr+",SASL_PLAINTEXT://"+saslAddr,
-		"--authorizer", "acl", "--super-users", "User:admin", "--broker-config", "delegation.token.secret.key=acl-token-secret")
+	_, saslAddr := aclSASLBroker(t, "admin-pw", "--broker-config", "delegation.token.secret.key=acl-token-secret")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	adminCl := newClient(t, kgo.SeedBrokers(saslAddr), kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha512Mechanism()))

@@ -156,23 +156,45 @@ type alterCmd struct {
 
 func (*alterCmd) CommandKind() string { return kindAlter }
 
-func (c *alterCmd) AppendCommand(b []byte) []byte {
+func (c *alterCmd) AppendCommand(b []byte) []byte { return appendJSON(b, c) }
+
+func init() { registerJSON[alterCmd](kindAlter) }
+
+// appendJSON appends c's JSON: the store's commands are plain structs of
+// strings, ints and byte slices, which always marshal.
+func appendJSON(b []byte, c replication.Encodable) []byte {
 	raw, err := json.Marshal(c)
 	if err != nil {
-		// Plain structs of strings, ints and byte slices always marshal.
-		panic(fmt.Sprintf("users: encode alter: %v", err))
+		panic(fmt.Sprintf("users: encode %s: %v", c.CommandKind(), err))
 	}
 	return append(b, raw...)
 }
 
-func init() {
-	replication.RegisterDecoder(kindAlter, func(payload []byte) (replication.Command, error) {
-		c := new(alterCmd)
+// registerJSON registers the decoder of a command kind encoded by
+// appendJSON.
+func registerJSON[T any, PT interface {
+	*T
+	replication.Encodable
+}](kind string) {
+	replication.RegisterDecoder(kind, func(payload []byte) (replication.Command, error) {
+		c := PT(new(T))
 		if err := json.Unmarshal(payload, c); err != nil {
 			return nil, err
 		}
 		return c, nil
 	})
+}
+
+// proposeError maps a proposal's failure to Kafka's error: NOT_CONTROLLER
+// on a follower, REQUEST_TIMED_OUT when the outcome is unknown.
+func proposeError(err error, what string) error {
+	switch {
+	case errors.Is(err, replication.ErrNotLeader):
+		return fmt.Errorf("%w: this broker is not the cluster leader (the controller): %v", kerr.NotController, err)
+	case errors.Is(err, replication.ErrOutcomeUnknown):
+		return fmt.Errorf("%w: %s may or may not be applied: %v", kerr.RequestTimedOut, what, err)
+	}
+	return err
 }
 
 // FileName is the store's file under the data (state) directory's meta/.
@@ -342,13 +364,8 @@ func (s *Store) Alter(ups []Upsert, dels []Deletion) ([]error, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
 	defer cancel()
 	res, err := replication.ProposeWait[[]error](ctx, s.repl, replKey, &alterCmd{Upserts: ups, Deletions: dels})
-	switch {
-	case errors.Is(err, replication.ErrNotLeader):
-		return nil, fmt.Errorf("%w: this broker is not the cluster leader (the controller): %v", kerr.NotController, err)
-	case errors.Is(err, replication.ErrOutcomeUnknown):
-		return nil, fmt.Errorf("%w: SCRAM change may or may not be applied: %v", kerr.RequestTimedOut, err)
-	case err != nil:
-		return nil, err
+	if err != nil {
+		return nil, proposeError(err, "SCRAM change")
 	}
 	return res, nil
 }

@@ -114,23 +114,9 @@ type tokenCmd struct {
 
 func (*tokenCmd) CommandKind() string { return kindToken }
 
-func (c *tokenCmd) AppendCommand(b []byte) []byte {
-	raw, err := json.Marshal(c)
-	if err != nil {
-		panic(fmt.Sprintf("users: encode token command: %v", err))
-	}
-	return append(b, raw...)
-}
+func (c *tokenCmd) AppendCommand(b []byte) []byte { return appendJSON(b, c) }
 
-func init() {
-	replication.RegisterDecoder(kindToken, func(payload []byte) (replication.Command, error) {
-		c := new(tokenCmd)
-		if err := json.Unmarshal(payload, c); err != nil {
-			return nil, err
-		}
-		return c, nil
-	})
-}
+func init() { registerJSON[tokenCmd](kindToken) }
 
 // TokenResult is a token change's outcome: the token's expiry after it
 // (ms), or the Kafka error that refused it.
@@ -172,13 +158,8 @@ func (s *Store) proposeToken(c *tokenCmd) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), proposeTimeout)
 	defer cancel()
 	res, err := replication.ProposeWait[TokenResult](ctx, s.repl, replKey, c)
-	switch {
-	case errors.Is(err, replication.ErrNotLeader):
-		return 0, fmt.Errorf("%w: this broker is not the cluster leader (the controller): %v", kerr.NotController, err)
-	case errors.Is(err, replication.ErrOutcomeUnknown):
-		return 0, fmt.Errorf("%w: delegation token change may or may not be applied: %v", kerr.RequestTimedOut, err)
-	case err != nil:
-		return 0, err
+	if err != nil {
+		return 0, proposeError(err, "delegation token change")
 	}
 	return res.Expiry, res.Err
 }
