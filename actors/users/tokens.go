@@ -31,6 +31,14 @@ import (
 // TokensFileName is the token file under the state directory's meta/.
 const TokensFileName = "delegation-tokens.json"
 
+// Bounds on stored tokens: any SASL user may create tokens, and every
+// change rewrites the token file, so their number is bounded (Kafka's is
+// not). A create past either is POLICY_VIOLATION.
+const (
+	MaxTokens         = 10_000
+	MaxTokensPerOwner = 1_000
+)
+
 // tokenIterations is the SCRAM iteration count of a token's credentials
 // (Kafka's DelegationTokenManager uses its minimum).
 const tokenIterations = MinIterations
@@ -214,6 +222,9 @@ func (s *Store) applyToken(c *tokenCmd) TokenResult {
 		if next[t.ID] != nil {
 			return TokenResult{Err: fmt.Errorf("%w: token id %s exists", kerr.DuplicateResource, t.ID)}
 		}
+		if err := checkTokenBounds(old, t.Owner); err != nil {
+			return TokenResult{Err: err}
+		}
 		next[t.ID] = t
 		res.Expiry = t.Expiry
 	case opRenew, opExpire:
@@ -260,6 +271,24 @@ func (s *Store) applyToken(c *tokenCmd) TokenResult {
 	}
 	s.tokens.Store(&next)
 	return res
+}
+
+// checkTokenBounds refuses a new token for owner when ts holds MaxTokens
+// tokens, or MaxTokensPerOwner of owner's.
+func checkTokenBounds(ts tokens, owner string) error {
+	if len(ts) >= MaxTokens {
+		return fmt.Errorf("%w: the cluster holds %d delegation tokens, the most it keeps; expire some first", kerr.PolicyViolation, len(ts))
+	}
+	n := 0
+	for _, t := range ts {
+		if t.Owner == owner {
+			n++
+		}
+	}
+	if n >= MaxTokensPerOwner {
+		return fmt.Errorf("%w: %s owns %d delegation tokens, the most one owner may; expire some first", kerr.PolicyViolation, owner, n)
+	}
+	return nil
 }
 
 func (s *Store) tokensPath() string { return filepath.Join(filepath.Dir(s.path), TokensFileName) }

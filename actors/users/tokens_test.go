@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha512"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -105,4 +106,24 @@ func TestTokenLifecycle(t *testing.T) {
 		t.Fatalf("purge after expiry: %d, %v, %d left", n, err, len(s.Tokens()))
 	}
 	_ = s.Close()
+}
+
+// Tokens are bounded per owner and in all.
+func TestTokenBounds(t *testing.T) {
+	ts := tokens{}
+	for i := range MaxTokensPerOwner {
+		ts[fmt.Sprint("a", i)] = &Token{Owner: "User:alice"}
+	}
+	if err := checkTokenBounds(ts, "User:alice"); !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("alice's token %d: %v", MaxTokensPerOwner+1, err)
+	}
+	if err := checkTokenBounds(ts, "User:bob"); err != nil {
+		t.Fatalf("bob's first: %v", err)
+	}
+	for i := len(ts); i < MaxTokens; i++ {
+		ts[fmt.Sprint("o", i)] = &Token{Owner: fmt.Sprint("User:u", i)}
+	}
+	if err := checkTokenBounds(ts, "User:bob"); !errors.Is(err, kerr.PolicyViolation) {
+		t.Fatalf("token %d: %v", MaxTokens+1, err)
+	}
 }
