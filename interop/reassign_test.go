@@ -91,14 +91,18 @@ func TestKafkaReassignPartitions(t *testing.T) {
 	}
 }
 
-// TestKafkaConfigsBrokerDelete: kafka-configs sets a dynamic broker config
-// and deletes it again (IncrementalAlterConfigs DELETE, which a BROKER
-// resource refused as a null value before), and deleting one never set
-// is a no-op, as kafka-reassign-partitions --verify does with the
-// replication throttles.
+// TestKafkaConfigsBrokerDelete: kafka-configs sets dynamic broker configs
+// and lists them as the broker's dynamic configs (DYNAMIC_BROKER_CONFIG,
+// and under --entity-default as DYNAMIC_DEFAULT_BROKER_CONFIG: they apply
+// to every node), then deletes them (IncrementalAlterConfigs DELETE,
+// which a BROKER resource refused as a null value before): a key also
+// given at start (--broker-config) falls back to that value, one never
+// set stays unset, as kafka-reassign-partitions --verify clears the
+// replication throttles. A restart keeps runtime values, and the start
+// values come from the command line again.
 func TestKafkaConfigsBrokerDelete(t *testing.T) {
 	lib := kafkaLib(t)
-	b := brokertest.Start(t)
+	b := brokertest.Start(t, "--broker-config", "log.retention.ms=7200000")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(newClient(t, kgo.SeedBrokers(b.Addr)))
@@ -108,19 +112,34 @@ func TestKafkaConfigsBrokerDelete(t *testing.T) {
 	}
 	id := fmt.Sprint(md.Brokers[0].NodeID)
 	const configs = "kafka.admin.ConfigCommand"
+	describe := func(args ...string) string {
+		return kafkaTool(t, ctx, lib, configs, append([]string{"--bootstrap-server", b.Addr, "--describe", "--entity-type", "brokers"}, args...)...)
+	}
+	if out := describe("--entity-name", id); strings.Contains(out, "log.retention.ms") {
+		t.Fatalf("a start value listed as dynamic:\n%s", out)
+	}
 	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "brokers", "--entity-name", id,
 		"--add-config", "log.retention.ms=3600000,follower.replication.throttled.rate=1000000")
-	// --all: Regent reports every broker override as STATIC_BROKER_CONFIG,
-	// which the plain --describe (dynamic configs only) leaves out.
-	out := kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--all", "--entity-type", "brokers", "--entity-name", id)
-	if !strings.Contains(out, "log.retention.ms=3600000") || !strings.Contains(out, "follower.replication.throttled.rate=1000000") {
+	out := describe("--entity-name", id)
+	t.Logf("kafka-configs --describe --entity-name %s:\n%s", id, out)
+	if !strings.Contains(out, "log.retention.ms=3600000 sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:log.retention.ms=3600000, STATIC_BROKER_CONFIG:log.retention.ms=7200000") ||
+		!strings.Contains(out, "follower.replication.throttled.rate=1000000") {
 		t.Fatalf("after --add-config:\n%s", out)
+	}
+	if out := describe("--entity-default"); !strings.Contains(out, "log.retention.ms=3600000") {
+		t.Fatalf("--entity-default after --add-config:\n%s", out)
+	}
+	b.Restart()
+	if out := describe("--entity-name", id); !strings.Contains(out, "log.retention.ms=3600000") {
+		t.Fatalf("after a restart:\n%s", out)
 	}
 	kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "brokers", "--entity-name", id,
 		"--delete-config", "log.retention.ms,follower.replication.throttled.rate,leader.replication.throttled.rate")
-	out = kafkaTool(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--describe", "--all", "--entity-type", "brokers", "--entity-name", id)
-	if strings.Contains(out, "log.retention.ms=3600000") || strings.Contains(out, "throttled.rate=1000000") {
+	if out := describe("--entity-name", id); strings.Contains(out, "log.retention.ms") || strings.Contains(out, "throttled.rate") {
 		t.Fatalf("after --delete-config:\n%s", out)
+	}
+	if out := describe("--entity-name", id, "--all"); !strings.Contains(out, "log.retention.ms=7200000 sensitive=false synonyms={STATIC_BROKER_CONFIG:log.retention.ms=7200000") {
+		t.Fatalf("the start value is not back:\n%s", out)
 	}
 	out = kafkaToolFails(t, ctx, lib, configs, "--bootstrap-server", b.Addr, "--alter", "--entity-type", "brokers", "--entity-name", id,
 		"--delete-config", "log.retention.hours")

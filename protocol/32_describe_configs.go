@@ -53,7 +53,7 @@ func (s *Server) describeConfigs(r *Request) {
 				resp.Resources = append(resp.Resources, or)
 				continue
 			}
-			entries = logconfig.DescribeBroker(s.topics.Broker())
+			entries = logconfig.DescribeBroker(s.topics.Broker(), rr.ResourceName != "")
 		case kmsg.ConfigResourceTypeClientMetrics:
 			s.describeClientMetrics(r, req, rr, &or)
 			resp.Resources = append(resp.Resources, or)

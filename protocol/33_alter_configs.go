@@ -84,15 +84,21 @@ func (s *Server) alterBrokerConfigs(name string, configs map[string]*string, del
 		return nil
 	}
 	b := s.topics.Broker()
-	next := logconfig.Broker{Overrides: map[string]string{}}
+	next := logconfig.Broker{Overrides: map[string]string{}, Static: b.Static}
 	for k, v := range b.Overrides {
 		next.Overrides[k] = v
 	}
 	for k, v := range configs {
 		next.Overrides[k] = *v
 	}
+	// A deleted runtime value falls back to the one given at start, as
+	// Kafka's dynamic configs fall back to server.properties.
 	for _, k := range deletes {
-		delete(next.Overrides, k)
+		if v, ok := b.Static[k]; ok {
+			next.Overrides[k] = v
+		} else {
+			delete(next.Overrides, k)
+		}
 	}
 	return s.topics.SetBroker(next)
 }

@@ -132,6 +132,8 @@ type persistedTopic struct {
 // registry as the replicator's applier for topic changes.
 func Open(o Options) (*Registry, error) {
 	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker, producers: o.Producers, maxPartitions: o.MaxPartitions}
+	// The command line's values are what DescribeConfigs calls static.
+	r.base.Static = r.base.Overrides
 	if r.repl == nil {
 		r.repl = replication.NewLocal()
 	}
@@ -161,7 +163,7 @@ func (r *Registry) load() (logconfig.Broker, *snapshot, error) {
 		if err := json.Unmarshal(raw, &saved); err != nil {
 			return broker, nil, fmt.Errorf("parse %s: %w", brokerFile, err)
 		}
-		merged := logconfig.Broker{Overrides: map[string]string{}}
+		merged := logconfig.Broker{Overrides: map[string]string{}, Static: r.base.Overrides}
 		for k, v := range r.base.Overrides {
 			merged.Overrides[k] = v
 		}
@@ -762,7 +764,7 @@ func (r *Registry) applySetConfigs(c *setConfigsCmd) error {
 }
 
 func (r *Registry) applySetBroker(c *setBrokerCmd) error {
-	b := logconfig.Broker{Overrides: c.Overrides}
+	b := logconfig.Broker{Overrides: c.Overrides, Static: r.base.Overrides}
 	changed, err := r.resolveAll(b)
 	if err != nil {
 		return err
@@ -775,7 +777,9 @@ func (r *Registry) applySetBroker(c *setBrokerCmd) error {
 	}); err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(b.Overrides, "", "  ")
+	// Only runtime values: the command line's come from the command line
+	// at every start.
+	raw, err := json.MarshalIndent(b.Dynamic(), "", "  ")
 	if err == nil {
 		err = WriteFileAtomic(filepath.Join(r.dataDir, "meta", brokerFile), raw)
 	}

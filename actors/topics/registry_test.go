@@ -129,3 +129,35 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 		t.Fatalf("failed growth left %v (want f-0..f-2 and the obstacle)", got)
 	}
 }
+
+// Broker configs given at start stay the command line's: only values set
+// at runtime are saved, so a restart with another command line takes its
+// values, and keeps the runtime ones.
+func TestBrokerStartValuesNotSaved(t *testing.T) {
+	dir := t.TempDir()
+	openWith := func(static map[string]string) *Registry {
+		r, err := Open(Options{DataDir: dir, Root: actor.NewActorSystem().Root, Broker: logconfig.Broker{Overrides: static}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r := openWith(map[string]string{"log.retention.ms": "7200000"})
+	b := r.Broker()
+	next := logconfig.Broker{Overrides: map[string]string{"log.retention.ms": "7200000", "log.segment.bytes": "2000000"}, Static: b.Static}
+	if err := r.SetBroker(next); err != nil {
+		t.Fatal(err)
+	}
+	if d := r.Broker().Dynamic(); len(d) != 1 || d["log.segment.bytes"] != "2000000" {
+		t.Fatalf("runtime values: %v", d)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = openWith(map[string]string{"log.retention.ms": "100"})
+	defer r.Close()
+	o := r.Broker().Overrides
+	if o["log.retention.ms"] != "100" || o["log.segment.bytes"] != "2000000" {
+		t.Fatalf("after a restart with another command line: %v", o)
+	}
+}

@@ -7,8 +7,39 @@ import (
 
 // Broker holds broker-level config values (static or dynamic) keyed by
 // their broker names, e.g. "log.retention.hours" -> "1". Values not listed
-// fall back to Kafka's defaults.
-type Broker struct{ Overrides map[string]string }
+// fall back to Kafka's defaults. Static are the values given at start
+// (--broker-config): an override that is not one of them was set at
+// runtime (AlterConfigs), which DescribeConfigs reports as dynamic, and a
+// runtime value deleted falls back to the static one.
+type Broker struct {
+	Overrides map[string]string
+	Static    map[string]string
+}
+
+// Dynamic returns the overrides set at runtime: those that are not the
+// value given at start.
+func (b Broker) Dynamic() map[string]string {
+	out := map[string]string{}
+	for k, v := range b.Overrides {
+		if sv, ok := b.Static[k]; !ok || sv != v {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// source is the source of name's override raw: static when it is the
+// value given at start, else dynamic (per broker when perBroker, as a
+// broker's own resource describes it, else the cluster default's).
+func (b Broker) source(name, raw string, perBroker bool) Source {
+	if v, ok := b.Static[name]; ok && v == raw {
+		return SourceStaticBroker
+	}
+	if perBroker {
+		return SourceDynamicBroker
+	}
+	return SourceDynamicDefaultBroker
+}
 
 func brokerDef(name string, t Type, dflt string, hasDefault bool, v validator, dynamic, enforced bool, doc string, group ...string) Def {
 	if !hasDefault {

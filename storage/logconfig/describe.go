@@ -1,12 +1,15 @@
 package logconfig
 
-// Broker.Overrides does not say whether a value is static or dynamic;
-// Describe* report every override as STATIC_BROKER_CONFIG.
+// A broker override is STATIC_BROKER_CONFIG when it is the value given
+// at start (Broker.Static), else dynamic: Regent applies broker changes to
+// every node, so a topic's synonym and the default resource say
+// DYNAMIC_DEFAULT_BROKER_CONFIG, and a broker's own resource says
+// DYNAMIC_BROKER_CONFIG (as kafka-configs --entity-name N lists them).
 
 // DescribeTopic returns every topic key, sorted by name, with its
 // effective value, its source and its synonyms in Kafka's order: the topic
 // override (TOPIC_CONFIG), then broker overrides of the broker synonyms in
-// priority order (STATIC_BROKER_CONFIG), then the broker synonyms' Kafka
+// priority order (STATIC_BROKER_CONFIG or DYNAMIC_DEFAULT_BROKER_CONFIG), then the broker synonyms' Kafka
 // defaults (DEFAULT_CONFIG). The source is that of the first synonym, or
 // DEFAULT_CONFIG when there is none. Values are rendered as Kafka renders
 // parsed values ("delete, compact" -> "delete,compact", "TRUE" -> "true").
@@ -31,7 +34,7 @@ func DescribeTopic(topic map[string]string, broker Broker) []Entry {
 			}
 			bd, _ := LookupBroker(s.name)
 			v, _ := normalize(bd.Type, raw)
-			syns = append(syns, Synonym{Name: s.name, Value: v, Source: SourceStaticBroker})
+			syns = append(syns, Synonym{Name: s.name, Value: v, Source: broker.source(s.name, raw, false)})
 		}
 		for _, s := range d.synonyms {
 			if bd, ok := LookupBroker(s.name); ok && bd.HasDefault {
@@ -62,14 +65,15 @@ func entry(d *Def, value string, null bool, syns []Synonym) Entry {
 }
 
 // DescribeBroker returns the broker keys of Broker.Defs with their values
-// (override, else Kafka's default, else null), sources and synonyms.
+// (override, else Kafka's default, else null), sources and synonyms, for
+// one broker's resource (perBroker) or the cluster default's.
 // Synonyms follow Kafka: for a key of a group (log.retention.ms/.minutes/
 // .hours, log.roll.ms/.hours, ...) every group member's override, then
 // every member's default, with entries before the described key's own name
 // dropped. So log.retention.hours=1 makes log.retention.hours
 // STATIC_BROKER_CONFIG but leaves log.retention.ms null and DEFAULT_CONFIG,
 // as in Kafka. broker.id falls back to node.id when only node.id is set.
-func DescribeBroker(broker Broker) []Entry {
+func DescribeBroker(broker Broker, perBroker bool) []Entry {
 	out := make([]Entry, 0, len(brokerDefs))
 	for i := range brokerDefs {
 		d := &brokerDefs[i]
@@ -98,7 +102,13 @@ func DescribeBroker(broker Broker) []Entry {
 			}
 			if raw, ok := broker.get(n); ok && gd.validate(raw) == nil {
 				v, _ := normalize(gd.Type, raw)
-				syns = append(syns, Synonym{Name: n, Value: v, Source: SourceStaticBroker})
+				src := broker.source(n, raw, perBroker)
+				syns = append(syns, Synonym{Name: n, Value: v, Source: src})
+				// A runtime value hides the one given at start.
+				if sv, ok := broker.Static[n]; ok && src != SourceStaticBroker && gd.validate(sv) == nil {
+					v, _ := normalize(gd.Type, sv)
+					syns = append(syns, Synonym{Name: n, Value: v, Source: SourceStaticBroker})
+				}
 			}
 		}
 		for _, n := range d.group {

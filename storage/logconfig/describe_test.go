@@ -67,7 +67,7 @@ func TestDescribeTopic(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := find(t, DescribeTopic(c.topic, Broker{Overrides: c.broker}), c.key)
+			e := find(t, DescribeTopic(c.topic, Broker{Overrides: c.broker, Static: c.broker}), c.key)
 			if e.Value != c.value || e.Source != c.source {
 				t.Errorf("value %q source %v, want %q %v", e.Value, e.Source, c.value, c.source)
 			}
@@ -75,6 +75,33 @@ func TestDescribeTopic(t *testing.T) {
 				t.Errorf("synonyms\n got %v\nwant %v", e.Synonyms, c.synonyms)
 			}
 		})
+	}
+}
+
+// A value set at runtime is DYNAMIC_BROKER_CONFIG on a broker's resource
+// and DYNAMIC_DEFAULT_BROKER_CONFIG on the default one and as a topic's
+// synonym, before the start value it hides; only it is Dynamic.
+func TestDescribeDynamicBroker(t *testing.T) {
+	b := Broker{
+		Overrides: map[string]string{"log.retention.ms": "1000", "num.partitions": "6", "log.segment.bytes": "2000000"},
+		Static:    map[string]string{"log.retention.ms": "5000", "num.partitions": "6"},
+	}
+	e := find(t, DescribeBroker(b, true), "log.retention.ms")
+	want := []Synonym{{"log.retention.ms", "1000", SourceDynamicBroker}, {"log.retention.ms", "5000", SourceStaticBroker}, {"log.retention.hours", "168", SourceDefault}}
+	if e.Source != SourceDynamicBroker || !reflect.DeepEqual(e.Synonyms, want) {
+		t.Errorf("per broker: source %v synonyms %v", e.Source, e.Synonyms)
+	}
+	if e := find(t, DescribeBroker(b, false), "log.retention.ms"); e.Source != SourceDynamicDefaultBroker {
+		t.Errorf("default resource: source %v", e.Source)
+	}
+	if e := find(t, DescribeBroker(b, true), "num.partitions"); e.Source != SourceStaticBroker {
+		t.Errorf("start value: source %v", e.Source)
+	}
+	if e := find(t, DescribeTopic(nil, b), "segment.bytes"); e.Source != SourceDynamicDefaultBroker {
+		t.Errorf("topic synonym: source %v", e.Source)
+	}
+	if d := b.Dynamic(); !reflect.DeepEqual(d, map[string]string{"log.retention.ms": "1000", "log.segment.bytes": "2000000"}) {
+		t.Errorf("Dynamic: %v", d)
 	}
 }
 
@@ -111,7 +138,8 @@ func TestDescribeBroker(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			e := find(t, DescribeBroker(Broker{Overrides: c.broker}), c.key)
+			// Values given at start: static.
+			e := find(t, DescribeBroker(Broker{Overrides: c.broker, Static: c.broker}, true), c.key)
 			if e.Value != c.value || e.Null != c.null || e.Source != c.source || e.ReadOnly != c.readOnly {
 				t.Errorf("got value %q null %v source %v readOnly %v", e.Value, e.Null, e.Source, e.ReadOnly)
 			}
@@ -120,7 +148,7 @@ func TestDescribeBroker(t *testing.T) {
 			}
 		})
 	}
-	es := DescribeBroker(Broker{})
+	es := DescribeBroker(Broker{}, false)
 	if len(es) != len(Broker{}.Defs()) {
 		t.Fatalf("%d entries for %d defs", len(es), len(Broker{}.Defs()))
 	}
