@@ -298,7 +298,15 @@ func save(path string, u users) error {
 		ps = append(ps, p)
 	}
 	sort.Slice(ps, func(i, j int) bool { return ps[i].User < ps[j].User })
-	raw, err := json.MarshalIndent(ps, "", "  ")
+	// Not secrets in the password sense, but StoredKey and salt allow
+	// an offline dictionary attack.
+	return writePrivateJSON(path, ps)
+}
+
+// writePrivateJSON replaces path with v's JSON, readable by the broker's
+// user only.
+func writePrivateJSON(path string, v any) error {
+	raw, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
@@ -308,8 +316,6 @@ func save(path string, u users) error {
 	if err := atomicfile.Write(path, raw); err != nil {
 		return err
 	}
-	// Not secrets in the password sense, but StoredKey and salt allow
-	// an offline dictionary attack: readable by the broker's user only.
 	return os.Chmod(path, 0o600)
 }
 

@@ -25,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/regent-broker/regent/actors/replication"
-	"github.com/regent-broker/regent/storage/atomicfile"
 )
 
 // TokensFileName is the token file under the state directory's meta/.
@@ -318,16 +317,6 @@ func saveTokens(path string, ts tokens) error {
 		list = append(list, t)
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
-	raw, err := json.MarshalIndent(list, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	if err := atomicfile.Write(path, raw); err != nil {
-		return err
-	}
 	// The HMACs are the tokens' passwords.
-	return os.Chmod(path, 0o600)
+	return writePrivateJSON(path, list)
 }
