@@ -104,14 +104,26 @@ func shareGroupsTool(t *testing.T, lib, addr, name string, rf int16) {
 		t.Fatal(err)
 	}
 	setShareGroupConfigs(t, ctx, cl, group, map[string]string{"share.auto.offset.reset": "earliest"})
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Both partitions' end offsets: a listing can carry a per-topic
+	// error (partition -1) while the node asked catches up, which once
+	// left the wait below looking for partition -1 (1 run in ~15).
 	hwm := map[int32]int64{}
-	for p, o := range ends[topic] {
-		hwm[p] = o.Offset
-	}
+	var endsErr error
+	testwait.For(t, "both end offsets listed", 30*time.Second, func() bool {
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		clear(hwm)
+		endsErr = err
+		for p, o := range ends[topic] {
+			if o.Err != nil {
+				endsErr = fmt.Errorf("partition %d: %w", p, o.Err)
+			}
+			hwm[p] = o.Offset
+		}
+		if endsErr != nil {
+			t.Logf("listing end offsets: %v", endsErr)
+		}
+		return endsErr == nil && len(hwm) == 2 && hwm[0]+hwm[1] == n
+	})
 
 	l := newShareLedger()
 	procs := []*shareProc{
