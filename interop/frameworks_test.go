@@ -79,12 +79,19 @@ func frameworkScenarios(t *testing.T) string {
 func runScenario(t *testing.T, module, class, bootstrap string, limit time.Duration, args ...string) {
 	t.Helper()
 	dir := frameworkScenarios(t)
-	work := t.TempDir()
 	target := filepath.Join(dir, module, "target")
 	cp := filepath.Join(target, "classes") + string(os.PathListSeparator) + filepath.Join(target, "lib", "*")
+	runJavaMain(t, cp, nil, class, bootstrap, limit, args...)
+}
+
+// runJavaMain runs io.regent.interop.<class> on the classpath cp (with the
+// extra JVM flags) against bootstrap and a fresh work dir, as runScenario.
+func runJavaMain(t *testing.T, cp string, flags []string, class, bootstrap string, limit time.Duration, args ...string) {
+	t.Helper()
+	work := t.TempDir()
 	full := append([]string{"-Xmx512m", "-cp", cp, "-Djava.io.tmpdir=" + work,
-		"-Dregent.interop.log=" + filepath.Join(work, "client.log"),
-		"io.regent.interop." + class, bootstrap, work}, args...)
+		"-Dregent.interop.log=" + filepath.Join(work, "client.log")}, flags...)
+	full = append(append(full, "io.regent.interop."+class, bootstrap, work), args...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()

@@ -19,14 +19,15 @@ stamp=$(cd "$dir" && find . -path '*/target' -prune -o -type f \( -name '*.java'
   | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1)
 if [[ ${1:-} != --online && -f $stamp_file && "$(cat "$stamp_file")" == "$stamp" ]] \
     && compgen -G "$dir/kafka/target/lib/kafka-streams-*.jar" >/dev/null \
-    && compgen -G "$dir/flink/target/lib/flink-connector-kafka-*.jar" >/dev/null; then
+    && compgen -G "$dir/flink/target/lib/flink-connector-kafka-*.jar" >/dev/null \
+    && compgen -G "$dir/legacy/target/lib-*/kafka-clients-*.jar" >/dev/null; then
   exit 0
 fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # Stale jars from an older POM would sit next to the new ones on the classpath.
-rm -rf "$dir/kafka/target" "$dir/flink/target" "$dir/target"
+rm -rf "$dir/kafka/target" "$dir/flink/target" "$dir/legacy/target" "$dir/target"
 
 mvn_build() { mvn -q -B -Dstyle.color=never -f "$dir/pom.xml" "$@" compile >"$log" 2>&1; }
 if [[ ${1:-} == --online ]]; then
