@@ -5,6 +5,9 @@ package protocol
 // local (the same as earliest: Regent has no tiered storage), -5 latest
 // tiered and -6 earliest pending upload (nothing is tiered: offset -1), and
 // any other value: the first offset whose timestamp is at or after it.
+// Lookups by timestamp and -3 answer only offsets below the last fetchable
+// one (the high watermark, the last stable offset under read_committed),
+// as Kafka's Partition.fetchOffsetForTimestamp: else offset -1.
 // v0 answers with old-style offset lists (at most one offset). The
 // internal topics answer INVALID_TOPIC_EXCEPTION (internal_topics.go).
 
@@ -63,16 +66,23 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 		return op
 	}
 	op.LeaderEpoch = 0
+	// The end of what a client of this isolation level may fetch. Read
+	// before any lookup, as Kafka does: a record appended meanwhile is
+	// past it.
+	fetchable := p.HighWatermark()
+	if req.IsolationLevel == 1 {
+		fetchable = p.LastStableOffset()
+	}
 	switch ts := rp.Timestamp; ts {
 	case -2, -4:
 		op.Offset = p.LogStartOffset()
 	case -1:
-		op.Offset = p.HighWatermark()
-		if req.IsolationLevel == 1 {
-			op.Offset = p.LastStableOffset()
-		}
+		op.Offset = fetchable
 	case -3:
 		op.Offset, op.Timestamp = p.Log().MaxTimestamp()
+		if op.Offset >= fetchable {
+			op.Offset, op.Timestamp = -1, -1 // as a timestamp lookup, below
+		}
 	case -5, -6:
 		// nothing is tiered
 	default:
@@ -86,7 +96,9 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 			op.ErrorCode = kerr.KafkaStorageError.Code
 			return op
 		}
-		if found {
+		// Kafka answers no offset for a record the client could not
+		// fetch yet (uncommitted, or a transaction still open).
+		if found && off < fetchable {
 			op.Offset, op.Timestamp = off, t
 		}
 	}
