@@ -101,6 +101,9 @@ const TransactionMaxTimeoutMsDefault = 3600000
 // transactional.id.expiration.ms: seven days.
 const DefaultTransactionalIDExpirationMs = 604_800_000
 
+// noGSSAPI opens the documentation of Kerberos keys.
+const noGSSAPI = notEnforced + ": Regent has no GSSAPI (Kerberos) SASL mechanism (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 only)."
+
 const (
 	dyn = true  // alterable at runtime (Kafka's per-broker or cluster-wide update mode)
 	ro  = false // read-only: needs a restart in Kafka
@@ -232,6 +235,20 @@ var brokerDefs = func() []Def {
 			notEnforced+": replication quotas are not implemented (raft replication is not throttled). Bytes per second a follower fetches for the replicas named by follower.replication.throttled.replicas."),
 		brokerDef("replica.alter.log.dirs.io.max.bytes.per.second", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, off,
 			notEnforced+": a node has one log directory, so replicas never move between directories. Bytes per second such a move may read and write."),
+		// Kerberos (GSSAPI) login settings, which Kafka lets AlterConfigs
+		// change per broker; admin clients and tools set them.
+		brokerDef("sasl.kerberos.service.name", TypeString, "", false, nil, dyn, off,
+			noGSSAPI+" Kerberos principal name that Kafka runs as."),
+		brokerDef("sasl.kerberos.kinit.cmd", TypeString, "/usr/bin/kinit", true, nil, dyn, off,
+			noGSSAPI+" Kerberos kinit command path."),
+		brokerDef("sasl.kerberos.ticket.renew.window.factor", TypeDouble, "0.8", true, nil, dyn, off,
+			noGSSAPI+" Share of a ticket's lifetime after which the login thread renews it."),
+		brokerDef("sasl.kerberos.ticket.renew.jitter", TypeDouble, "0.05", true, nil, dyn, off,
+			noGSSAPI+" Random jitter added to the renewal time."),
+		brokerDef("sasl.kerberos.min.time.before.relogin", TypeLong, "60000", true, nil, dyn, off,
+			noGSSAPI+" Login thread sleep time between refresh attempts."),
+		brokerDef("sasl.kerberos.principal.to.local.rules", TypeList, "DEFAULT", true, nil, dyn, off,
+			noGSSAPI+" Rules mapping Kerberos principal names to short names."),
 		secret(brokerDef(DelegationTokenSecretKey, TypePassword, "", false, nil, ro, enf,
 			"Secret key that delegation tokens' HMACs are made with; unset, delegation tokens are off (DELEGATION_TOKEN_AUTH_DISABLED). Give every node of a cluster the same key.")),
 		brokerDef(DelegationTokenMaxLifetimeMs, TypeLong, "604800000", true, integralV(TypeLong, bnd(1), nil), ro, enf,
