@@ -278,6 +278,10 @@ func (p *Partition) SetConfig(c logconfig.Config) {
 // leader's proposals. Either way it snapshots producer state.
 func (p *Partition) Maintain(leader bool) { p.root.Send(p.pid, &maintainMsg{leader: leader}) }
 
+// CheckCompaction has the leader's actor propose the compaction pass the
+// log is due for, if any (the compaction part of Maintain alone).
+func (p *Partition) CheckCompaction() { p.root.Send(p.pid, compactCheckMsg{}) }
+
 // Sync fsyncs the log (the flush interval's tick).
 //
 // A log with nothing to write back or fsync (storage.Log.Dirty) is
@@ -415,6 +419,9 @@ type inspectResult struct {
 
 type setConfigMsg struct{ cfg logconfig.Config }
 type maintainMsg struct{ leader bool }
+
+// compactCheckMsg is sent on the leader only (see CheckCompaction).
+type compactCheckMsg struct{}
 type syncMsg struct{}
 type closeMsg struct {
 	remove bool
@@ -484,6 +491,10 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		}
 	case *maintainMsg:
 		a.maintain(m.leader)
+	case compactCheckMsg:
+		if !a.closed {
+			a.proposeCompaction(time.Now())
+		}
 	case *syncMsg:
 		// Through the syncer, in either mode: a Sync here would hold every
 		// append of the partition for the fsync's length, and an interval

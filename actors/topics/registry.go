@@ -859,3 +859,16 @@ func (r *Registry) ForEachPartition(fn func(*partition.Partition)) {
 		}
 	}
 }
+
+// ForEachCompactedPartition calls fn for every partition of a topic whose
+// cleanup.policy includes compact.
+func (r *Registry) ForEachCompactedPartition(fn func(*partition.Partition)) {
+	for _, t := range r.snapshot.Load().byName {
+		if !t.Config.CleanupCompact {
+			continue
+		}
+		for _, p := range t.Partitions {
+			fn(p)
+		}
+	}
+}

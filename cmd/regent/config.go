@@ -42,6 +42,7 @@ type Config struct {
 	Fsync                  string
 	FlushInterval          time.Duration
 	RetentionCheck         time.Duration
+	CompactionCheck        time.Duration // as Kafka's log.cleaner.backoff.ms
 	LogLevel               string
 	LogFormat              string
 	BrokerConfigs          string
@@ -164,6 +165,7 @@ func DefaultConfig() Config {
 		Fsync:               "interval",
 		FlushInterval:       time.Second,
 		RetentionCheck:      30 * time.Second,
+		CompactionCheck:     15 * time.Second,
 		LogLevel:            "info",
 		LogFormat:           "text",
 		MaxConnections:      10000,
@@ -201,7 +203,7 @@ func (c Config) Validate() error {
 	if c.Fsync != "interval" && c.Fsync != "always" {
 		return fmt.Errorf("--fsync %q: want interval or always", c.Fsync)
 	}
-	if c.FlushInterval <= 0 || c.RetentionCheck <= 0 {
+	if c.FlushInterval <= 0 || c.RetentionCheck <= 0 || c.CompactionCheck <= 0 {
 		return fmt.Errorf("intervals must be positive")
 	}
 	if c.MaxMemory < minMaxMemory {

@@ -138,6 +138,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Var(choiceValue{p: &c.Fsync, choices: []string{"interval", "always"}}, "fsync", "when to fsync: 'interval' (write before ack, fsync every --flush-interval) or 'always' (fsync before ack)")
 	fs.Var(durationValue{p: &c.FlushInterval, min: time.Millisecond}, "flush-interval", "fsync interval for --fsync=interval")
 	fs.Var(durationValue{p: &c.RetentionCheck, min: time.Millisecond}, "retention-check-interval", "how often retention and compaction run")
+	fs.Var(durationValue{p: &c.CompactionCheck, min: time.Millisecond}, "compaction-check-interval", "how often compacted topics are also checked for a compaction pass (Kafka's log.cleaner.backoff.ms)")
 	fs.Var(logLevelValue{p: &c.LogLevel}, "log-level", "debug, info, warn or error")
 	fs.Var(choiceValue{p: &c.LogFormat, choices: []string{"text", "json"}}, "log-format", "text or json")
 	fs.Var(checkedString{p: &c.BrokerConfigs, check: func(s string) error {

@@ -485,6 +485,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer flush.Stop()
 	maintain := time.NewTicker(cfg.RetentionCheck)
 	defer maintain.Stop()
+	compact := time.NewTicker(cfg.CompactionCheck)
+	defer compact.Stop()
 	var runErr error
 loop:
 	for {
@@ -520,6 +522,13 @@ loop:
 			// offsets (single node: decided and applied here).
 			leader := raftRepl == nil || raftRepl.Ready()
 			reg.ForEachPartition(func(p *partition.Partition) { p.Maintain(leader) })
+		case <-compact.C:
+			// Compaction alone, on Kafka's cleaner cadence: a topic with
+			// a short max.compaction.lag.ms is compacted within it, not
+			// within the longer retention interval.
+			if raftRepl == nil || raftRepl.Ready() {
+				reg.ForEachCompactedPartition((*partition.Partition).CheckCompaction)
+			}
 		}
 	}
 	logger.Info("shutting down")
