@@ -35,6 +35,12 @@ func (s *Server) metadata(r *Request) {
 			}
 		}
 	}
+	if s.mayCatchUp(r) {
+		if missing := s.unknownNamedTopics(req); len(missing) > 0 {
+			s.async(r, func() kmsg.Response { return s.metadataCatchingUp(r, req, missing) })
+			return
+		}
+	}
 	r.Respond(s.buildMetadata(r, req, false))
 }
 

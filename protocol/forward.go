@@ -240,7 +240,7 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 		return nil, 0, ErrNotServing
 	}
 	a, ok := apis[fr.Key]
-	if !forwardedKeys[fr.Key] || !ok || fr.Version < a.min || fr.Version > a.max {
+	if !(forwardedKeys[fr.Key] || readForwardedKeys[fr.Key]) || !ok || fr.Version < a.min || fr.Version > a.max {
 		return nil, 0, fmt.Errorf("%w: %s v%d is not forwarded here", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version)
 	}
 	msg := kmsg.RequestForKey(fr.Key)
