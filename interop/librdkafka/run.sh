@@ -13,9 +13,10 @@
 #
 # The broker is set up as librdkafka's own test clusters are (trivup): topics
 # auto-created with 4 partitions, ACLs on with everything open that no ACL
-# names (the auth tests add DENY ACLs with kafka-acls.sh), no initial
-# rebalance delay, and share groups' timeouts lowered. kafka-topics.sh,
-# kafka-acls.sh and kafka-configs.sh, which some tests run, are wrappers
+# names (the auth tests add DENY ACLs with kafka-acls.sh), Kafka's 3 s
+# initial rebalance delay kept (0102_static_group_rebalance counts on two
+# members joining in one rebalance), and share groups' timeouts lowered.
+# kafka-topics.sh, kafka-acls.sh and kafka-configs.sh, which some tests run, are wrappers
 # around the Kafka jars in bench/.cache/kafka-lib (.ci/install-deps puts
 # them there). TEST_KAFKA_VERSION defaults to 4.2.0, the Kafka release whose
 # behaviour Regent follows for the features the tests switch on by version.
@@ -29,7 +30,7 @@ while (($#)); do
     --nodes) nodes=$2; shift 2 ;;
     --keep) keep=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -59,7 +60,7 @@ done
 
 (cd "$root" && go build -o "$work/regent" ./cmd/regent)
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-conf=group.initial.rebalance.delay.ms=0,num.partitions=4,allow.everyone.if.no.acl.found=true
+conf=num.partitions=4,allow.everyone.if.no.acl.found=true
 conf+=,group.share.min.session.timeout.ms=1000,group.share.min.heartbeat.interval.ms=100,group.share.min.record.lock.duration.ms=1000
 bootstrap="" peers=""
 declare -a kp rp ap
