@@ -24,7 +24,7 @@ type socketConn interface{ Fd() int }
 // the request budget. On the loop, only while gnet holds none of the
 // connection's input.
 func (cs *connState) socketBuffered() int {
-	sc, ok := cs.conn.(socketConn)
+	sc, ok := cs.edge().(socketConn)
 	if !ok {
 		return 0
 	}
@@ -36,7 +36,7 @@ func (cs *connState) socketBuffered() int {
 // what is left in the socket is reported again. It returns false when the
 // read failed (the connection must close).
 func (cs *connState) readSocket(p []byte) (int, bool) {
-	sc, ok := cs.conn.(socketConn)
+	sc, ok := cs.edge().(socketConn)
 	if !ok {
 		return 0, false
 	}
@@ -59,7 +59,7 @@ func (cs *connState) readSocket(p []byte) (int, bool) {
 // gnet.None when the frame is whole or nothing more has arrived, else the
 // action that closes the connection. On the loop, frameMu held.
 func (cs *connState) fill(sock int) gnet.Action {
-	s, c := cs.srv, cs.conn
+	s, c := cs.srv, cs.edge()
 	for len(cs.partial) < cs.want {
 		n := min(c.InboundBuffered(), cs.want-len(cs.partial))
 		direct := false

@@ -97,6 +97,9 @@ type CloseStat struct {
 type MemoryStats struct {
 	Budgets []BudgetStat
 	Closed  []CloseStat
+	// HandedOff counts connections moved off the event loop because they
+	// kept sending while told to wait (handoff.go).
+	HandedOff int64
 }
 
 // MemoryStats reports the budgets and close counters. Safe from any
@@ -112,6 +115,7 @@ func (s *Server) MemoryStats() MemoryStats {
 		st.Budgets[0].Releasing = s.evicting.pending.Load()
 		st.Budgets[0].Peak = s.budgets.requestPeak.Load()
 	}
+	st.HandedOff = s.handoffs.Load()
 	for r := range s.closed {
 		st.Closed = append(st.Closed, CloseStat{Reason: closeReasonNames[r], Count: s.closed[r].Load()})
 	}

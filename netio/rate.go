@@ -59,7 +59,7 @@ func (s *Server) holdForRate(cs *connState, hold time.Duration) {
 // heldTraffic is a held connection's traffic: nothing is read; it is
 // closed once its hold ends, or at once if it floods. On cs's loop.
 func (s *Server) heldTraffic(cs *connState, now time.Time) gnet.Action {
-	if cs.muted(now) && cs.conn.InboundBuffered() <= heldInputLimit {
+	if cs.muted(now) && cs.edge().InboundBuffered() <= heldInputLimit {
 		s.watchConn(cs)
 		return gnet.None
 	}

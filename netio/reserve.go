@@ -126,7 +126,7 @@ func (s *Server) evict(v *connState) {
 	s.log.Warn("closing connection: request memory budget spent, this connection holds the most", "held", v.reqHeld.Load(), "remote", v.info.RemoteAddr)
 	v.dropFrame()
 	s.evicting.chosen(v)
-	_ = v.conn.Close()
+	_ = v.edge().Close()
 }
 
 // chooseVictim picks the connection to close for cs's want: of the others

@@ -6,7 +6,9 @@
 //   - Requests: a frame's buffer grows as its bytes arrive (doubling, or
 //     to the whole frame once 64 KiB have come and the rest fits a
 //     quarter of the budget left; see growFrame), charged to the request
-//     budget, and stays charged until the request is answered. gnet cannot stop reading a socket, so when the
+//     budget, and stays charged until the request is answered. gnet cannot
+//     stop reading a socket: a connection that keeps sending while told to
+//     wait is handed off to goroutines that can (handoff.go), and when the
 //     budget is spent a connection cannot wait for room: the connection
 //     holding the most unanswered-and-unread bytes (partial frames, input
 //     buffered while paused) is closed if it is another one, which frees
@@ -174,6 +176,9 @@ type Server struct {
 	// socketBytes counts request bytes read straight from sockets into
 	// frames (fill), past gnet's read buffer.
 	socketBytes atomic.Int64
+	// handoffs counts connections handed off the event loop (handoff.go);
+	// handoffWaits those of them that waited for gnet's outbound buffer.
+	handoffs, handoffWaits atomic.Int64
 
 	// watch holds the connections the drain poller wakes: paused ones and
 	// ones with bytes in gnet's outbound buffer. Added to and removed from
@@ -191,6 +196,7 @@ func New(cfg Config, h Handler) *Server {
 	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, obs: cfg.Observer, budgets: cfg.Budgets, booted: make(chan struct{}), stop: make(chan struct{})}
 	s.watch.set = map[*connState]struct{}{}
 	s.watch.nudge = make(chan struct{}, 1)
+	s.tls.mu.raw = map[net.Conn]struct{}{}
 	return s
 }
 
@@ -232,7 +238,20 @@ func (s *Server) Stop(ctx context.Context) error {
 	if s.cfg.TLS != nil {
 		return s.stopTLS(ctx)
 	}
-	return s.engine.Stop(ctx)
+	err := s.engine.Stop(ctx)
+	// Connections handed off by the event loop (handoff.go).
+	s.closeRaw()
+	done := make(chan struct{})
+	go func() {
+		s.tls.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return err
 }
 
 // OnBoot records the engine and starts the drain poller.
@@ -275,9 +294,9 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 func (s *Server) newConn(c edgeConn, remote, local, principal string) *connState {
 	cs := &connState{
 		srv:    s,
-		conn:   c,
 		output: protocol.NewBudget("connection", s.cfg.MaxPendingBytes),
 	}
+	cs.edgeNow.Store(&edgeRef{c})
 	cs.info = &protocol.ConnInfo{ID: s.nextID.Add(1), RemoteAddr: remote, LocalAddr: local, Output: cs.output, Listener: s.cfg.Listener, Principal: principal}
 	if l := s.cfg.Listener; l != nil && l.Security.SASL() && l.SASL != nil {
 		cs.info.Auth = protocol.NewConnAuth(l.SASL, func() { cs.close(closeAuth) })
@@ -291,11 +310,12 @@ func (s *Server) newConn(c edgeConn, remote, local, principal string) *connState
 // OnClose forgets the connection and gives back what it held; answers
 // still in flight are dropped as they come.
 func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
-	cs, ok := c.Context().(*connState)
-	if !ok {
-		return gnet.None
+	switch x := c.Context().(type) {
+	case *connState:
+		s.closeConn(x)
+	case *handoff:
+		s.handoffClosed(x, c)
 	}
-	s.closeConn(cs)
 	return gnet.None
 }
 
@@ -382,7 +402,7 @@ func (s *Server) pollDrains() {
 		}
 		s.watch.Unlock()
 		for _, cs := range batch {
-			_ = cs.conn.Wake(nil)
+			_ = cs.edge().Wake(nil)
 		}
 		if len(batch) == 0 {
 			select {
@@ -430,11 +450,13 @@ func (s *Server) unwatch(cs *connState) {
 // bytes into its own buffer as they arrive. Also called by Wake, to resume
 // a paused connection and to account its sent bytes.
 func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
-	cs, ok := c.Context().(*connState)
-	if !ok {
-		return gnet.Close
+	switch x := c.Context().(type) {
+	case *connState:
+		return s.traffic(x)
+	case *handoff:
+		return s.handoffTraffic(x, c)
 	}
-	return s.traffic(cs)
+	return gnet.Close
 }
 
 // traffic frames what cs's input holds and accounts its output. On cs's
@@ -442,7 +464,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 func (s *Server) traffic(cs *connState) gnet.Action {
 	cs.frameMu.Lock()
 	defer cs.frameMu.Unlock()
-	c := cs.conn
+	c := cs.edge()
 	if cs.closing.Load() {
 		// Closing (another connection chose it for the request budget,
 		// or a timeout): read nothing more.
@@ -480,13 +502,20 @@ func (s *Server) traffic(cs *connState) gnet.Action {
 		}
 		cs.inCharged = n
 		cs.reqHeld.Add(n)
+		if cs.paused.Load() && n >= handoffAt {
+			// It keeps sending while told to wait: off the event loop,
+			// where reads can wait (handoff.go).
+			if gc, ok := c.(gnet.Conn); ok && s.handOff(cs, gc) {
+				return gnet.None
+			}
+		}
 	}
 	return gnet.None
 }
 
 // frame reads and dispatches every frame it can. On the event loop.
 func (cs *connState) frame(now time.Time) gnet.Action {
-	s, c := cs.srv, cs.conn
+	s, c := cs.srv, cs.edge()
 	for {
 		sock := -1 // bytes the socket holds beyond gnet's read, when asked
 		if cs.partial == nil {
@@ -595,12 +624,21 @@ type edgeConn interface {
 	Close() error
 }
 
+// edgeRef holds an edgeConn for an atomic pointer.
+type edgeRef struct{ edgeConn }
+
+// edge is cs's transport now. Any goroutine.
+func (cs *connState) edge() edgeConn { return cs.edgeNow.Load().edgeConn }
+
 // connState is one connection's state. Its "loop" is the gnet event loop
 // that owns the connection, or a TLS connection's loop lock.
 type connState struct {
-	srv  *Server
-	conn edgeConn
-	info *protocol.ConnInfo
+	srv *Server
+	// edgeNow is the transport: set at the start, and replaced once if
+	// the event loop hands the socket off to goroutines (handoff.go),
+	// under out's lock so that responses are written in order across it.
+	edgeNow atomic.Pointer[edgeRef]
+	info    *protocol.ConnInfo
 
 	// nextSeq numbers requests; owned by the event loop.
 	nextSeq uint64
@@ -674,7 +712,7 @@ func (cs *connState) refuse(why closeReason) gnet.Action {
 func (cs *connState) close(why closeReason) {
 	if cs.closing.CompareAndSwap(false, true) {
 		cs.srv.closed[why].Add(1)
-		_ = cs.conn.Close()
+		_ = cs.edge().Close()
 	}
 }
 
@@ -688,7 +726,7 @@ func (cs *connState) releaseOutput(n int64) {
 // refreshOutbound releases what the socket took of gnet's outbound buffer
 // since last seen, and notes progress for the write timeout. On the loop.
 func (cs *connState) refreshOutbound(now time.Time) {
-	ob := int64(cs.conn.OutboundBuffered())
+	ob := int64(cs.edge().OutboundBuffered())
 	if ob < cs.outSnap {
 		cs.releaseOutput(cs.outSnap - ob)
 		cs.outSince.Store(now.UnixNano())
@@ -867,17 +905,22 @@ func (cs *connState) complete(seq uint64, out outFrame) {
 		return
 	}
 	// Writes are queued under out's lock, so gnet runs them in sequence.
-	err := cs.conn.AsyncWritev(batch, func(c gnet.Conn, err error) error {
+	// c is the gnet connection written to (nil: a streamConn, which wrote
+	// rest itself).
+	after := func(c gnet.Conn, err error) error {
 		// On the event loop, after gnet wrote what the socket took and
 		// buffered the rest.
-		if err == nil && rest != nil {
+		if err == nil && rest != nil && c != nil {
 			err = cs.writeParts(c, rest)
 		}
 		protocol.ReleaseParts(rest)
 		if err != nil {
 			cs.releaseOutput(n)
 		} else {
-			ob := int64(cs.conn.OutboundBuffered())
+			var ob int64
+			if c != nil {
+				ob = int64(c.OutboundBuffered())
+			}
 			if sent := n + cs.outSnap - ob; sent > 0 {
 				cs.releaseOutput(sent)
 			}
@@ -894,7 +937,13 @@ func (cs *connState) complete(seq uint64, out outFrame) {
 		cs.done(count)
 		written(traces, err)
 		return nil
-	})
+	}
+	var err error
+	if sc, ok := cs.edge().(*streamConn); ok {
+		err = sc.asyncWrite(batch, rest, after)
+	} else {
+		err = cs.edge().AsyncWritev(batch, after)
+	}
 	if err != nil {
 		protocol.ReleaseParts(rest)
 		cs.releaseOutput(n)
@@ -917,7 +966,7 @@ func (cs *connState) done(requests int64) {
 	cs.inFlight.Add(-requests)
 	if cs.paused.Load() && cs.inFlight.Load() < int64(cs.srv.cfg.MaxInFlight) && cs.output.Available() > 0 {
 		if cs.paused.CompareAndSwap(true, false) && !cs.closed.Load() {
-			_ = cs.conn.Wake(nil)
+			_ = cs.edge().Wake(nil)
 		}
 	}
 }

@@ -5,7 +5,7 @@ package netio
 // per connection reads and frames (the connection's "loop", under loopMu),
 // another writes responses in order. Both drive the same connState as the
 // gnet path (framing, dispatch, in-order completion, budgets, in-flight
-// and pre-auth limits, the OnTick sweep), through tlsConn, which behaves
+// and pre-auth limits, the OnTick sweep), through streamConn, which behaves
 // like the parts of gnet.Conn that connState uses. Differences:
 //   - a paused connection stops reading its socket (TCP pushes back), so
 //     input never piles up past one read;
@@ -24,26 +24,18 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/panjf2000/gnet/v2"
 )
 
-// tlsReadChunk is the most one read takes from a TLS connection (a TLS
-// record's plaintext is at most 16 KiB).
-const tlsReadChunk = 16 << 10
-
-// tlsCoalesce is the size under which a batch of responses is copied into
-// one buffer and written with one Write (one TLS record, one syscall).
-const tlsCoalesce = 64 << 10
-
-// tlsServer is the TLS front door's state.
+// tlsServer is the state of connections served by goroutines: the TLS
+// front door's, and (wg, mu) plaintext connections handed off by the
+// event loop (handoff.go).
 type tlsServer struct {
-	ln   net.Listener  // set before Booted closes
-	done chan struct{} // closed when runTLS returns
-	wg   sync.WaitGroup
+	ln   net.Listener   // set before Booted closes
+	done chan struct{}  // closed when runTLS returns
+	wg   sync.WaitGroup // their goroutines
 	mu   struct {
 		sync.Mutex
-		raw map[net.Conn]struct{} // every accepted socket, for Stop
+		raw map[net.Conn]struct{} // every socket goroutines serve (nil: stopping), for Stop
 	}
 }
 
@@ -56,7 +48,6 @@ func (s *Server) runTLS() error {
 		return fmt.Errorf("serve tls %s: %w", s.cfg.Addr, err)
 	}
 	s.tls.ln = ln
-	s.tls.mu.raw = map[net.Conn]struct{}{}
 	close(s.booted)
 	go s.pollDrains()
 	go s.tickTLS()
@@ -119,9 +110,9 @@ func (s *Server) untrackRaw(nc net.Conn) {
 	s.tls.mu.Unlock()
 }
 
-// stopTLS closes the listener and every socket, and waits for runTLS.
-func (s *Server) stopTLS(ctx context.Context) error {
-	_ = s.tls.ln.Close()
+// closeRaw closes every socket served by goroutines (TLS ones, handed-off
+// ones) and refuses more.
+func (s *Server) closeRaw() {
 	s.tls.mu.Lock()
 	raw := s.tls.mu.raw
 	s.tls.mu.raw = nil
@@ -129,6 +120,12 @@ func (s *Server) stopTLS(ctx context.Context) error {
 	for nc := range raw {
 		_ = nc.Close()
 	}
+}
+
+// stopTLS closes the listener and every socket, and waits for runTLS.
+func (s *Server) stopTLS(ctx context.Context) error {
+	_ = s.tls.ln.Close()
+	s.closeRaw()
 	select {
 	case <-s.tls.done:
 		return nil
@@ -175,20 +172,9 @@ func (s *Server) serveTLS(nc net.Conn) {
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	t := &tlsConn{tc: tc, raw: nc, wake: make(chan struct{}, 1), closed: make(chan struct{}), wnotify: make(chan struct{}, 1)}
-	t.in = make([]byte, 0, tlsReadChunk)
-	cs := s.newConn(t, nc.RemoteAddr().String(), nc.LocalAddr().String(), PrincipalFromTLS(tc.ConnectionState()))
-	t.cs = cs
-	s.tls.wg.Add(1)
-	go func() {
-		defer s.tls.wg.Done()
-		t.writeLoop()
-	}()
-	t.readLoop()
-	_ = t.Close()
-	t.loopMu.Lock()
-	s.closeConn(cs)
-	t.loopMu.Unlock()
+	t := newStreamConn(tc, nc, tlsReadChunk, nil)
+	t.cs = s.newConn(t, nc.RemoteAddr().String(), nc.LocalAddr().String(), PrincipalFromTLS(tc.ConnectionState()))
+	t.serve()
 }
 
 // PrincipalFromTLS is the principal a verified client certificate proves:
@@ -203,213 +189,4 @@ func PrincipalFromTLS(st tls.ConnectionState) string {
 		return "User:" + sub.CommonName
 	}
 	return "User:" + sub.String()
-}
-
-// tlsConn is a TLS connection seen as an edgeConn.
-type tlsConn struct {
-	tc  *tls.Conn
-	raw net.Conn // closed to close (no close_notify: it could block)
-	cs  *connState
-
-	// loopMu is the connection's loop: the reader's framing, write
-	// callbacks and the close run under it, one at a time, as gnet runs
-	// them on one event loop.
-	loopMu sync.Mutex
-	// in[r:] is input read and not yet framed; owned by the loop.
-	in []byte
-	r  int
-
-	wake      chan struct{} // a paused reader is asked to frame again
-	closed    chan struct{} // closed by Close
-	closeOnce sync.Once
-
-	wnotify chan struct{} // the writer has jobs
-	wmu     struct {
-		sync.Mutex
-		jobs []writeJob
-		done bool // the writer is gone: AsyncWritev fails
-	}
-}
-
-// writeJob is one AsyncWritev: its buffers, written in order, and the
-// callback run on the loop once Write returned.
-type writeJob struct {
-	bufs [][]byte
-	cb   gnet.AsyncCallback
-}
-
-// readLoop frames what arrives until the connection closes or is refused.
-func (t *tlsConn) readLoop() {
-	s := t.cs.srv
-	for {
-		t.loopMu.Lock()
-		act := s.traffic(t.cs)
-		paused := t.cs.paused.Load()
-		t.loopMu.Unlock()
-		if act != gnet.None {
-			return
-		}
-		if paused {
-			select {
-			case <-t.wake:
-				continue
-			case <-t.closed:
-				return
-			}
-		}
-		// Not paused: everything whole was framed, what is left is the
-		// start of a frame (in partial) or under 4 bytes (in t.in).
-		if t.r > 0 {
-			t.in = t.in[:copy(t.in, t.in[t.r:])]
-			t.r = 0
-		}
-		n, err := t.tc.Read(t.in[len(t.in):cap(t.in)])
-		t.in = t.in[:len(t.in)+n]
-		if err != nil && n == 0 {
-			return
-		}
-	}
-}
-
-func (t *tlsConn) InboundBuffered() int { return len(t.in) - t.r }
-
-func (t *tlsConn) Peek(n int) ([]byte, error) {
-	if t.InboundBuffered() < n {
-		return nil, errors.New("netio: short peek")
-	}
-	return t.in[t.r : t.r+n], nil
-}
-
-func (t *tlsConn) Discard(n int) (int, error) {
-	n = min(n, t.InboundBuffered())
-	t.r += n
-	return n, nil
-}
-
-func (t *tlsConn) Read(p []byte) (int, error) {
-	n := copy(p, t.in[t.r:])
-	t.r += n
-	if t.r == len(t.in) {
-		t.in, t.r = t.in[:0], 0
-	}
-	return n, nil
-}
-
-// OutboundBuffered is 0: bytes are counted until Write returns, not past.
-func (t *tlsConn) OutboundBuffered() int { return 0 }
-
-// Wake asks a paused reader to frame again. cb must be nil.
-func (t *tlsConn) Wake(gnet.AsyncCallback) error {
-	select {
-	case t.wake <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// Close closes the socket; the reader then runs the connection's close.
-// Any goroutine, any number of times.
-func (t *tlsConn) Close() error {
-	t.closeOnce.Do(func() {
-		close(t.closed)
-		_ = t.raw.Close()
-	})
-	return nil
-}
-
-// AsyncWritev queues bs for the writer; calls' writes happen in call
-// order. cb runs on the loop once the bytes are written or failed.
-func (t *tlsConn) AsyncWritev(bs [][]byte, cb gnet.AsyncCallback) error {
-	t.wmu.Lock()
-	if t.wmu.done {
-		t.wmu.Unlock()
-		return net.ErrClosed
-	}
-	t.wmu.jobs = append(t.wmu.jobs, writeJob{bufs: bs, cb: cb})
-	t.wmu.Unlock()
-	select {
-	case t.wnotify <- struct{}{}:
-	default:
-	}
-	return nil
-}
-
-// writeLoop writes queued responses in order, each Write bounded by
-// WriteTimeout; after a failure or close, the rest fail with their
-// callbacks. Its own goroutine.
-func (t *tlsConn) writeLoop() {
-	s := t.cs.srv
-	var (
-		jobs    []writeJob
-		scratch []byte
-		failed  error
-	)
-	for {
-		stopping := false
-		select {
-		case <-t.wnotify:
-		case <-t.closed:
-			stopping = true
-		}
-		t.wmu.Lock()
-		jobs, t.wmu.jobs = t.wmu.jobs, jobs[:0]
-		if stopping {
-			t.wmu.done = true
-		}
-		t.wmu.Unlock()
-		for i := range jobs {
-			j := &jobs[i]
-			err := failed
-			if stopping && err == nil {
-				err = net.ErrClosed
-			}
-			if err == nil {
-				scratch, err = t.write(j.bufs, scratch, s.cfg.WriteTimeout)
-				if err != nil {
-					failed = err
-					var ne net.Error
-					if errors.As(err, &ne) && ne.Timeout() {
-						s.log.Warn("closing connection: responses not read", "timeout", s.cfg.WriteTimeout, "remote", t.cs.info.RemoteAddr)
-						t.cs.close(closeWriteStall)
-					} else {
-						_ = t.Close() // the peer went away: nothing to count
-					}
-				}
-			}
-			if j.cb != nil {
-				t.loopMu.Lock()
-				_ = j.cb(nil, err)
-				t.loopMu.Unlock()
-			}
-			*j = writeJob{}
-		}
-		if stopping {
-			return
-		}
-	}
-}
-
-// write writes bufs, coalescing small batches into scratch (returned for
-// reuse), with a deadline of timeout per Write.
-func (t *tlsConn) write(bufs [][]byte, scratch []byte, timeout time.Duration) ([]byte, error) {
-	total := 0
-	for _, b := range bufs {
-		total += len(b)
-	}
-	_ = t.raw.SetWriteDeadline(time.Now().Add(timeout))
-	if len(bufs) > 1 && total <= tlsCoalesce {
-		scratch = scratch[:0]
-		for _, b := range bufs {
-			scratch = append(scratch, b...)
-		}
-		_, err := t.tc.Write(scratch)
-		return scratch, err
-	}
-	for _, b := range bufs {
-		if _, err := t.tc.Write(b); err != nil {
-			return scratch, err
-		}
-		_ = t.raw.SetWriteDeadline(time.Now().Add(timeout))
-	}
-	return scratch, nil
 }

@@ -11,11 +11,13 @@ import (
 // Memory metric names; Prometheus shows them as
 // regent_memory_budget_used_bytes{budget=...},
 // regent_memory_budget_capacity_bytes{budget=...} and
-// regent_connections_closed_total{reason=...}.
+// regent_connections_closed_total{reason=...} and
+// regent_connections_handed_off_total.
 const (
 	metricBudgetUsed     = "regent.memory.budget.used"
 	metricBudgetCapacity = "regent.memory.budget.capacity"
 	metricConnsClosed    = "regent.connections.closed"
+	metricConnsHandedOff = "regent.connections.handed_off"
 )
 
 // MemoryBudget is one memory budget's use (request, response, fetch).
@@ -69,6 +71,30 @@ func (t *Telemetry) ObserveMemory(m Memory) error {
 	}, used, capacity, closed)
 	if err != nil {
 		return fmt.Errorf("register memory gauges: %w", err)
+	}
+	t.regs = append(t.regs, reg)
+	return nil
+}
+
+// ObserveHandoffs registers the counter of plaintext connections moved off
+// the network event loop because they kept sending while told to wait
+// (their reads then wait: TCP pushes back), read from n at each scrape.
+// Call it once. A no-op with telemetry or metrics off.
+func (t *Telemetry) ObserveHandoffs(n func() int64) error {
+	if t == nil || t.obs == nil || t.obs.m == nil || n == nil {
+		return nil
+	}
+	handed, err := t.obs.m.meter.Int64ObservableCounter(metricConnsHandedOff, metric.WithUnit("{connection}"),
+		metric.WithDescription("Plaintext connections moved off the event loop because they kept sending while told to wait."))
+	if err != nil {
+		return err
+	}
+	reg, err := t.obs.m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(handed, n())
+		return nil
+	}, handed)
+	if err != nil {
+		return fmt.Errorf("register handoff counter: %w", err)
 	}
 	t.regs = append(t.regs, reg)
 	return nil

@@ -23,6 +23,9 @@ func TestMemoryMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := tel.ObserveHandoffs(func() int64 { return 3 }); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := http.Get("http://" + tel.MetricsAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -35,6 +38,7 @@ func TestMemoryMetrics(t *testing.T) {
 		`regent_memory_budget_capacity_bytes{budget="fetch"`,
 		`regent_connections_closed_total{`,
 		`reason="write_stall"} 2`,
+		`regent_connections_handed_off_total{`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, grepRegent(text))
@@ -44,10 +48,16 @@ func TestMemoryMetrics(t *testing.T) {
 		if strings.HasPrefix(line, `regent_memory_budget_used_bytes{budget="request"`) && !strings.HasSuffix(line, " 7") {
 			t.Errorf("used line %q, want 7", line)
 		}
+		if strings.HasPrefix(line, `regent_connections_handed_off_total{`) && !strings.HasSuffix(line, " 3") {
+			t.Errorf("handed-off line %q, want 3", line)
+		}
 	}
 	// Off: a no-op.
 	var off *Telemetry
 	if err := off.ObserveMemory(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := off.ObserveHandoffs(nil); err != nil {
 		t.Fatal(err)
 	}
 }

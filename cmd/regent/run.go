@@ -440,6 +440,15 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}); err != nil {
 		return err
 	}
+	if err := tel.ObserveHandoffs(func() int64 {
+		var n int64
+		for _, o := range nsrvs {
+			n += o.MemoryStats().HandedOff
+		}
+		return n
+	}); err != nil {
+		return fmt.Errorf("handoff metrics: %w", err)
+	}
 	// Consumer-group lag: at each scrape, every group's committed offsets.
 	tel.SetCommittedOffsets(func(emit func(group, topic string, partition int32, offset int64)) {
 		committedOffsets(groups, emit)

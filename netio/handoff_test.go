@@ -1,0 +1,155 @@
+package netio
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// paddedFrame is frame with pad more bytes in its body (handlers read the
+// body's start).
+func paddedFrame(frame []byte, pad int) []byte {
+	frame = append(frame, make([]byte, pad)...)
+	binary.BigEndian.PutUint32(frame, uint32(len(frame)-4))
+	return frame
+}
+
+// A connection that keeps sending while its requests wait is handed off
+// the event loop: its socket is no longer read, so the client's writes
+// wait (TCP pushes back) and the broker holds a few MiB of the 64 MiB it
+// sends, not all of it; nothing is closed, and once the requests are
+// answered every one of them is served, in order, and nothing stays
+// counted.
+func TestFloodWhilePausedIsHandedOff(t *testing.T) {
+	h := heldHandler{release: make(chan struct{})}
+	addr, srv := startServerWith(t, Config{MaxInFlight: 2, MaxRequestBytes: 1 << 20, MaxMemory: 256 << 20}, h)
+	c := dial(t, addr)
+	const n = 1000 // 64 KiB each: 64 MiB, far past what socket buffers hold
+	var sent atomic.Int64
+	writeDone := make(chan error, 1)
+	go func() {
+		_ = c.SetWriteDeadline(time.Now().Add(60 * time.Second))
+		for i := range int32(n) {
+			if _, err := c.Write(paddedFrame(bigFetchFrame(i, 0), 64<<10)); err != nil {
+				writeDone <- err
+				return
+			}
+			sent.Add(1)
+		}
+		writeDone <- nil
+	}()
+	if !pollUntil(10*time.Second, func() bool { return srv.MemoryStats().HandedOff > 0 }) {
+		t.Fatalf("not handed off; request budget used %d", budgetUse(srv, "request"))
+	}
+	// The client is held back: it cannot get through its requests while
+	// none is answered.
+	select {
+	case err := <-writeDone:
+		t.Fatalf("the client wrote all %d requests (err %v) while none was answered", n, err)
+	default:
+	}
+	t.Logf("handed off after %d requests sent; request budget peak %d", sent.Load(), budgetPeak(srv))
+	if p := budgetPeak(srv); p > 4<<20 {
+		t.Fatalf("request budget peaked at %d bytes: input piled up", p)
+	}
+	close(h.release)
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := range int32(n) {
+		if got := readCorrelation(t, r); got != i {
+			t.Fatalf("response %d carries correlation %d", i, got)
+		}
+	}
+	if err := <-writeDone; err != nil {
+		t.Fatalf("client write: %v", err)
+	}
+	for _, why := range []string{"inbound_flood", "request_budget", "write_stall"} {
+		if k := closedFor(srv, why); k != 0 {
+			t.Fatalf("%d connections closed for %s", k, why)
+		}
+	}
+	if p := budgetPeak(srv); p > 4<<20 {
+		t.Fatalf("request budget peaked at %d bytes", p)
+	}
+	_ = c.Close()
+	if !pollUntil(5*time.Second, func() bool {
+		return budgetUse(srv, "request") == 0 && budgetUse(srv, "response") == 0 && srv.OpenConnections() == 0
+	}) {
+		t.Fatalf("accounting not back to zero: request %d, response %d, open %d", budgetUse(srv, "request"), budgetUse(srv, "response"), srv.OpenConnections())
+	}
+}
+
+// A client that stops reading its fetch responses (file ranges) and keeps
+// sending is handed off while gnet still holds responses for it: once it
+// reads again it gets every response in request order with the stored
+// bytes, those from before the handoff (sendfile, gnet's buffer) and after
+// (read and written by the streamConn). Stop then closes the handed-off
+// connection and returns.
+func TestHandoffWithResponsesPending(t *testing.T) {
+	l := bigLog(t, 400, 20<<10, 64<<20)
+	addr, srv := startServerWith(t, Config{MaxPendingBytes: 1 << 20, MaxMemory: 256 << 20}, rangeHandler{log: l})
+	c := dial(t, addr)
+	const n = 400
+	size := func(i int32) int { return 1 + int(i%7)*40<<10 }
+	go func() {
+		_ = c.SetWriteDeadline(time.Now().Add(60 * time.Second))
+		for i := range int32(n) {
+			f := rangeFrame(i, int64(i), size(i))
+			if i%2 == 1 {
+				f = paddedFrame(f, 64<<10) // requests that flood
+			}
+			if _, err := c.Write(f); err != nil {
+				return
+			}
+		}
+	}()
+	if !pollUntil(10*time.Second, func() bool { return srv.MemoryStats().HandedOff > 0 }) {
+		t.Fatalf("not handed off; request budget used %d, response %d", budgetUse(srv, "request"), budgetUse(srv, "response"))
+	}
+	_, copiedBefore := srv.FileBytes()
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := range int32(n) {
+		corr, body := readFrame(t, r)
+		if corr != i {
+			t.Fatalf("response %d has correlation %d", i, corr)
+		}
+		if !bytes.Equal(body, mustRead(t, l, int64(i), size(i))) {
+			t.Fatalf("response %d: %d bytes differ from the stored batches", i, len(body))
+		}
+	}
+	sent, copied := srv.FileBytes()
+	t.Logf("sendfile %d bytes, copied %d (%d before the handoff)", sent, copied, copiedBefore)
+	if copied == copiedBefore {
+		t.Fatal("no file range was written after the handoff")
+	}
+	if srv.handoffWaits.Load() == 0 {
+		t.Fatal("gnet held no response bytes at the handoff: the wait for them was not exercised")
+	}
+	if k := closedFor(srv, "inbound_flood") + closedFor(srv, "request_budget"); k != 0 {
+		t.Fatalf("%d connections closed", k)
+	}
+	if !pollUntil(5*time.Second, func() bool { return budgetUse(srv, "response") == 0 && budgetUse(srv, "request") == 0 }) {
+		t.Fatalf("accounting not back to zero: response %d, request %d", budgetUse(srv, "response"), budgetUse(srv, "request"))
+	}
+	// Stop closes the handed-off connection.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := r.ReadByte(); !errors.Is(err, io.EOF) {
+		var ne net.Error
+		if !errors.As(err, &ne) || ne.Timeout() {
+			t.Fatalf("after Stop the client reads %v, want the connection closed", err)
+		}
+	}
+}
