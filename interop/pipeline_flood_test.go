@@ -1,0 +1,58 @@
+package interop_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/regent-broker/regent/interop/brokertest"
+)
+
+// TestClusterPipeliningProducer: librdkafka (python3-confluent-kafka) with
+// its default pipelining (a million requests in flight per connection, no
+// idempotence) produces large records, one per request, at acks=all to a
+// 3-node cluster, faster than the leader commits them. The leader pushes
+// back (the connection is handed off the event loop and its reads wait)
+// instead of closing it: every record is delivered once, in order, read
+// back byte for byte, and no node closed a connection for its input.
+// Before the handoff the leader closed the connection for its input, the
+// producer reconnected and flooded again, and almost nothing was delivered
+// (librdkafka's 0041_fetch_max_bytes: 1 of 978 records in 35 s).
+func TestClusterPipeliningProducer(t *testing.T) {
+	py := needTool(t, "/usr/bin/python3")
+	if err := exec.Command(py, "-c", "import confluent_kafka").Run(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("python3-confluent-kafka is not importable: %v", err)
+		}
+		t.Skipf("python3-confluent-kafka not installed: %v", err)
+	}
+	// A request budget of 48 MiB: the 32 MiB of 128 requests in flight
+	// fit, the 100 MiB the producer sends do not.
+	c := brokertest.StartCluster(t, 3, "--max-memory", "128MiB")
+	c.WaitLeader(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, py, "python/pipeline_flood.py", strings.Join(c.Seeds(), ","), "pipeline-flood", "400", "262144").CombinedOutput()
+	t.Logf("%s", out)
+	if err != nil {
+		t.Fatalf("pipelining producer: %v", err)
+	}
+	handedOff := 0
+	for _, n := range c.Nodes() {
+		log := n.LogTail(math.MaxInt)
+		for _, closed := range []string{"input floods past in-flight limit", "request memory budget spent"} {
+			if strings.Contains(log, closed) {
+				t.Fatalf("node %d closed a connection: %q", n.ID, closed)
+			}
+		}
+		handedOff += strings.Count(log, "its socket leaves the event loop")
+	}
+	if handedOff == 0 {
+		t.Fatal("no connection was handed off: the producer never outran the leader, so backpressure was not exercised")
+	}
+	t.Logf("%d connections handed off the event loop", handedOff)
+}
