@@ -36,7 +36,7 @@ func TestClusterPipeliningProducer(t *testing.T) {
 	c.WaitLeader(t, time.Minute)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "python/pipeline_flood.py", strings.Join(c.Seeds(), ","), "pipeline-flood", "400", "262144").CombinedOutput()
+	out, err := exec.CommandContext(ctx, py, "python/pipeline_flood.py", strings.Join(c.Seeds(), ","), "pipeline-flood", "200", "524288").CombinedOutput()
 	t.Logf("%s", out)
 	if err != nil {
 		t.Fatalf("pipelining producer: %v", err)

@@ -77,9 +77,15 @@ func (cs *connState) fill(sock int) gnet.Action {
 			grown := growFrame(cap(cs.partial), need, cs.want, s.frameRoom(need+4))
 			more := int64(grown - cap(cs.partial))
 			if !s.reserve(cs, more) {
+				// The rest waits, unread, until answers give bytes
+				// back (the frame's FrameTimeout still runs).
+				if s.waitForBudget(cs, c) {
+					return gnet.None
+				}
 				s.log.Warn("closing connection: request memory budget spent", "size", cs.want, "read", len(cs.partial), "remote", cs.info.RemoteAddr)
 				return cs.refuse(closeRequestBudget)
 			}
+			cs.paused.Store(false) // no longer waiting for the budget, if it was
 			cs.reqHeld.Add(more)
 			// The old buffer is garbage once copied; its charge
 			// carries over to the new one.

@@ -69,9 +69,44 @@ type handoff struct {
 	gone atomic.Bool
 }
 
+// isStream says c is served by goroutines (its reads can wait).
+func isStream(c edgeConn) bool {
+	_, ok := c.(*streamConn)
+	return ok
+}
+
+// waitForBudget makes cs wait, unread, for the request budget rather than
+// close, when it has requests in flight: as they are answered the budget
+// comes back, and closing it made its client reconnect and send them
+// again (a pipelining producer then delivered almost nothing). A
+// connection with nothing in flight (partial frames, a flood) is closed
+// as before: waiting would hold its bytes for others' answers. A
+// goroutine-served connection pauses; a gnet one is handed off first
+// (gnet would read on). The drain poller wakes paused connections to try
+// again. What a waiting connection had read already (a read's worth) is
+// charged past the budget. false: cs cannot wait. On cs's loop, holding
+// cs.frameMu.
+func (s *Server) waitForBudget(cs *connState, c edgeConn) bool {
+	if cs.closing.Load() || cs.inFlight.Load() == 0 {
+		return false
+	}
+	if gc, ok := c.(gnet.Conn); ok {
+		if !s.handOff(cs, gc) {
+			return false
+		}
+	} else if !isStream(c) {
+		return false
+	}
+	cs.paused.Store(true)
+	s.budgetWaits.Add(1)
+	return true
+}
+
 // handOff moves cs off gnet connection gc as above; false: it could not
 // (cs goes on as it was). On gc's event loop, in traffic: holding
-// cs.frameMu, cs paused between frames, gc's buffered bytes charged.
+// cs.frameMu. What gc has buffered moves to the streamConn with its
+// charge (inCharged), if any; uncharged bytes are charged on the
+// streamConn's first pass.
 func (s *Server) handOff(cs *connState, gc gnet.Conn) bool {
 	fd, err := gc.Dup()
 	if err != nil {
@@ -166,8 +201,13 @@ func (s *Server) handoffTraffic(ho *handoff, c gnet.Conn) gnet.Action {
 		return cs.refuse(closeInboundFlood)
 	}
 	if !s.reserve(cs, int64(n)) {
-		s.log.Warn("closing connection: request memory budget spent", "buffered", n, "remote", cs.info.RemoteAddr)
-		return cs.refuse(closeRequestBudget)
+		if cs.closing.Load() {
+			return gnet.Close
+		}
+		// Read already, and bounded above: charged past the budget
+		// (the handoff may be waiting for the budget itself).
+		s.budgets.Request.Force(int64(n))
+		s.budgets.notePeak()
 	}
 	cs.inCharged += int64(n)
 	cs.reqHeld.Add(int64(n))

@@ -11,6 +11,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/regent-broker/regent/netio/certs"
+	"github.com/regent-broker/regent/netio/tlstest"
 )
 
 // paddedFrame is frame with pad more bytes in its body (handlers read the
@@ -151,5 +154,67 @@ func TestHandoffWithResponsesPending(t *testing.T) {
 		if !errors.As(err, &ne) || ne.Timeout() {
 			t.Fatalf("after Stop the client reads %v, want the connection closed", err)
 		}
+	}
+}
+
+// A connection whose requests in flight hold the whole request budget
+// waits, unread, for the budget rather than being closed: once they are
+// answered the rest are read and answered too, in order, on a plaintext
+// connection (handed off the event loop to wait) and a TLS one.
+func TestRequestBudgetWaitsInsteadOfClosing(t *testing.T) {
+	for _, useTLS := range []bool{false, true} {
+		name := "plaintext"
+		if useTLS {
+			name = "tls"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := heldHandler{release: make(chan struct{})}
+			// A request budget of 3 MiB: a dozen of the 40 requests.
+			cfg := Config{MaxMemory: 8 << 20}
+			var (
+				c net.Conn
+				f tlsFixture
+			)
+			if useTLS {
+				f = newTLSFixture(t)
+				cfg.TLS = f.store(t, certs.ClientAuthNone).ServerConfig()
+			}
+			addr, srv := startServerWith(t, cfg, h)
+			if useTLS {
+				c = dialTLS(t, addr, clientConfig(t, f.ca.CertFile, tlstest.Pair{}))
+			} else {
+				c = dial(t, addr)
+			}
+			const n = 40
+			go func() {
+				_ = c.SetWriteDeadline(time.Now().Add(60 * time.Second))
+				for i := range int32(n) {
+					if _, err := c.Write(paddedFrame(bigFetchFrame(i, 0), 256<<10)); err != nil {
+						return
+					}
+				}
+			}()
+			if !pollUntil(10*time.Second, func() bool { return srv.budgetWaits.Load() > 0 }) {
+				t.Fatalf("never waited for the budget; request budget used %d", budgetUse(srv, "request"))
+			}
+			if k := closedFor(srv, "request_budget") + closedFor(srv, "inbound_flood"); k != 0 {
+				t.Fatalf("%d connections closed", k)
+			}
+			close(h.release)
+			r := bufio.NewReader(c)
+			_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+			for i := range int32(n) {
+				if got := readCorrelation(t, r); got != i {
+					t.Fatalf("response %d carries correlation %d", i, got)
+				}
+			}
+			if k := closedFor(srv, "request_budget") + closedFor(srv, "inbound_flood"); k != 0 {
+				t.Fatalf("%d connections closed", k)
+			}
+			t.Logf("waited for the budget %d times; request budget peak %d of %d", srv.budgetWaits.Load(), budgetPeak(srv), srv.budgets.Request.Capacity())
+			if !pollUntil(5*time.Second, func() bool { return budgetUse(srv, "request") == 0 && budgetUse(srv, "response") == 0 }) {
+				t.Fatalf("accounting not back to zero: request %d, response %d", budgetUse(srv, "request"), budgetUse(srv, "response"))
+			}
+		})
 	}
 }

@@ -67,9 +67,14 @@ const maxEvictionRounds = 4
 // ahead of the release (evictions).
 //
 // Invariant: Used <= capacity + what gnet holds for chosen victims until
-// their close runs (Releasing in MemoryStats), and Used passes twice the
-// capacity by at most one reservation per loop: past it a connection that
-// needs more is closed rather than lent to.
+// their close runs (Releasing in MemoryStats) + a read's worth per
+// connection waiting for the budget with requests in flight (see
+// waitForBudget) + what gnet reads for a connection being handed off
+// while its responses drain (handoff.go; bounded per connection by
+// MaxRequestBytes+4 MiB, as a paused connection's input always was), and
+// Used passes twice the capacity by at most one
+// reservation per loop: past it a connection that needs more is closed
+// rather than lent to.
 //
 // Lock order: a goroutine holding a frameMu never waits for another (it
 // may TryLock one), and waits for one only holding none, so loops cannot

@@ -8,12 +8,13 @@
 //     quarter of the budget left; see growFrame), charged to the request
 //     budget, and stays charged until the request is answered. gnet cannot
 //     stop reading a socket: a connection that keeps sending while told to
-//     wait is handed off to goroutines that can (handoff.go), and when the
-//     budget is spent a connection cannot wait for room: the connection
-//     holding the most unanswered-and-unread bytes (partial frames, input
-//     buffered while paused) is closed if it is another one, which frees
-//     more than is asked; otherwise the asking connection is closed. A frame
-//     must be whole within FrameTimeout of its first byte (slowloris).
+//     wait is handed off to goroutines that can (handoff.go). When the
+//     budget is spent, the connection holding the most unanswered-and-unread
+//     bytes (partial frames, input buffered while paused) is closed if it is
+//     another one, which frees more than is asked; otherwise the asking
+//     connection waits, unread, if it has requests in flight (their answers
+//     give bytes back), and is closed if not. A frame must be whole within
+//     FrameTimeout of its first byte (slowloris).
 //   - Responses: a connection's response bytes are counted from the moment
 //     the handler answers until the socket has taken them (gnet's outbound
 //     buffer, read with OutboundBuffered on the event loop), against the
@@ -179,6 +180,9 @@ type Server struct {
 	// handoffs counts connections handed off the event loop (handoff.go);
 	// handoffWaits those of them that waited for gnet's outbound buffer.
 	handoffs, handoffWaits atomic.Int64
+	// budgetWaits counts times a connection waited for the request budget
+	// instead of being closed (waitForBudget).
+	budgetWaits atomic.Int64
 
 	// watch holds the connections the drain poller wakes: paused ones and
 	// ones with bytes in gnet's outbound buffer. Added to and removed from
@@ -497,8 +501,22 @@ func (s *Server) traffic(cs *connState) gnet.Action {
 			return cs.refuse(closeInboundFlood)
 		}
 		if !s.reserve(cs, n) {
-			s.log.Warn("closing connection: request memory budget spent", "buffered", n, "remote", cs.info.RemoteAddr)
-			return cs.refuse(closeRequestBudget)
+			// Bytes read already: a goroutine-served connection reads at
+			// most a chunk more than it frames, so they are charged
+			// anyway; gnet would read on, so its connection is handed
+			// off (charged on the streamConn's first pass) or closed.
+			switch {
+			case cs.closing.Load():
+				return gnet.Close
+			case isStream(c):
+				s.budgets.Request.Force(n)
+				s.budgets.notePeak()
+			case cs.paused.Load() && s.waitForBudget(cs, c):
+				return gnet.None
+			default:
+				s.log.Warn("closing connection: request memory budget spent", "buffered", n, "remote", cs.info.RemoteAddr)
+				return cs.refuse(closeRequestBudget)
+			}
 		}
 		cs.inCharged = n
 		cs.reqHeld.Add(n)
@@ -556,7 +574,6 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 			if s.obs != nil && cs.frameStart.IsZero() {
 				cs.frameStart = now
 			}
-			_, _ = c.Discard(4)
 			// A whole frame gets its exact buffer; a partial one a
 			// buffer for what is here, grown as the rest arrives, or
 			// its exact buffer when it arrives at speed and fits.
@@ -571,9 +588,15 @@ func (cs *connState) frame(now time.Time) gnet.Action {
 				first = size
 			}
 			if !s.reserve(cs, int64(first)) {
+				// The frame waits, unread, until answers give bytes back.
+				if s.waitForBudget(cs, c) {
+					cs.frameBegan.Store(0) // waiting on us is not the client's delay
+					return gnet.None
+				}
 				s.log.Warn("closing connection: request memory budget spent", "size", size, "remote", cs.info.RemoteAddr)
 				return cs.refuse(closeRequestBudget)
 			}
+			_, _ = c.Discard(4)
 			cs.reqHeld.Add(int64(first))
 			key := -1
 			if buffered >= 6 {
