@@ -13,6 +13,8 @@ package protocol
 // needs CREATE on the cluster or the topic (else TOPIC_AUTHORIZATION_FAILED).
 
 import (
+	"slices"
+
 	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -174,9 +176,26 @@ func (s *Server) topicMetadata(t *topics.Topic) kmsg.MetadataResponseTopic {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mp.LeaderEpoch = 0
-		mp.Replicas = voters
-		mp.ISR = isr
+		mp.Replicas, mp.ISR = replicaLists(t, int32(i), voters, isr)
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// replicaLists are partition p's replicas and in-sync replicas as
+// reported: every voter holds every partition, listed in the order of the
+// replica assignment the partition was created with, if any (its first is
+// the preferred leader a client expects); t nil: an internal topic.
+func replicaLists(t *topics.Topic, p int32, voters, isr []int32) (replicas, inSync []int32) {
+	if t == nil || int(p) >= len(t.Assignments) || len(t.Assignments[p]) == 0 {
+		return voters, isr
+	}
+	replicas = t.ReplicaOrder(p, voters)
+	inSync = make([]int32, 0, len(isr))
+	for _, b := range replicas {
+		if slices.Contains(isr, b) {
+			inSync = append(inSync, b)
+		}
+	}
+	return replicas, inSync
 }

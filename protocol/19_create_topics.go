@@ -161,7 +161,11 @@ func (s *Server) createTopic(rt kmsg.CreateTopicsRequestTopic, validateOnly bool
 	for _, c := range rt.Configs {
 		configs[c.Name] = c.Value
 	}
-	return s.topics.Create(topics.CreateSpec{Name: rt.Topic, Partitions: parts, ReplicationFactor: rf, Configs: configs, ValidateOnly: validateOnly})
+	var assignments [][]int32
+	for _, a := range rt.ReplicaAssignment {
+		assignments = append(assignments, a.Replicas)
+	}
+	return s.topics.Create(topics.CreateSpec{Name: rt.Topic, Partitions: parts, ReplicationFactor: rf, Configs: configs, ValidateOnly: validateOnly, Assignments: assignments})
 }
 
 // checkAssignment accepts a manual replica assignment that names distinct

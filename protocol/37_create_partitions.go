@@ -8,6 +8,8 @@ package protocol
 // A cluster follower forwards the request to the leader (forward.go).
 
 import (
+	"fmt"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -43,10 +45,15 @@ func (s *Server) createPartitions(r *Request) {
 			if err == nil && !s.authorized(r, acls.Alter, acls.Topic, rt.Topic) {
 				err = &topics.Error{Code: kerr.TopicAuthorizationFailed, Msg: "not authorized to alter topic '" + rt.Topic + "'"}
 			}
+			var assignments [][]int32
 			for _, a := range rt.Assignment {
 				if aerr := s.checkAssignment(a.Replicas); aerr != nil && err == nil {
 					err = &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: aerr.Error()}
 				}
+				assignments = append(assignments, a.Replicas)
+			}
+			if t := s.topics.Get(rt.Topic); err == nil && t != nil && len(rt.Assignment) > 0 && int(rt.Count)-len(t.Partitions) != len(rt.Assignment) {
+				err = &topics.Error{Code: kerr.InvalidReplicaAssignment, Msg: fmt.Sprintf("increasing the number of partitions by %d but %d assignments provided", int(rt.Count)-len(t.Partitions), len(rt.Assignment))}
 			}
 			var taken int
 			if t := s.topics.Get(rt.Topic); err == nil && !req.ValidateOnly && t != nil {
@@ -57,7 +64,7 @@ func (s *Server) createPartitions(r *Request) {
 				}
 			}
 			if err == nil {
-				err = s.topics.AddPartitions(rt.Topic, rt.Count, req.ValidateOnly)
+				err = s.topics.AddPartitions(rt.Topic, rt.Count, assignments, req.ValidateOnly)
 				if err != nil {
 					quota.giveBack(taken)
 				}

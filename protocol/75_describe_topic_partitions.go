@@ -181,12 +181,15 @@ func pageTopicPartitions(sorted []string, count func(string) (int32, bool), curs
 func (s *Server) describedTopic(r *Request, sp topicSpan) kmsg.DescribeTopicPartitionsResponseTopic {
 	ot := kmsg.NewDescribeTopicPartitionsResponseTopic()
 	ot.Topic = kmsg.StringPtr(sp.topic)
-	var leaderOf func(int32) int32
+	var (
+		leaderOf func(int32) int32
+		topic    *topics.Topic // nil: internal
+	)
 	if it, ok := s.internalTopic(sp.topic); ok {
 		ot.TopicID, ot.IsInternal = it.ID, true
 		leaderOf = s.internalPartitionLeader
 	} else if t := s.topics.Get(sp.topic); t != nil && !sp.missing {
-		ot.TopicID = t.ID
+		ot.TopicID, topic = t.ID, t
 		leaderOf = func(int32) int32 { return s.cluster.Leader() }
 	} else {
 		ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -205,7 +208,7 @@ func (s *Server) describedTopic(r *Request, sp topicSpan) kmsg.DescribeTopicPart
 		if _, ok := s.broker(op.LeaderID); !ok {
 			op.LeaderID = -1
 		}
-		op.Replicas, op.ISR = voters, isr
+		op.Replicas, op.ISR = replicaLists(topic, p, voters, isr)
 		// Empty, not null: Kafka sends lists here, and its admin client
 		// reads them without a null check.
 		op.EligibleLeaderReplicas, op.LastKnownELR, op.OfflineReplicas = []int32{}, []int32{}, []int32{}

@@ -31,6 +31,8 @@ type createCmd struct {
 	ID         [16]byte          `json:"id"`
 	Partitions int32             `json:"partitions"`
 	Configs    map[string]string `json:"configs"`
+	// Assignments: the replica lists given, by partition (Topic.Assignments).
+	Assignments [][]int32 `json:"assignments,omitempty"`
 }
 
 type deleteCmd struct {
@@ -42,6 +44,8 @@ type addPartitionsCmd struct {
 	Name  string   `json:"name"`
 	ID    [16]byte `json:"id"`
 	Total int32    `json:"total"`
+	// Assignments: the replica lists given for the new partitions, in order.
+	Assignments [][]int32 `json:"assignments,omitempty"`
 }
 
 type setConfigsCmd struct {

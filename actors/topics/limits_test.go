@@ -29,7 +29,7 @@ func TestMaxPartitions(t *testing.T) {
 	if _, err := r.Create(CreateSpec{Name: "four", Partitions: 4, ReplicationFactor: 1}); err != nil {
 		t.Fatalf("6 + 4 partitions under a bound of 10: %v", err)
 	}
-	if err := r.AddPartitions("four", 5, false); !errors.Is(err, kerr.PolicyViolation) {
+	if err := r.AddPartitions("four", 5, nil, false); !errors.Is(err, kerr.PolicyViolation) {
 		t.Fatalf("growing past the bound: %v", err)
 	}
 	if held, limit := r.Held(); held != 10 || limit != 10 {
@@ -38,7 +38,7 @@ func TestMaxPartitions(t *testing.T) {
 	if err := r.Delete("six"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AddPartitions("four", 8, false); err != nil {
+	if err := r.AddPartitions("four", 8, nil, false); err != nil {
 		t.Fatalf("growing within the bound after a delete: %v", err)
 	}
 }

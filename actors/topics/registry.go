@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,6 +38,33 @@ type Topic struct {
 	Configs    map[string]string // topic-level overrides only
 	Config     logconfig.Config  // resolved against the broker's config
 	Partitions []*partition.Partition
+	// Assignments are the replica lists a client gave for partitions it
+	// created (CreateTopics or CreatePartitions with an assignment), by
+	// partition; nil or short: none given. Every partition is replicated to
+	// every voter whatever they say; they order the replicas reported
+	// (ReplicaOrder), the first being the preferred leader a client expects.
+	Assignments [][]int32
+}
+
+// ReplicaOrder orders voters for partition p: the replicas its assignment
+// named that are voters, in the order given, then the other voters in the
+// order of voters (they hold the partition too).
+func (t *Topic) ReplicaOrder(p int32, voters []int32) []int32 {
+	if int(p) >= len(t.Assignments) || len(t.Assignments[p]) == 0 {
+		return voters
+	}
+	out := make([]int32, 0, len(voters))
+	for _, b := range t.Assignments[p] {
+		if slices.Contains(voters, b) && !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	for _, b := range voters {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // Registry owns the set of topics.
@@ -122,10 +150,11 @@ const (
 )
 
 type persistedTopic struct {
-	Name       string            `json:"name"`
-	ID         [16]byte          `json:"id"`
-	Partitions int32             `json:"partitions"`
-	Configs    map[string]string `json:"configs,omitempty"`
+	Name        string            `json:"name"`
+	ID          [16]byte          `json:"id"`
+	Partitions  int32             `json:"partitions"`
+	Configs     map[string]string `json:"configs,omitempty"`
+	Assignments [][]int32         `json:"assignments,omitempty"`
 }
 
 // Open loads persisted topics, opens their partitions and registers the
@@ -191,7 +220,7 @@ func (r *Registry) load() (logconfig.Broker, *snapshot, error) {
 				closePartitions(snap)
 				return broker, nil, fmt.Errorf("topic %s config: %w", pt.Name, err)
 			}
-			t := &Topic{Name: pt.Name, ID: pt.ID, Configs: pt.Configs, Config: cfg}
+			t := &Topic{Name: pt.Name, ID: pt.ID, Configs: pt.Configs, Config: cfg, Assignments: pt.Assignments}
 			// Published before its partitions open, so that a failure
 			// below closes those already open.
 			snap.byName[t.Name] = t
@@ -318,6 +347,9 @@ type CreateSpec struct {
 	ReplicationFactor int16 // -1: default.replication.factor
 	Configs           map[string]*string
 	ValidateOnly      bool
+	// Assignments are the replica lists given, by partition (nil: none);
+	// the caller has checked them (see Topic.Assignments).
+	Assignments [][]int32
 }
 
 // maxPartitions bounds a topic's partition count.
@@ -352,7 +384,7 @@ func (r *Registry) Create(spec CreateSpec) (*Topic, error) {
 		t.Partitions = make([]*partition.Partition, parts)
 		return t, nil
 	}
-	cmd := &createCmd{Name: spec.Name, Partitions: parts, Configs: t.Configs}
+	cmd := &createCmd{Name: spec.Name, Partitions: parts, Configs: t.Configs, Assignments: spec.Assignments}
 	// The id is chosen here, not in Apply, so that every node agrees on it.
 	if _, err := rand.Read(cmd.ID[:]); err != nil {
 		return nil, fmt.Errorf("topic id: %w", err)
@@ -466,8 +498,9 @@ func (r *Registry) Delete(name string) error {
 	return err
 }
 
-// AddPartitions grows a topic to total partitions.
-func (r *Registry) AddPartitions(name string, total int32, validateOnly bool) error {
+// AddPartitions grows a topic to total partitions; assignments (nil: none)
+// are the replica lists given for the new ones, checked by the caller.
+func (r *Registry) AddPartitions(name string, total int32, assignments [][]int32, validateOnly bool) error {
 	r.mu.Lock()
 	t := r.Get(name)
 	var err error
@@ -480,7 +513,7 @@ func (r *Registry) AddPartitions(name string, total int32, validateOnly bool) er
 	if err != nil || validateOnly {
 		return err
 	}
-	_, err = r.propose(&addPartitionsCmd{Name: name, ID: t.ID, Total: total})
+	_, err = r.propose(&addPartitionsCmd{Name: name, ID: t.ID, Total: total, Assignments: assignments})
 	return err
 }
 
@@ -642,7 +675,7 @@ func (r *Registry) applyCreate(c *createCmd) (*Topic, error) {
 	if err != nil {
 		return nil, errf(kerr.InvalidConfig, "%s", err.Error())
 	}
-	t := &Topic{Name: c.Name, ID: c.ID, Configs: c.Configs, Config: cfg}
+	t := &Topic{Name: c.Name, ID: c.ID, Configs: c.Configs, Config: cfg, Assignments: c.Assignments}
 	nw, err := r.openNew(t, 0, c.Partitions)
 	if err != nil {
 		return nil, err
@@ -735,6 +768,12 @@ func (r *Registry) applyAddPartitions(c *addPartitionsCmd) error {
 		return err
 	}
 	nt.Partitions = append(append([]*partition.Partition(nil), t.Partitions...), nw.parts...)
+	if len(c.Assignments) > 0 {
+		// Partitions before have, without one, get an empty list.
+		as := make([][]int32, have, int(have)+len(c.Assignments))
+		copy(as, t.Assignments)
+		nt.Assignments = append(as, c.Assignments...)
+	}
 	if err := r.publish(func(s *snapshot) { s.byName[nt.Name] = &nt; s.byID[nt.ID] = &nt }); err != nil {
 		nw.discard()
 		return err
@@ -818,7 +857,7 @@ func (r *Registry) publish(change func(*snapshot)) error {
 func (r *Registry) persist(s *snapshot) error {
 	pts := make([]persistedTopic, 0, len(s.byName))
 	for _, t := range s.byName {
-		pts = append(pts, persistedTopic{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Configs: t.Configs})
+		pts = append(pts, persistedTopic{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Configs: t.Configs, Assignments: t.Assignments})
 	}
 	sort.Slice(pts, func(i, j int) bool { return pts[i].Name < pts[j].Name })
 	raw, err := json.MarshalIndent(pts, "", "  ")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -44,10 +45,10 @@ func TestRegistryPersistsTopics(t *testing.T) {
 	if _, err := r.Create(CreateSpec{Name: "v", Partitions: 2, ReplicationFactor: 1, ValidateOnly: true}); err != nil || r.Get("v") != nil {
 		t.Fatalf("validate only: %v", err)
 	}
-	if err := r.AddPartitions("a", 5, false); err != nil {
+	if err := r.AddPartitions("a", 5, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AddPartitions("a", 2, false); !errors.Is(err, kerr.InvalidPartitions) {
+	if err := r.AddPartitions("a", 2, nil, false); !errors.Is(err, kerr.InvalidPartitions) {
 		t.Fatalf("shrink: %v", err)
 	}
 	if err := r.Delete("a_b"); err != nil {
@@ -119,7 +120,7 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	if err := os.WriteFile(obstacle, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.AddPartitions("f", 6, false); !errors.Is(err, kerr.KafkaStorageError) {
+	if err := r.AddPartitions("f", 6, nil, false); !errors.Is(err, kerr.KafkaStorageError) {
 		t.Fatalf("grow over an obstacle: %v", err)
 	}
 	if got := len(r.Get("f").Partitions); got != 3 {
@@ -160,4 +161,51 @@ func TestBrokerStartValuesNotSaved(t *testing.T) {
 	if o["log.retention.ms"] != "100" || o["log.segment.bytes"] != "2000000" {
 		t.Fatalf("after a restart with another command line: %v", o)
 	}
+}
+
+// Replica assignments given at creation and at growth are kept (across a
+// restart too) and order the voters reported for each partition; the
+// partitions created without one report the voters as they are.
+func TestAssignmentsOrderReplicas(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	if _, err := r.Create(CreateSpec{Name: "a", Partitions: 2, ReplicationFactor: 1, Assignments: [][]int32{{3, 2, 1}, {2}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Create(CreateSpec{Name: "b", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddPartitions("b", 3, [][]int32{{2, 1, 3}, {3, 1, 2}}, false); err != nil {
+		t.Fatal(err)
+	}
+	voters := []int32{1, 2, 3}
+	check := func(r *Registry) {
+		t.Helper()
+		for _, c := range []struct {
+			topic string
+			p     int32
+			want  []int32
+		}{
+			{"a", 0, []int32{3, 2, 1}},
+			{"a", 1, []int32{2, 1, 3}}, // named first, then the other voters
+			{"b", 0, []int32{1, 2, 3}}, // created without one
+			{"b", 1, []int32{2, 1, 3}},
+			{"b", 2, []int32{3, 1, 2}},
+		} {
+			if got := r.Get(c.topic).ReplicaOrder(c.p, voters); !slices.Equal(got, c.want) {
+				t.Errorf("%s-%d: replicas %v, want %v", c.topic, c.p, got, c.want)
+			}
+		}
+		// A broker no longer a voter is left out.
+		if got := r.Get("a").ReplicaOrder(0, []int32{1, 2}); !slices.Equal(got, []int32{2, 1}) {
+			t.Errorf("a-0 with voters 1, 2: %v", got)
+		}
+	}
+	check(r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = open(t, dir)
+	defer r.Close()
+	check(r)
 }

@@ -192,16 +192,16 @@ func TestReplicatedRegistry(t *testing.T) {
 	if _, err := l.Create(CreateSpec{Name: "v", Partitions: 2, ReplicationFactor: 1, ValidateOnly: true}); err != nil || l.Get("v") != nil {
 		t.Fatalf("validate only: %v", err)
 	}
-	if err := l.AddPartitions("a", 9, true); err != nil {
+	if err := l.AddPartitions("a", 9, nil, true); err != nil {
 		t.Fatal(err)
 	}
 	if len(f.committed()) != before {
 		t.Fatal("a validate-only request was proposed")
 	}
-	if err := l.AddPartitions("a", 5, false); err != nil {
+	if err := l.AddPartitions("a", 5, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.AddPartitions("a", 2, false); !errors.Is(err, kerr.InvalidPartitions) {
+	if err := l.AddPartitions("a", 2, nil, false); !errors.Is(err, kerr.InvalidPartitions) {
 		t.Fatalf("shrink: %v", err)
 	}
 	if err := l.SetConfigs("a", map[string]string{"retention.ms": "20000"}, false); err != nil {
@@ -236,7 +236,7 @@ func TestReplicatedRegistry(t *testing.T) {
 	}
 	for what, err := range map[string]error{
 		"delete":         fl.Delete("a"),
-		"add partitions": fl.AddPartitions("a", 6, false),
+		"add partitions": fl.AddPartitions("a", 6, nil, false),
 		"set configs":    fl.SetConfigs("a", map[string]string{}, false),
 		"set broker":     fl.SetBroker(logconfig.Broker{}),
 	} {
