@@ -186,7 +186,17 @@ func forwardFailure(err error) (int16, string) {
 
 // forwardedFrom is r as a ForwardedRequest.
 func forwardedFrom(r *Request) ForwardedRequest {
-	fr := ForwardedRequest{Key: r.Key, Version: r.Version, ClientID: r.ClientID, Principal: r.Conn.PrincipalName(), Body: r.Msg.AppendTo(nil)}
+	fr := forwardedAs(r, r.Msg)
+	fr.Key, fr.Version = r.Key, r.Version // as received (Msg's are the same)
+	return fr
+}
+
+// forwardedAs is msg, asked of the leader on behalf of r's client: with
+// r's client id, principal, address and how it authenticated, so the
+// leader authorizes it as it would r (a follower's own question for
+// Metadata catch-up or auto-creation).
+func forwardedAs(r *Request, msg kmsg.Request) ForwardedRequest {
+	fr := ForwardedRequest{Key: msg.Key(), Version: msg.GetVersion(), ClientID: r.ClientID, Principal: r.Conn.PrincipalName(), Body: msg.AppendTo(nil)}
 	if r.Conn != nil {
 		fr.ClientAddr = r.Conn.RemoteAddr
 		fr.SASL, fr.TokenAuth = r.Conn.ViaSASL(), r.Conn.TokenAuth

@@ -93,10 +93,7 @@ func (s *Server) createAtLeader(r *Request, names []string) (map[string]int16, e
 		t.Topic, t.NumPartitions, t.ReplicationFactor = n, -1, -1
 		ct.Topics = append(ct.Topics, t)
 	}
-	fr := ForwardedRequest{Key: ct.Key(), Version: ct.Version, ClientID: r.ClientID, Principal: r.Conn.PrincipalName(), Body: ct.AppendTo(nil)}
-	if r.Conn != nil {
-		fr.ClientAddr = r.Conn.RemoteAddr
-	}
+	fr := forwardedAs(r, ct)
 	ctx, cancel := context.WithTimeout(context.Background(), autoCreateWait)
 	defer cancel()
 	body, _, err := s.forward(ctx, fr)

@@ -80,11 +80,7 @@ func (s *Server) knownAtLeader(r *Request, names []string) map[string]bool {
 		t.Topic = kmsg.StringPtr(n)
 		mr.Topics = append(mr.Topics, t)
 	}
-	fr := ForwardedRequest{Key: mr.Key(), Version: mr.Version, ClientID: r.ClientID, Principal: r.Conn.PrincipalName(), Body: mr.AppendTo(nil)}
-	if r.Conn != nil {
-		fr.ClientAddr = r.Conn.RemoteAddr
-		fr.SASL, fr.TokenAuth = r.Conn.ViaSASL(), r.Conn.TokenAuth
-	}
+	fr := forwardedAs(r, mr)
 	ctx, cancel := context.WithTimeout(context.Background(), forwardApplyWait)
 	defer cancel()
 	body, index, err := s.forward(ctx, fr)
