@@ -63,13 +63,7 @@ func TestFloodWhilePausedIsHandedOff(t *testing.T) {
 		t.Fatalf("request budget peaked at %d bytes: input piled up", p)
 	}
 	close(h.release)
-	r := bufio.NewReader(c)
-	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for i := range int32(n) {
-		if got := readCorrelation(t, r); got != i {
-			t.Fatalf("response %d carries correlation %d", i, got)
-		}
-	}
+	readInOrder(t, c, n)
 	if err := <-writeDone; err != nil {
 		t.Fatalf("client write: %v", err)
 	}
@@ -201,13 +195,7 @@ func TestRequestBudgetWaitsInsteadOfClosing(t *testing.T) {
 				t.Fatalf("%d connections closed", k)
 			}
 			close(h.release)
-			r := bufio.NewReader(c)
-			_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
-			for i := range int32(n) {
-				if got := readCorrelation(t, r); got != i {
-					t.Fatalf("response %d carries correlation %d", i, got)
-				}
-			}
+			readInOrder(t, c, n)
 			if k := closedFor(srv, "request_budget") + closedFor(srv, "inbound_flood"); k != 0 {
 				t.Fatalf("%d connections closed", k)
 			}
@@ -216,5 +204,18 @@ func TestRequestBudgetWaitsInsteadOfClosing(t *testing.T) {
 				t.Fatalf("accounting not back to zero: request %d, response %d", budgetUse(srv, "request"), budgetUse(srv, "response"))
 			}
 		})
+	}
+}
+
+// readInOrder reads n responses from c and fails unless they carry
+// correlation ids 0..n-1 in order.
+func readInOrder(t *testing.T, c net.Conn, n int32) {
+	t.Helper()
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := range n {
+		if got := readCorrelation(t, r); got != i {
+			t.Fatalf("response %d carries correlation %d", i, got)
+		}
 	}
 }
