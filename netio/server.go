@@ -501,14 +501,15 @@ func (s *Server) traffic(cs *connState) gnet.Action {
 			return cs.refuse(closeInboundFlood)
 		}
 		if !s.reserve(cs, n) {
-			// Bytes read already: a goroutine-served connection reads at
-			// most a chunk more than it frames, so they are charged
-			// anyway; gnet would read on, so its connection is handed
-			// off (charged on the streamConn's first pass) or closed.
+			// Bytes read already. A goroutine-served connection waiting
+			// for answers reads at most a chunk more than it frames, so
+			// they are charged anyway; gnet would read on, so its
+			// connection is handed off (charged on the streamConn's
+			// first pass). Any other is closed.
 			switch {
 			case cs.closing.Load():
 				return gnet.Close
-			case isStream(c):
+			case isStream(c) && cs.inFlight.Load() > 0:
 				s.budgets.Request.Force(n)
 				s.budgets.notePeak()
 			case cs.paused.Load() && s.waitForBudget(cs, c):
