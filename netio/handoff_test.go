@@ -91,8 +91,13 @@ func TestFloodWhilePausedIsHandedOff(t *testing.T) {
 // connection and returns.
 func TestHandoffWithResponsesPending(t *testing.T) {
 	l := bigLog(t, 400, 20<<10, 64<<20)
-	addr, srv := startServerWith(t, Config{MaxPendingBytes: 1 << 20, MaxMemory: 256 << 20}, rangeHandler{log: l})
+	// The client's receive buffer is fixed (no autotuning), so the
+	// sockets absorb at most a few MiB (the sender's buffer grows to 4
+	// MiB): of the 8 MiB of output that pauses the connection, gnet
+	// still holds some at the handoff.
+	addr, srv := startServerWith(t, Config{MaxPendingBytes: 8 << 20, MaxMemory: 256 << 20}, rangeHandler{log: l})
 	c := dial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(256 << 10)
 	const n = 400
 	size := func(i int32) int { return 1 + int(i%7)*40<<10 }
 	go func() {
