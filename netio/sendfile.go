@@ -113,19 +113,35 @@ func (cs *connState) sendRange(c gnet.Conn, fr *storage.FileRange) error {
 	if sent == size {
 		return nil
 	}
+	return cs.srv.copyRange(fr, sent, func(b []byte) error {
+		if _, err := c.Write(b); err != nil {
+			return gnetClosed{err}
+		}
+		return nil
+	})
+}
+
+// errRangeRead marks a file range that could not be read while copied.
+var errRangeRead = errors.New("reading a file range")
+
+// copyRange reads fr from byte from on, a pooled buffer at a time, and
+// hands each piece to write, counting the bytes copied. A read failure
+// wraps errRangeRead; a write failure is write's error.
+func (s *Server) copyRange(fr *storage.FileRange, from int, write func([]byte) error) error {
 	bp := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(bp)
 	buf := *bp
-	for sent < size {
+	size := fr.Len()
+	for sent := from; sent < size; {
 		k := min(size-sent, len(buf))
 		if _, err := fr.ReadAt(buf[:k], int64(sent)); err != nil {
-			return fmt.Errorf("reading a file range at %d of %d bytes: %w", sent, size, err)
+			return fmt.Errorf("%w at %d of %d bytes: %w", errRangeRead, sent, size, err)
 		}
-		if _, err := c.Write(buf[:k]); err != nil {
-			return gnetClosed{err}
+		if err := write(buf[:k]); err != nil {
+			return err
 		}
 		sent += k
-		cs.srv.files.copied.Add(int64(k))
+		s.files.copied.Add(int64(k))
 	}
 	return nil
 }

@@ -337,26 +337,19 @@ func (t *streamConn) writeParts(parts []protocol.Part, timeout time.Duration) er
 			}
 			continue
 		}
-		bp := copyBufs.Get().(*[]byte)
-		buf := *bp
-		size := p.File.Len()
-		for sent := 0; sent < size; {
-			k := min(size-sent, len(buf))
-			if _, err := p.File.ReadAt(buf[:k], int64(sent)); err != nil {
-				copyBufs.Put(bp)
-				// The response's length is on the wire: nothing more
-				// can follow it.
-				return fmt.Errorf("%w: reading a file range at %d of %d bytes: %w", errSendFailed, sent, size, err)
-			}
-			if _, err := t.rw.Write(buf[:k]); err != nil {
-				copyBufs.Put(bp)
-				return err
-			}
+		err := t.cs.srv.copyRange(p.File, 0, func(b []byte) error {
+			_, err := t.rw.Write(b)
 			_ = t.raw.SetWriteDeadline(time.Now().Add(timeout))
-			sent += k
-			t.cs.srv.files.copied.Add(int64(k))
+			return err
+		})
+		if errors.Is(err, errRangeRead) {
+			// The response's length is on the wire: nothing more can
+			// follow it.
+			return fmt.Errorf("%w: %w", errSendFailed, err)
 		}
-		copyBufs.Put(bp)
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
