@@ -21,7 +21,9 @@ import (
 // TestKafkaReassignPartitions: Kafka 4.3's kafka-reassign-partitions
 // lists no reassignment in progress, generates a plan, executes it (the
 // replicas a partition already has: done at once) and verifies it
-// complete; franz-go's admin client gets INVALID_REPLICA_ASSIGNMENT with
+// complete; a plan naming the broker's log dir executes and verifies
+// (AlterReplicaLogDirs), one naming another dir fails with
+// LOG_DIR_NOT_FOUND; franz-go's admin client gets INVALID_REPLICA_ASSIGNMENT with
 // Regent's reason for a move (every partition stays on every raft voter)
 // and NO_REASSIGNMENT_IN_PROGRESS for a cancel.
 func TestKafkaReassignPartitions(t *testing.T) {
@@ -67,6 +69,34 @@ func TestKafkaReassignPartitions(t *testing.T) {
 		if !strings.Contains(out, fmt.Sprintf("Reassignment of partition reassign-%d is completed", p)) {
 			t.Fatalf("--verify:\n%s", out)
 		}
+	}
+
+	// A plan naming log dirs: the tool sends AlterReplicaLogDirs to the
+	// replica's broker (its one dir: done at once) and --verify finds the
+	// replica there (DescribeLogDirs).
+	abs, err := filepath.Abs(b.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirPlan := filepath.Join(dir, "dirs.json")
+	if err := os.WriteFile(dirPlan, fmt.Appendf(nil, `{"version":1,"partitions":[{"topic":"reassign","partition":0,"replicas":[%d],"log_dirs":[%q]}]}`, node, abs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out = kafkaTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--execute", "--reassignment-json-file", dirPlan)
+	if !strings.Contains(out, fmt.Sprintf("Successfully started moving log directory to %s for replica reassign-0 with broker %d", abs, node)) {
+		t.Fatalf("--execute with log_dirs:\n%s", out)
+	}
+	out = kafkaTool(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--verify", "--reassignment-json-file", dirPlan)
+	if !strings.Contains(out, fmt.Sprintf("Reassignment of replica reassign-0-%d completed successfully", node)) {
+		t.Fatalf("--verify with log_dirs:\n%s", out)
+	}
+	// A dir the broker does not have: Kafka's LOG_DIR_NOT_FOUND, which the
+	// tool reports.
+	if err := os.WriteFile(dirPlan, fmt.Appendf(nil, `{"version":1,"partitions":[{"topic":"reassign","partition":0,"replicas":[%d],"log_dirs":[%q]}]}`, node, abs+"-other"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out := runToolFails(t, ctx, lib, tool, "--bootstrap-server", b.Addr, "--execute", "--reassignment-json-file", dirPlan); !strings.Contains(out, "LogDirNotFoundException") {
+		t.Fatalf("--execute to an unknown dir:\n%s", out)
 	}
 
 	res, err := adm.AlterPartitionAssignments(ctx, kadm.AlterPartitionAssignmentsReq{"reassign": {0: {node + 1}, 1: nil, 2: {node}}, "nope": {0: {node}}})

@@ -6,7 +6,6 @@ package protocol
 // cordoning, so it never is.
 
 import (
-	"path/filepath"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -27,7 +26,7 @@ func (s *Server) describeLogDirs(r *Request) {
 		return
 	}
 	dir := kmsg.NewDescribeLogDirsResponseDir()
-	dir.Dir, _ = filepath.Abs(s.cfg.DataDir)
+	dir.Dir = s.logDirPath()
 	var fs syscall.Statfs_t
 	if err := syscall.Statfs(s.cfg.DataDir, &fs); err == nil {
 		dir.TotalBytes = int64(fs.Blocks) * int64(fs.Bsize)

@@ -306,7 +306,7 @@ func TestEveryServedKeyIsAuthorized(t *testing.T) {
 		22: "WRITE transactional id; IDEMPOTENT_WRITE cluster or WRITE some topic", 23: "DESCRIBE topic",
 		24: "WRITE transactional id, WRITE topic", 25: "WRITE transactional id, READ group", 26: "WRITE transactional id", 27: "CLUSTER_ACTION cluster",
 		28: "WRITE transactional id, READ group, READ topic", 29: "DESCRIBE cluster", 30: "ALTER cluster", 31: "ALTER cluster",
-		32: "DESCRIBE_CONFIGS topic/cluster", 33: "ALTER_CONFIGS topic/cluster", 35: "DESCRIBE cluster", 37: "ALTER topic",
+		32: "DESCRIBE_CONFIGS topic/cluster", 33: "ALTER_CONFIGS topic/cluster", 34: "ALTER cluster", 35: "DESCRIBE cluster", 37: "ALTER topic",
 		38: "SASL-authenticated, not by a token; CREATE_TOKENS user for another owner", 39: "SASL, not a token; owner, requester or renewer",
 		40: "SASL, not a token; owner, requester or renewer", 41: "SASL, not a token; own tokens, DESCRIBE token or DESCRIBE_TOKENS user",
 		42: "DELETE group", 45: "ALTER cluster", 46: "DESCRIBE cluster", 44: "ALTER_CONFIGS topic/cluster", 47: "DELETE group, READ topic", 48: "DESCRIBE_CONFIGS cluster", 49: "ALTER_CONFIGS cluster",
