@@ -103,6 +103,29 @@ func failedResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
 			add(u.Name)
 		}
 		return resp
+	case *kmsg.CreateDelegationTokenRequest:
+		resp := req.ResponseKind().(*kmsg.CreateDelegationTokenResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.RenewDelegationTokenRequest:
+		resp := req.ResponseKind().(*kmsg.RenewDelegationTokenResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.ExpireDelegationTokenRequest:
+		resp := req.ResponseKind().(*kmsg.ExpireDelegationTokenResponse)
+		resp.ErrorCode = code
+		return resp
+	case *kmsg.AlterClientQuotasRequest:
+		resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+		for _, e := range req.Entries {
+			oe := kmsg.NewAlterClientQuotasResponseEntry()
+			oe.ErrorCode, oe.ErrorMessage = code, m
+			for _, ent := range e.Entity {
+				oe.Entity = append(oe.Entity, kmsg.AlterClientQuotasResponseEntryEntity{Type: ent.Type, Name: ent.Name})
+			}
+			resp.Entries = append(resp.Entries, oe)
+		}
+		return resp
 	case *kmsg.UpdateFeaturesRequest:
 		resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
 		resp.ErrorCode, resp.ErrorMessage = code, m
@@ -113,6 +136,7 @@ func failedResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
 		}
 		return resp
 	}
-	// Not a forwarded key: an empty answer, as for a handler that failed.
+	// Not a forwarded key (TestFailedResponseCoversForwardedKeys keeps
+	// every forwarded key above): an empty answer.
 	return req.ResponseKind()
 }
