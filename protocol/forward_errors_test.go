@@ -92,3 +92,35 @@ func errorCodes(v reflect.Value, out *[]int16) {
 		}
 	}
 }
+
+// TestErrorResponseIsAnError: the answer to a handler that panicked
+// carries UNKNOWN_SERVER_ERROR wherever the response kind has a top-level
+// error code (EndTxn, InitProducerId, Heartbeat...: an all-zero answer
+// would read as success), and encodes at every served version.
+func TestErrorResponseIsAnError(t *testing.T) {
+	withCode := 0
+	for key := range int16(100) {
+		lo, hi, ok := VersionRange(key)
+		if !ok {
+			continue
+		}
+		for v := lo; v <= hi; v++ {
+			req := kmsg.RequestForKey(key)
+			req.SetVersion(v)
+			resp := errorResponse(&Request{Msg: req}, "boom")
+			resp.SetVersion(v)
+			_ = resp.AppendTo(nil)
+			f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode")
+			if !f.IsValid() {
+				continue
+			}
+			withCode++
+			if f.Int() != int64(kerr.UnknownServerError.Code) {
+				t.Errorf("%s v%d: error code %d, want UNKNOWN_SERVER_ERROR", kmsg.NameForKey(key), v, f.Int())
+			}
+		}
+	}
+	if withCode == 0 {
+		t.Fatal("no served response kind has a top-level error code")
+	}
+}
