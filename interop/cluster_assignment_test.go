@@ -19,7 +19,8 @@ import (
 // every voter holds every partition, but a client that assigned [3 2 1]
 // expects broker 3 first, its preferred leader (librdkafka's 0081_admin
 // checks this). A count of assignments that does not match the partitions
-// added is refused as Kafka refuses it.
+// added is refused as Kafka refuses it. AlterPartitionReassignments
+// reordering the voters is stored and reported the same way.
 func TestClusterReplicaAssignmentOrder(t *testing.T) {
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -88,6 +89,45 @@ func TestClusterReplicaAssignmentOrder(t *testing.T) {
 			ncl.Close()
 		}
 	}
+	checkNodes()
+	// AlterPartitionReassignments reordering the voters (sent to a
+	// follower, which forwards it): stored, reported by every node; a
+	// move off a voter is refused and changes nothing.
+	reassign := func(seed string, parts map[int32][]int32) map[int32]int16 {
+		t.Helper()
+		ncl, err := kgo.NewClient(kgo.SeedBrokers(seed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ncl.Close()
+		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic = topic
+		for p, rs := range parts {
+			rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+			rp.Partition, rp.Replicas = p, rs
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, ncl)
+		if err != nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 {
+			t.Fatalf("reassign: %v %+v", err, resp)
+		}
+		codes := map[int32]int16{}
+		for _, p := range resp.Topics[0].Partitions {
+			codes[p.Partition] = p.ErrorCode
+		}
+		return codes
+	}
+	follower := c.Nodes()[0].Addr
+	if c.LeaderID(t) == c.Nodes()[0].ID {
+		follower = c.Nodes()[1].Addr
+	}
+	codes := reassign(follower, map[int32][]int32{0: {1, 2, 3}, 4: {2, 3, 1}, 1: {1, 2}})
+	if codes[0] != 0 || codes[4] != 0 || codes[1] != kerr.InvalidReplicaAssignment.Code {
+		t.Fatalf("reassign codes %v: want 0 and 4 done, 1 INVALID_REPLICA_ASSIGNMENT", codes)
+	}
+	want[0], want[4] = []int32{1, 2, 3}, []int32{2, 3, 1}
 	checkNodes()
 	c.Kill(2)
 	c.Restart(2)

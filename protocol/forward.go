@@ -108,6 +108,7 @@ var forwardedKeys = map[int16]bool{
 	39: true, // RenewDelegationToken
 	40: true, // ExpireDelegationToken
 	44: true, // IncrementalAlterConfigs
+	45: true, // AlterPartitionReassignments
 	49: true, // AlterClientQuotas
 	51: true, // AlterUserScramCredentials
 	57: true, // UpdateFeatures

@@ -126,6 +126,20 @@ func failedResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
 			resp.Entries = append(resp.Entries, oe)
 		}
 		return resp
+	case *kmsg.AlterPartitionAssignmentsRequest:
+		resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
+		resp.ErrorCode, resp.ErrorMessage = code, m
+		for _, rt := range req.Topics {
+			ot := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			ot.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				op := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				op.Partition, op.ErrorCode, op.ErrorMessage = rp.Partition, code, m
+				ot.Partitions = append(ot.Partitions, op)
+			}
+			resp.Topics = append(resp.Topics, ot)
+		}
+		return resp
 	case *kmsg.UpdateFeaturesRequest:
 		resp := req.ResponseKind().(*kmsg.UpdateFeaturesResponse)
 		resp.ErrorCode, resp.ErrorMessage = code, m

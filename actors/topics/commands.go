@@ -18,6 +18,7 @@ const (
 	kindAddPartitions = "topics.add_partitions"
 	kindSetConfigs    = "topics.set_configs"
 	kindSetBroker     = "topics.set_broker"
+	kindReassign      = "topics.reassign"
 )
 
 // The commands carry everything Apply needs that is not already in the
@@ -54,6 +55,22 @@ type setConfigsCmd struct {
 	Configs map[string]string `json:"configs"`
 }
 
+// reassignCmd replaces the replica lists of some partitions of a topic
+// (AlterPartitionReassignments reordering the voters). A node of an
+// earlier release does not know the kind: it logs the entry as
+// undecodable and keeps the old order, which only orders what it reports.
+type reassignCmd struct {
+	Name        string           `json:"name"`
+	ID          [16]byte         `json:"id"`
+	Assignments []partitionOrder `json:"assignments"`
+}
+
+// partitionOrder is one partition's replica list.
+type partitionOrder struct {
+	Partition int32   `json:"partition"`
+	Replicas  []int32 `json:"replicas"`
+}
+
 type setBrokerCmd struct {
 	Overrides map[string]string `json:"overrides"`
 }
@@ -63,12 +80,14 @@ func (*deleteCmd) CommandKind() string        { return kindDelete }
 func (*addPartitionsCmd) CommandKind() string { return kindAddPartitions }
 func (*setConfigsCmd) CommandKind() string    { return kindSetConfigs }
 func (*setBrokerCmd) CommandKind() string     { return kindSetBroker }
+func (*reassignCmd) CommandKind() string      { return kindReassign }
 
 func (c *createCmd) AppendCommand(b []byte) []byte        { return appendJSON(b, c) }
 func (c *deleteCmd) AppendCommand(b []byte) []byte        { return appendJSON(b, c) }
 func (c *addPartitionsCmd) AppendCommand(b []byte) []byte { return appendJSON(b, c) }
 func (c *setConfigsCmd) AppendCommand(b []byte) []byte    { return appendJSON(b, c) }
 func (c *setBrokerCmd) AppendCommand(b []byte) []byte     { return appendJSON(b, c) }
+func (c *reassignCmd) AppendCommand(b []byte) []byte      { return appendJSON(b, c) }
 
 // appendJSON appends v's JSON. The commands are plain structs of strings,
 // ints and maps, which always marshal; failing is a broken invariant.
@@ -86,6 +105,7 @@ func init() {
 	replication.RegisterDecoder(kindAddPartitions, decodeJSON[addPartitionsCmd](nil))
 	replication.RegisterDecoder(kindSetConfigs, decodeJSON(func(c *setConfigsCmd) { c.Configs = nonNil(c.Configs) }))
 	replication.RegisterDecoder(kindSetBroker, decodeJSON(func(c *setBrokerCmd) { c.Overrides = nonNil(c.Overrides) }))
+	replication.RegisterDecoder(kindReassign, decodeJSON[reassignCmd](nil))
 }
 
 // decodeJSON makes a decoder for *T; fix normalizes the decoded value.

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -517,6 +518,28 @@ func (r *Registry) AddPartitions(name string, total int32, assignments [][]int32
 	return err
 }
 
+// Reassign replaces the replica lists of partitions of a topic, by
+// partition (checked by the caller: the voters, reordered): they order
+// the replicas reported, as CreateTopics' assignments do.
+func (r *Registry) Reassign(name string, orders map[int32][]int32) error {
+	t := r.Get(name)
+	if t == nil {
+		return notExist(name)
+	}
+	cmd := &reassignCmd{Name: name, ID: t.ID}
+	for _, p := range slices.Sorted(maps.Keys(orders)) {
+		if p < 0 || int(p) >= len(t.Partitions) {
+			return errf(kerr.UnknownTopicOrPartition, "topic '%s' has no partition %d", name, p)
+		}
+		cmd.Assignments = append(cmd.Assignments, partitionOrder{Partition: p, Replicas: orders[p]})
+	}
+	if len(cmd.Assignments) == 0 {
+		return nil
+	}
+	_, err := r.propose(cmd)
+	return err
+}
+
 func checkGrow(have, total int32) error {
 	if total < have {
 		return errf(kerr.InvalidPartitions, "topic currently has %d partitions, which is higher than the requested %d", have, total)
@@ -628,6 +651,8 @@ func (r *Registry) Apply(cmd replication.Command) any {
 		err = r.applySetConfigs(c)
 	case *setBrokerCmd:
 		err = r.applySetBroker(c)
+	case *reassignCmd:
+		err = r.applyReassign(c)
 	default:
 		err = fmt.Errorf("topics: unexpected command %T", cmd)
 	}
@@ -779,6 +804,29 @@ func (r *Registry) applyAddPartitions(c *addPartitionsCmd) error {
 		return err
 	}
 	r.logger.Info("partitions added", "topic", nt.Name, "partitions", c.Total)
+	return nil
+}
+
+func (r *Registry) applyReassign(c *reassignCmd) error {
+	t, err := r.current(c.Name, c.ID)
+	if err != nil {
+		return err
+	}
+	for _, a := range c.Assignments {
+		if a.Partition < 0 || int(a.Partition) >= len(t.Partitions) {
+			return errf(kerr.UnknownTopicOrPartition, "topic '%s' has no partition %d", c.Name, a.Partition)
+		}
+	}
+	nt := *t
+	nt.Assignments = make([][]int32, len(t.Partitions))
+	copy(nt.Assignments, t.Assignments)
+	for _, a := range c.Assignments {
+		nt.Assignments[a.Partition] = a.Replicas
+	}
+	if err := r.publish(func(s *snapshot) { s.byName[nt.Name] = &nt; s.byID[nt.ID] = &nt }); err != nil {
+		return err
+	}
+	r.logger.Info("replicas reordered", "topic", nt.Name, "partitions", len(c.Assignments))
 	return nil
 }
 

@@ -209,3 +209,40 @@ func TestAssignmentsOrderReplicas(t *testing.T) {
 	defer r.Close()
 	check(r)
 }
+
+// TestReassignReordersReplicas: Reassign replaces the named partitions'
+// replica lists (others keep theirs, or none), across a reopen; an
+// unknown topic or partition is refused and changes nothing.
+func TestReassignReordersReplicas(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, dir)
+	if _, err := r.Create(CreateSpec{Name: "a", Partitions: 3, ReplicationFactor: 1, Assignments: [][]int32{{3, 2, 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reassign("a", map[int32][]int32{2: {2, 3, 1}, 0: {1, 3, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Reassign("a", map[int32][]int32{3: {1, 2, 3}}); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("partition 3 of 3: %v", err)
+	}
+	if err := r.Reassign("nope", map[int32][]int32{0: {1, 2, 3}}); !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Fatalf("unknown topic: %v", err)
+	}
+	voters := []int32{1, 2, 3}
+	check := func(r *Registry) {
+		t.Helper()
+		want := [][]int32{{1, 3, 2}, {1, 2, 3}, {2, 3, 1}}
+		for p, w := range want {
+			if got := r.Get("a").ReplicaOrder(int32(p), voters); !slices.Equal(got, w) {
+				t.Errorf("a-%d: replicas %v, want %v", p, got, w)
+			}
+		}
+	}
+	check(r)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r = open(t, dir)
+	defer r.Close()
+	check(r)
+}
