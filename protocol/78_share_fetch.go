@@ -16,7 +16,8 @@ package protocol
 // Epoch -1 applies the acknowledgements and closes the session.
 // MaxBytes, MaxRecords (500 when unset) and the connection's response
 // budget bound what is acquired; the first batch goes out whatever its
-// size, as Fetch. Responses count against the client's
+// size, as Fetch, except that MaxBytes 0 (or less) acquires nothing, as
+// Kafka's (its fetch size is the least of MaxBytes and its limits). Responses count against the client's
 // consumer_byte_rate quota and are throttled as fetches are.
 // ACLs: READ on the group (else GROUP_AUTHORIZATION_FAILED, nothing done),
 // READ on each topic (else its partitions answer
@@ -334,13 +335,10 @@ func (s *Server) shareAcquireLoop(r *Request, req *kmsg.ShareFetchRequest, group
 			fetchable = append(fetchable, it)
 		}
 	}
-	if len(fetchable) == 0 {
+	if len(fetchable) == 0 || req.MaxBytes <= 0 {
 		return 0
 	}
-	maxBytes := int(req.MaxBytes)
-	if maxBytes <= 0 || maxBytes > maxFetchBytes {
-		maxBytes = maxFetchBytes
-	}
+	maxBytes := min(int(req.MaxBytes), maxFetchBytes)
 	maxRecords := int64(req.MaxRecords)
 	if maxRecords <= 0 {
 		maxRecords = shareDefaultMaxRecords

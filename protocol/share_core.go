@@ -156,12 +156,23 @@ func isShareKey(key int16) bool {
 	return false
 }
 
-// ShareMemberLeft closes the share session of a member that left its
-// group or was fenced and releases the records it held on every
-// share-partition of the group. Safe from any goroutine; does not block.
+// ShareMemberLeft releases the records a member that left its group or
+// was fenced held on every share-partition of the group, unless its
+// share session is still open on a connection: then the session's end
+// (its final-epoch ShareFetch or ShareAcknowledge, or the connection's
+// close) releases them, as Kafka releases a member's records when its
+// share session ends, not at its group leave. A closing client sends its
+// leave heartbeat and its last acknowledgements at the same moment on two
+// connections (librdkafka does): releasing at the leave gave its
+// acknowledged records to other members, and its acknowledgements found
+// no session. A session with no known connection is closed here as
+// before. Safe from any goroutine; does not block.
 func (s *Server) ShareMemberLeft(group, member string) {
 	st := s.share
 	if st == nil {
+		return
+	}
+	if st.sessions.openOnConn(shareSessionKey{group, member}) {
 		return
 	}
 	st.sessions.closeMember(group, member)

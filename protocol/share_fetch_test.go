@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -541,4 +542,85 @@ func TestShareOffsetAdmin(t *testing.T) {
 	code(t, "describe a consumer group", call[*kmsg.DescribeShareGroupOffsetsResponse](t, s, dr).Groups[0].ErrorCode, kerr.GroupIDNotFound)
 	del.GroupID = "nope"
 	code(t, "delete offsets of no group", call[*kmsg.DeleteShareGroupOffsetsResponse](t, s, del).ErrorCode, kerr.GroupIDNotFound)
+}
+
+// TestShareMemberLeftWithSessionOpen: a member's group leave does not end
+// a share session still open on its connection (librdkafka sends the
+// leave heartbeat and the closing ShareAcknowledge at once, on two
+// connections): the acknowledgement that follows the leave is applied,
+// and its final epoch ends the session and releases what the member
+// still held. A session with no known connection ends at the leave.
+func TestShareMemberLeftWithSessionOpen(t *testing.T) {
+	s := groupServer(t)
+	f := &fakeShare{}
+	s.SetShare(f, nil)
+	id := s.topics.Get("t").ID
+	p := sharePart{topicID: id, topic: "t", partition: 1}
+	if _, err := s.share.sessions.open(shareSessionKey{"g", "m"}, []sharePart{p}, 42); err != nil {
+		t.Fatal(err)
+	}
+	s.ShareMemberLeft("g", "m")
+	if s.share.sessions.len() != 1 {
+		t.Fatal("the leave ended a session open on its connection")
+	}
+	ar := kmsg.NewPtrShareAcknowledgeRequest()
+	ar.Version, ar.GroupID, ar.MemberID, ar.ShareSessionEpoch = 1, kmsg.StringPtr("g"), kmsg.StringPtr("m"), -1
+	art := kmsg.NewShareAcknowledgeRequestTopic()
+	art.TopicID = id
+	arp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	arp.Partition = 1
+	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 9, []int8{1}
+	arp.AcknowledgementBatches = append(arp.AcknowledgementBatches, ab)
+	art.Partitions = append(art.Partitions, arp)
+	ar.Topics = append(ar.Topics, art)
+	aresp := call[*kmsg.ShareAcknowledgeResponse](t, s, ar)
+	code(t, "closing ack after the leave", aresp.ErrorCode, nil)
+	code(t, "closing ack partition", aresp.Topics[0].Partitions[0].ErrorCode, nil)
+	if s.share.sessions.len() != 0 {
+		t.Fatal("the final-epoch acknowledgement left the session open")
+	}
+	f.mu.Lock()
+	acked, released := slices.Contains(f.calls, "ack"), len(f.released)
+	f.mu.Unlock()
+	if !acked || released != 1 {
+		t.Fatalf("acknowledged %v, released %d partitions: want the ack applied, then t-1 released", acked, released)
+	}
+
+	if _, err := s.share.sessions.open(shareSessionKey{"g", "n"}, []sharePart{p}, 0); err != nil {
+		t.Fatal(err)
+	}
+	s.ShareMemberLeft("g", "n")
+	if s.share.sessions.len() != 0 {
+		t.Fatal("a session with no known connection outlived its member's leave")
+	}
+}
+
+// TestShareFetchMaxBytesZero: a share fetch with MaxBytes 0 acquires
+// nothing (Kafka's fetch size is the least of MaxBytes and its limits),
+// answered without error; the same fetch with room acquires.
+func TestShareFetchMaxBytesZero(t *testing.T) {
+	s := groupServer(t)
+	f := &fakeShare{avail: []share.AcquiredRange{{First: 0, Last: 9, DeliveryCount: 1}}}
+	s.SetShare(f, nil)
+	id := s.topics.Get("t").ID
+	req := shareFetchReq(2, id, 0)
+	req.MaxBytes = 0
+	resp := call[*kmsg.ShareFetchResponse](t, s, req)
+	code(t, "fetch with MaxBytes 0", resp.ErrorCode, nil)
+	if got := resp.Topics[0].Partitions[0].AcquiredRecords; len(got) != 0 {
+		t.Fatalf("MaxBytes 0 acquired %+v", got)
+	}
+	f.mu.Lock()
+	acquires := f.acquires
+	f.mu.Unlock()
+	if acquires != 0 {
+		t.Fatalf("MaxBytes 0 asked the share manager %d times", acquires)
+	}
+	req = shareFetchReq(2, id, 1)
+	req.MaxBytes = 1 << 20
+	resp = call[*kmsg.ShareFetchResponse](t, s, req)
+	if got := resp.Topics[0].Partitions[0].AcquiredRecords; len(got) != 1 || got[0].LastOffset != 9 {
+		t.Fatalf("MaxBytes 1 MiB acquired %+v", got)
+	}
 }

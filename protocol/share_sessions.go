@@ -185,6 +185,15 @@ func (c *shareSessions) check(k shareSessionKey, epoch int32) *kerr.Error {
 	return nil
 }
 
+// openOnConn reports whether k has a session opened on a known
+// connection (whose close ends it).
+func (c *shareSessions) openOnConn(k shareSessionKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.mu.m[k]
+	return ok && s.conn != 0
+}
+
 // closeMember ends the session of a member that left its group (or was
 // fenced), returning its partitions; none when it had no session.
 func (c *shareSessions) closeMember(group, member string) []sharePart {
