@@ -347,4 +347,47 @@ func TestMetricsEndpointCountsRequests(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+
+	// Per-partition traffic (Kafka's per-topic bytes and messages in and
+	// bytes out): the 4 records produced, then read twice by consumers.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 2 {
+		cl := newClient(t, kgo.SeedBrokers(b.Addr), kgo.ConsumeTopics("metered"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		for got := 0; got < 4; {
+			fs := cl.PollFetches(ctx)
+			if err := fs.Err0(); err != nil {
+				t.Fatal(err)
+			}
+			got += fs.NumRecords()
+		}
+		cl.Close()
+	}
+	metered := func(text, name string) float64 {
+		sum := 0.0
+		for _, line := range strings.Split(text, "\n") {
+			if strings.HasPrefix(line, name+"{") && strings.Contains(line, `topic="metered"`) {
+				v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+				sum += v
+			}
+		}
+		return sum
+	}
+	var in, recs, out float64
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get("http://" + metricsAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		text = string(raw)
+		in, recs, out = metered(text, "regent_partition_produced_bytes_total"), metered(text, "regent_partition_produced_records_total"), metered(text, "regent_partition_fetched_bytes_total")
+		if out >= 2*in && in > 0 {
+			break
+		}
+	}
+	if in <= 0 || recs != 4 || out < 2*in {
+		t.Errorf("metered: produced %v bytes, %v records, fetched %v bytes: want 4 records, and their bytes fetched twice at least", in, recs, out)
+	}
 }

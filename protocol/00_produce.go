@@ -30,6 +30,7 @@ import (
 
 	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/partition"
+	"github.com/regent-broker/regent/storage/recordbatch"
 )
 
 func init() { register(0, 3, 13, (*Server).produce) }
@@ -143,7 +144,12 @@ func (s *Server) produce(r *Request) {
 			mu.Lock()
 			pending++
 			mu.Unlock()
-			s.appendProduce(req, t.Name, rp.Partition, t.Partitions[rp.Partition], tr, rp.Records, func(res partition.ProduceResult) {
+			part := t.Partitions[rp.Partition]
+			size, records := len(rp.Records), batchRecords(rp.Records)
+			s.appendProduce(req, t.Name, rp.Partition, part, tr, rp.Records, func(res partition.ProduceResult) {
+				if res.Err == nil {
+					part.CountProduced(size, records)
+				}
 				if !res.RecordsFree {
 					mu.Lock()
 					recordsFree = false
@@ -178,4 +184,19 @@ func produceTopicError(rt kmsg.ProduceRequestTopic, code *kerr.Error) kmsg.Produ
 		out.Partitions = append(out.Partitions, po)
 	}
 	return out
+}
+
+// batchRecords is the records the batches in b say they hold (the
+// headers' counts; appends validate them).
+func batchRecords(b []byte) int {
+	n := 0
+	for len(b) >= recordbatch.HeaderSize {
+		h, err := recordbatch.ParseHeader(b)
+		if err != nil || h.TotalSize() > len(b) {
+			break
+		}
+		n += int(max(h.NumRecords, 0))
+		b = b[h.TotalSize():]
+	}
+	return n
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/actors/partition"
+	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
@@ -63,6 +64,7 @@ func (s *Server) fetch(r *Request) {
 		// reply charges them before it returns), so the fetch's share is
 		// handed over, not freed early.
 		resp.SetVersion(r.Version)
+		s.countFetched(resp, files)
 		s.throttleFetch(r, resp, files)
 		r.clock.end(&r.clock.work)
 		s.throttleRequestTime(r, resp)
@@ -73,6 +75,38 @@ func (s *Server) fetch(r *Request) {
 		}
 		s.releaseFetch(out, held)
 	}()
+}
+
+// countFetched adds each partition's record bytes in resp (files[t][p]
+// when set, else the partition's RecordBatches) to its fetched count.
+func (s *Server) countFetched(resp *kmsg.FetchResponse, files [][]*storage.FileRange) {
+	for ti := range resp.Topics {
+		rt := &resp.Topics[ti]
+		var t *topics.Topic
+		for pi := range rt.Partitions {
+			p := &rt.Partitions[pi]
+			n := len(p.RecordBatches)
+			if files != nil && files[ti] != nil && files[ti][pi] != nil {
+				n = files[ti][pi].Len()
+			}
+			if n == 0 {
+				continue
+			}
+			if t == nil {
+				if resp.Version >= 13 {
+					t = s.topics.GetByID(rt.TopicID)
+				} else {
+					t = s.topics.Get(rt.Topic)
+				}
+				if t == nil {
+					break
+				}
+			}
+			if p.Partition >= 0 && int(p.Partition) < len(t.Partitions) {
+				t.Partitions[p.Partition].CountFetched(n)
+			}
+		}
+	}
 }
 
 // Fetch memory: a fetch reserves the bytes it will read from the fetch

@@ -27,6 +27,9 @@ const (
 	metricConnections     = "regent.connections"
 	metricGroupLag        = "regent.group.lag"
 	metricGroupCommitted  = "regent.group.committed_offset"
+	metricBytesIn         = "regent.partition.produced"
+	metricRecordsIn       = "regent.partition.produced.records"
+	metricBytesOut        = "regent.partition.fetched"
 )
 
 // durationBuckets are request latency bounds in seconds, 50µs to 30s.
@@ -197,6 +200,20 @@ func (t *Telemetry) ObserveBroker(b Broker) error {
 	if err != nil {
 		return err
 	}
+	// Kafka's per-topic BytesInPerSec, MessagesInPerSec and
+	// BytesOutPerSec, per partition: rate() of these, summed by topic.
+	bytesIn, err := m.Int64ObservableCounter(metricBytesIn, metric.WithUnit("By"), metric.WithDescription("Record batch bytes clients produced to the partition through this node (accepted appends)."))
+	if err != nil {
+		return err
+	}
+	recordsIn, err := m.Int64ObservableCounter(metricRecordsIn, metric.WithUnit("{record}"), metric.WithDescription("Records clients produced to the partition through this node (accepted appends)."))
+	if err != nil {
+		return err
+	}
+	bytesOut, err := m.Int64ObservableCounter(metricBytesOut, metric.WithUnit("By"), metric.WithDescription("Record batch bytes this node put in fetch responses from the partition."))
+	if err != nil {
+		return err
+	}
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		type tp struct {
 			topic string
@@ -216,6 +233,10 @@ func (t *Telemetry) ObserveBroker(b Broker) error {
 				o.ObserveInt64(end, p.Log().NextOffset(), attrs)
 				o.ObserveInt64(start, p.LogStartOffset(), attrs)
 				o.ObserveInt64(lso, p.LastStableOffset(), attrs)
+				in, recs, out := p.Traffic()
+				o.ObserveInt64(bytesIn, in, attrs)
+				o.ObserveInt64(recordsIn, recs, attrs)
+				o.ObserveInt64(bytesOut, out, attrs)
 				if hws != nil {
 					hws[tp{p.Topic, p.Index}] = h
 				}
@@ -234,7 +255,7 @@ func (t *Telemetry) ObserveBroker(b Broker) error {
 			})
 		}
 		return nil
-	}, size, hw, end, start, lso, conns, lag, committed)
+	}, size, hw, end, start, lso, bytesIn, recordsIn, bytesOut, conns, lag, committed)
 	if err != nil {
 		return fmt.Errorf("register broker gauges: %w", err)
 	}

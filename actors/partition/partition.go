@@ -56,6 +56,8 @@ type Partition struct {
 		sync.Mutex
 		set map[*Waiter]struct{}
 	}
+
+	traffic traffic // clients' produce and fetch bytes (traffic.go)
 }
 
 // Options configures a partition.
