@@ -536,6 +536,8 @@ func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shar
 		p.Records = it.records
 		if p.Records == nil {
 			p.Records = []byte{}
+		} else if sp := s.topics.Partition(it.part.topic, it.part.partition); sp != nil {
+			sp.CountFetched(len(p.Records))
 		}
 		for _, a := range it.acquired {
 			ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
