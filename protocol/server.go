@@ -8,12 +8,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"runtime/debug"
 	"sort"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
@@ -234,19 +232,3 @@ func ctxOf(tr RequestTrace) context.Context {
 	return tr.Context()
 }
 
-// errorResponse is the answer to a handler that failed unexpectedly: a
-// response of the right kind whose top-level error code, where it has one,
-// is UNKNOWN_SERVER_ERROR (an empty EndTxn, InitProducerId or Heartbeat
-// answer would read as success); one with only per-item results has none,
-// which clients treat as "nothing served" and retry. The broker goes on.
-func errorResponse(r *Request, _ any) kmsg.Response {
-	resp := r.Msg.ResponseKind()
-	v := reflect.ValueOf(resp).Elem()
-	if f := v.FieldByName("ErrorCode"); f.IsValid() && f.Kind() == reflect.Int16 {
-		f.SetInt(int64(kerr.UnknownServerError.Code))
-		if m := v.FieldByName("ErrorMessage"); m.IsValid() && m.Type() == reflect.TypeFor[*string]() {
-			m.Set(reflect.ValueOf(kmsg.StringPtr("the broker failed to serve this request; its log says why")))
-		}
-	}
-	return resp
-}
