@@ -85,6 +85,23 @@ func shareFetchReq(version int16, id [16]byte, epoch int32, acks ...kmsg.ShareFe
 	return req
 }
 
+// shareAckReq is a ShareAcknowledge of member of group "g" at epoch,
+// accepting offsets first..last of partition p of topic id.
+func shareAckReq(version int16, member string, epoch int32, id [16]byte, p int32, first, last int64) *kmsg.ShareAcknowledgeRequest {
+	ar := kmsg.NewPtrShareAcknowledgeRequest()
+	ar.Version, ar.GroupID, ar.MemberID, ar.ShareSessionEpoch = version, kmsg.StringPtr("g"), kmsg.StringPtr(member), epoch
+	art := kmsg.NewShareAcknowledgeRequestTopic()
+	art.TopicID = id
+	arp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	arp.Partition = p
+	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
+	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = first, last, []int8{1}
+	arp.AcknowledgementBatches = append(arp.AcknowledgementBatches, ab)
+	art.Partitions = append(art.Partitions, arp)
+	ar.Topics = append(ar.Topics, art)
+	return ar
+}
+
 func ack(first, last int64, t int8) kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch {
 	b := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
 	b.FirstOffset, b.LastOffset, b.AcknowledgeTypes = first, last, []int8{t}
@@ -375,17 +392,7 @@ func TestShareFetchOnFollower(t *testing.T) {
 		t.Fatalf("%d acquisitions on a follower", n)
 	}
 
-	ar := kmsg.NewPtrShareAcknowledgeRequest()
-	ar.Version, ar.GroupID, ar.MemberID, ar.ShareSessionEpoch = 2, kmsg.StringPtr("g"), kmsg.StringPtr("m1"), 3
-	art := kmsg.NewShareAcknowledgeRequestTopic()
-	art.TopicID = id
-	arp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 0, []int8{1}
-	arp.AcknowledgementBatches = append(arp.AcknowledgementBatches, ab)
-	art.Partitions = append(art.Partitions, arp)
-	ar.Topics = append(ar.Topics, art)
-	aresp := call[*kmsg.ShareAcknowledgeResponse](t, s, ar)
+	aresp := call[*kmsg.ShareAcknowledgeResponse](t, s, shareAckReq(2, "m1", 3, id, 0, 0, 0))
 	code(t, "ack top level", aresp.ErrorCode, nil)
 	code(t, "ack partition", aresp.Topics[0].Partitions[0].ErrorCode, kerr.NotLeaderForPartition)
 	if aresp.Topics[0].Partitions[0].CurrentLeader.LeaderID != 1 || len(aresp.NodeEndpoints) != 1 {
@@ -563,18 +570,7 @@ func TestShareMemberLeftWithSessionOpen(t *testing.T) {
 	if s.share.sessions.len() != 1 {
 		t.Fatal("the leave ended a session open on its connection")
 	}
-	ar := kmsg.NewPtrShareAcknowledgeRequest()
-	ar.Version, ar.GroupID, ar.MemberID, ar.ShareSessionEpoch = 1, kmsg.StringPtr("g"), kmsg.StringPtr("m"), -1
-	art := kmsg.NewShareAcknowledgeRequestTopic()
-	art.TopicID = id
-	arp := kmsg.NewShareAcknowledgeRequestTopicPartition()
-	arp.Partition = 1
-	ab := kmsg.NewShareAcknowledgeRequestTopicPartitionAcknowledgementBatch()
-	ab.FirstOffset, ab.LastOffset, ab.AcknowledgeTypes = 0, 9, []int8{1}
-	arp.AcknowledgementBatches = append(arp.AcknowledgementBatches, ab)
-	art.Partitions = append(art.Partitions, arp)
-	ar.Topics = append(ar.Topics, art)
-	aresp := call[*kmsg.ShareAcknowledgeResponse](t, s, ar)
+	aresp := call[*kmsg.ShareAcknowledgeResponse](t, s, shareAckReq(1, "m", -1, id, 1, 0, 9))
 	code(t, "closing ack after the leave", aresp.ErrorCode, nil)
 	code(t, "closing ack partition", aresp.Topics[0].Partitions[0].ErrorCode, nil)
 	if s.share.sessions.len() != 0 {
