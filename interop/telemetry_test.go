@@ -320,7 +320,7 @@ func TestMetricsEndpointCountsRequests(t *testing.T) {
 	var text string
 	produced, hw := -1.0, -1.0
 	for deadline := time.Now().Add(10 * time.Second); produced < 1 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		text = scrapeMetrics(t, metricsAddr)
+		text = scrape(t, metricsAddr)
 		for _, line := range strings.Split(text, "\n") {
 			if strings.HasPrefix(line, "regent_requests_total{") && strings.Contains(line, `api="Produce"`) {
 				produced, _ = strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
@@ -369,7 +369,7 @@ func TestMetricsEndpointCountsRequests(t *testing.T) {
 	}
 	var in, recs, out float64
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		text = scrapeMetrics(t, metricsAddr)
+		text = scrape(t, metricsAddr)
 		in, recs, out = metered(text, "regent_partition_produced_bytes_total"), metered(text, "regent_partition_produced_records_total"), metered(text, "regent_partition_fetched_bytes_total")
 		if out >= 2*in && in > 0 {
 			break
@@ -380,17 +380,3 @@ func TestMetricsEndpointCountsRequests(t *testing.T) {
 	}
 }
 
-// scrapeMetrics is the text of addr's /metrics.
-func scrapeMetrics(t *testing.T, addr string) string {
-	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(raw)
-}
