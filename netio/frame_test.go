@@ -3,6 +3,7 @@ package netio
 import (
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"testing"
 
 	"github.com/panjf2000/gnet/v2"
@@ -60,7 +61,7 @@ func chunkedFrames(tb testing.TB, cfg Config, size, chunk int) (*Server, *connSt
 	cfg.Logger = slog.New(slog.DiscardHandler)
 	s := New(cfg, discardHandler{})
 	conn := &chunkConn{}
-	cs := s.newConn(conn, "127.0.0.1:1", "127.0.0.1:2", "")
+	cs := s.newConn(conn, netip.Addr{}, "127.0.0.1:1", "127.0.0.1:2", "")
 	frame := requestFrame(18, 0, 1, make([]byte, size-11)) // size bytes after the length
 	feed := func() {
 		for off := 0; off < len(frame); off += chunk {
@@ -126,7 +127,7 @@ func TestFrameBufferGrowth(t *testing.T) {
 			cfg := Config{MaxMemory: maxMemory, MaxRequestBytes: 16 << 20, Logger: slog.New(slog.DiscardHandler)}
 			s := New(cfg, discardHandler{})
 			conn := &chunkConn{}
-			cs := s.newConn(conn, "127.0.0.1:1", "127.0.0.1:2", "")
+			cs := s.newConn(conn, netip.Addr{}, "127.0.0.1:1", "127.0.0.1:2", "")
 			frame := requestFrame(18, 0, 1, make([]byte, c.claim-11))
 			for off := 0; off < c.sent; off += 32 << 10 {
 				conn.in = frame[off:min(off+32<<10, c.sent)]

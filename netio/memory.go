@@ -54,25 +54,26 @@ func NewBudgets(maxMemory int64) *Budgets {
 type closeReason int
 
 const (
-	closeMaxConnections closeReason = iota // over MaxConnections
-	closeRequestSize                       // a frame over MaxRequestBytes or negative
-	closeBadRequest                        // an unparsable header or unserved request
-	closeRequestBudget                     // no request budget left, this or a larger holder closed
-	closeInboundFlood                      // kept sending while told to wait
-	closeFrameTimeout                      // a frame not whole within FrameTimeout (slowloris)
-	closeWriteStall                        // responses unsent for WriteTimeout (a client that never reads)
-	closeIdle                              // idle for IdleTimeout
-	closeAuth                              // SASL refused, or a request not allowed before authentication
-	closeTLSHandshake                      // TLS handshake failed or not done within FrameTimeout
-	closeSendFailed                        // a response cut short mid-file (sendfile or read failed)
-	closeConnectionRate                    // over its address's connection_creation_rate, held then closed
+	closeMaxConnections      closeReason = iota // over MaxConnections
+	closeRequestSize                            // a frame over MaxRequestBytes or negative
+	closeBadRequest                             // an unparsable header or unserved request
+	closeRequestBudget                          // no request budget left, this or a larger holder closed
+	closeInboundFlood                           // kept sending while told to wait
+	closeFrameTimeout                           // a frame not whole within FrameTimeout (slowloris)
+	closeWriteStall                             // responses unsent for WriteTimeout (a client that never reads)
+	closeIdle                                   // idle for IdleTimeout
+	closeAuth                                   // SASL refused, or a request not allowed before authentication
+	closeTLSHandshake                           // TLS handshake failed or not done within FrameTimeout
+	closeSendFailed                             // a response cut short mid-file (sendfile or read failed)
+	closeConnectionRate                         // over its address's connection_creation_rate, held then closed
+	closeMaxConnectionsPerIP                    // over its address's PerIPLimit
 	numCloseReasons
 )
 
 var closeReasonNames = [numCloseReasons]string{
 	"max_connections", "request_size", "bad_request", "request_budget",
 	"inbound_flood", "frame_timeout", "write_stall", "idle", "auth",
-	"tls_handshake", "send_failed", "connection_rate",
+	"tls_handshake", "send_failed", "connection_rate", "max_connections_per_ip",
 }
 
 // closeCounts counts connections closed by the server, by reason.

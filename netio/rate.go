@@ -70,7 +70,7 @@ func (s *Server) heldTraffic(cs *connState, now time.Time) gnet.Action {
 // holdRaw holds a TLS listener's socket over its connection-rate quota,
 // before any handshake, and then closes it. Its own goroutine (one of
 // s.tls.wg); a stop closes it at once.
-func (s *Server) holdRaw(nc net.Conn, hold time.Duration) {
+func (s *Server) holdRaw(nc net.Conn, addr netip.Addr, hold time.Duration) {
 	defer s.tls.wg.Done()
 	s.log.Debug("connection held, then closed: over its address's connection_creation_rate quota", "remote", nc.RemoteAddr().String(), "hold", hold)
 	t := time.NewTimer(hold)
@@ -82,5 +82,5 @@ func (s *Server) holdRaw(nc net.Conn, hold time.Duration) {
 	s.closed[closeConnectionRate].Add(1)
 	s.untrackRaw(nc)
 	_ = nc.Close()
-	s.open.Add(-1)
+	s.release(addr)
 }

@@ -111,6 +111,9 @@ type Config struct {
 	// before closing it (0: serve it). nil: no connection-rate quotas.
 	// See rate.go.
 	ConnectionThrottle func(addr netip.Addr, now time.Time) time.Duration
+	// PerIP bounds connections per client address (share one among a
+	// node's listeners); nil: no bound. See iplimit.go.
+	PerIP *PerIPLimit
 }
 
 func (c *Config) setDefaults() {
@@ -276,13 +279,13 @@ func (s *Server) OnShutdown(gnet.Engine) {
 
 // OnOpen admits a connection if under the limit.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if s.open.Add(1) > int64(s.cfg.MaxConnections) {
-		s.open.Add(-1)
-		s.closed[closeMaxConnections].Add(1)
-		s.log.Warn("connection refused: limit reached", "limit", s.cfg.MaxConnections, "remote", c.RemoteAddr().String())
+	addr, reason, ok := s.admit(c.RemoteAddr())
+	if !ok {
+		s.closed[reason].Add(1)
+		s.refuseLog(reason, c.RemoteAddr().String())
 		return nil, gnet.Close
 	}
-	cs := s.newConn(c, c.RemoteAddr().String(), c.LocalAddr().String(), "")
+	cs := s.newConn(c, addr, c.RemoteAddr().String(), c.LocalAddr().String(), "")
 	// A plaintext socket: responses' file ranges go out with sendfile.
 	cs.info.SendsFiles = true
 	c.SetContext(cs)
@@ -295,9 +298,10 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 // newConn makes an admitted connection's state and registers it.
 // principal is what the transport proved ("User:CN" of a verified client
 // certificate; empty: none); a SASL login replaces it.
-func (s *Server) newConn(c edgeConn, remote, local, principal string) *connState {
+func (s *Server) newConn(c edgeConn, addr netip.Addr, remote, local, principal string) *connState {
 	cs := &connState{
 		srv:    s,
+		addr:   addr,
 		output: protocol.NewBudget("connection", s.cfg.MaxPendingBytes),
 	}
 	cs.edgeNow.Store(&edgeRef{c})
@@ -326,7 +330,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 // closeConn forgets a closed connection and gives back what it held. On
 // the connection's loop (gnet's, or the TLS connection's loop lock).
 func (s *Server) closeConn(cs *connState) {
-	s.open.Add(-1)
+	s.release(cs.addr)
 	s.conns.Delete(cs.info.ID)
 	s.unwatch(cs)
 	if h, ok := s.handler.(ConnCloseHandler); ok {
@@ -663,6 +667,8 @@ type connState struct {
 	// under out's lock so that responses are written in order across it.
 	edgeNow atomic.Pointer[edgeRef]
 	info    *protocol.ConnInfo
+	// addr is the client's address as admit counted it; read-only.
+	addr netip.Addr
 
 	// nextSeq numbers requests; owned by the event loop.
 	nextSeq uint64

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"syscall"
 	"time"
@@ -69,24 +70,24 @@ func (s *Server) runTLS() error {
 			continue
 		}
 		backoff = 0
-		if s.open.Add(1) > int64(s.cfg.MaxConnections) {
-			s.open.Add(-1)
-			s.closed[closeMaxConnections].Add(1)
-			s.log.Warn("connection refused: limit reached", "limit", s.cfg.MaxConnections, "remote", nc.RemoteAddr().String())
+		addr, reason, ok := s.admit(nc.RemoteAddr())
+		if !ok {
+			s.closed[reason].Add(1)
+			s.refuseLog(reason, nc.RemoteAddr().String())
 			_ = nc.Close()
 			continue
 		}
 		if !s.trackRaw(nc) {
-			s.open.Add(-1)
+			s.release(addr)
 			_ = nc.Close()
 			continue
 		}
 		s.tls.wg.Add(1)
 		if hold := s.connectionThrottle(nc.RemoteAddr()); hold > 0 {
-			go s.holdRaw(nc, hold)
+			go s.holdRaw(nc, addr, hold)
 			continue
 		}
-		go s.serveTLS(nc)
+		go s.serveTLS(nc, addr)
 	}
 	s.tls.wg.Wait()
 	s.stopper.Do(func() { close(s.stop) })
@@ -150,7 +151,7 @@ func (s *Server) tickTLS() {
 
 // serveTLS handshakes, then reads and frames one connection until it
 // closes. Its own goroutine.
-func (s *Server) serveTLS(nc net.Conn) {
+func (s *Server) serveTLS(nc net.Conn, addr netip.Addr) {
 	defer s.tls.wg.Done()
 	defer s.untrackRaw(nc)
 	tc := tls.Server(nc, s.cfg.TLS)
@@ -158,7 +159,7 @@ func (s *Server) serveTLS(nc net.Conn) {
 	// nothing (or speaks plaintext) holds a slot for FrameTimeout at most.
 	_ = nc.SetDeadline(time.Now().Add(s.cfg.FrameTimeout))
 	if err := tc.HandshakeContext(context.Background()); err != nil {
-		s.open.Add(-1)
+		s.release(addr)
 		if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
 			// Gone before a handshake: a port probe (cluster nodes
 			// probe each other's listener) or a client that gave up
@@ -173,7 +174,7 @@ func (s *Server) serveTLS(nc net.Conn) {
 	}
 	_ = nc.SetDeadline(time.Time{})
 	t := newStreamConn(tc, nc, tlsReadChunk, nil)
-	t.cs = s.newConn(t, nc.RemoteAddr().String(), nc.LocalAddr().String(), PrincipalFromTLS(tc.ConnectionState()))
+	t.cs = s.newConn(t, addr, nc.RemoteAddr().String(), nc.LocalAddr().String(), PrincipalFromTLS(tc.ConnectionState()))
 	t.serve()
 }
 

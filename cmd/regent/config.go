@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +48,12 @@ type Config struct {
 	LogFormat              string
 	BrokerConfigs          string
 	MaxConnections         int
-	IdleTimeout            time.Duration
+	// MaxConnectionsPerIP and MaxConnectionsPerIPOverrides are Kafka's
+	// max.connections.per.ip (0: unbounded) and its overrides
+	// ("ADDR:N,..."; N may be 0).
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides string
+	IdleTimeout                  time.Duration
 	// MaxMemory is what the network edge and fetches may hold, split into
 	// the request, response and fetch budgets (netio.NewBudgets); the Go
 	// runtime's soft memory limit is set from it too.
@@ -477,6 +483,33 @@ func (v bytesValue) Set(s string) error {
 
 // checkSuperUsers checks Kafka's super.users form: principals "Type:Name"
 // separated by ';' (empty: none).
+// perIPOverrides parses Kafka's max.connections.per.ip.overrides form,
+// "ADDR:N,ADDR:N" (an IPv6 address with its colons, the count after the
+// last one; N >= 0). Addresses only: Kafka also takes host names.
+func perIPOverrides(s string) (map[netip.Addr]int, error) {
+	out := map[netip.Addr]int{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		i := strings.LastIndex(item, ":")
+		if i <= 0 {
+			return nil, fmt.Errorf("%q is not ADDR:COUNT", item)
+		}
+		addr, err := netip.ParseAddr(strings.Trim(item[:i], "[]"))
+		if err != nil {
+			return nil, fmt.Errorf("%q: %v (addresses only, not host names)", item, err)
+		}
+		n, err := strconv.Atoi(item[i+1:])
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%q: the count must be 0 or more", item)
+		}
+		out[addr.Unmap()] = n
+	}
+	return out, nil
+}
+
 func checkSuperUsers(s string) error {
 	for _, u := range acls.ParseSuperUsers(s) {
 		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {

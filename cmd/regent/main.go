@@ -150,6 +150,11 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Var(checkedString{p: &c.SuperUsers, check: checkSuperUsers}, "super-users", "principals allowed everything with --authorizer acl, Kafka's super.users form: 'User:admin;User:ops'")
 	fs.Var(addrValue{p: &c.Pprof, optional: true}, "pprof", "serve Go's pprof on this loopback `host:port`, for profiling")
 	fs.Var(intValue[int]{p: &c.MaxConnections, min: 1, max: 1<<31 - 1}, "max-connections", "maximum open client connections")
+	fs.Var(intValue[int]{p: &c.MaxConnectionsPerIP, min: 0, max: 1<<31 - 1}, "max-connections-per-ip", "maximum open client connections from one address, across listeners (Kafka's max.connections.per.ip); 0: no bound")
+	fs.Var(checkedString{p: &c.MaxConnectionsPerIPOverrides, check: func(s string) error {
+		_, err := perIPOverrides(s)
+		return err
+	}}, "max-connections-per-ip-overrides", "per-address bounds over --max-connections-per-ip, Kafka's max.connections.per.ip.overrides form: '10.0.0.5:500,192.0.2.1:0' (0: none; addresses, not host names)")
 	fs.Var(durationValue{p: &c.IdleTimeout, min: time.Millisecond}, "idle-timeout", "close connections idle this long")
 	fs.Var(intValue[int]{p: &c.MaxOpenFiles, min: 0, max: 1<<31 - 1}, "max-open-files", "segment files kept open at once across all partitions (least recently used closed first); 0: 1024, or a quarter of RLIMIT_NOFILE if lower")
 	fs.Var(intValue[int]{p: &c.MaxPartitions, min: 100, max: 1 << 30}, "max-partitions", "partitions of all topics together (about 8 KiB of memory and a directory each); a CreateTopics, CreatePartitions or auto-creation over it is refused with POLICY_VIOLATION")

@@ -384,6 +384,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// One netio server per listener; they share the memory budgets (and
 	// so the bounds), MaxConnections applies to each. SSL and SASL_SSL
 	// ones are served by netio's crypto/tls front door.
+	ipOverrides, err := perIPOverrides(cfg.MaxConnectionsPerIPOverrides)
+	if err != nil {
+		return fmt.Errorf("--max-connections-per-ip-overrides: %w", err)
+	}
+	perIP := netio.NewPerIPLimit(cfg.MaxConnectionsPerIP, ipOverrides) // shared by the listeners
 	var nsrvs []*netio.Server
 	for i, l := range listeners {
 		var tlsCfg *tls.Config
@@ -394,7 +399,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		nsrvs = append(nsrvs, netio.New(netio.Config{
 			TLS:  tlsCfg,
 			Addr: lspecs[i].Addr, Multicore: true, Logger: logger.With("listener", l.Name),
-			MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout,
+			MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout, PerIP: perIP,
 			Budgets:  budgets,
 			Observer: tel.Observer(),
 			Listener: l,
