@@ -8,8 +8,9 @@ import (
 
 // Group commit for SyncAlways (issue 13).
 //
-// The actor appends and goes on; one goroutine per partition (the syncer)
-// runs the fsyncs. Requests whose bytes must be durable before their
+// The actor appends and goes on; a goroutine of its own (the syncer, one
+// per sync, so that an idle partition holds none: a parked goroutine per
+// partition was a third of an idle partition's memory) runs each fsync. Requests whose bytes must be durable before their
 // answer wait in a queue, in the order they finished, for a sync that
 // started after their append: the one in flight if it started after (its
 // offset is below the log end the sync started at), else the next one.
@@ -70,11 +71,9 @@ type groupCommit struct {
 	// queue holds the answers not yet given, in finish order; need is
 	// non-decreasing along it.
 	queue []waiting
-	// reqs starts one sync (capacity 1: never more than one in flight);
-	// closed by drain to stop the syncer. nil until the first sync.
-	reqs chan struct{}
-	// results carries each sync's outcome back (capacity 1); the
-	// syncedMsg that follows only wakes the actor to take it.
+	// results carries each sync's outcome back (capacity 1: never more
+	// than one in flight); the syncedMsg that follows only wakes the actor
+	// to take it. nil until the first sync.
 	results chan error
 	// syncLog is storage.Log.Sync but in tests; set in Open, read by the
 	// syncer goroutine it starts after.
@@ -154,27 +153,23 @@ func (a *partitionActor) startSync() {
 	if !g.wanted || g.started > g.done || a.closed {
 		return
 	}
-	if g.reqs == nil {
-		g.reqs = make(chan struct{}, 1)
+	if g.results == nil {
 		g.results = make(chan error, 1)
-		go a.runSyncer(g.syncLog, a.p.log, g.reqs, g.results)
 	}
 	g.wanted = false
 	g.view = a.sl.st.View()
 	g.end = a.p.log.NextOffset()
 	g.started++
-	g.reqs <- struct{}{}
+	go a.runSync(g.syncLog, a.p.log, g.results)
 }
 
-// runSyncer is the syncer goroutine: one Log.Sync per request, its
-// outcome sent back. It ends when reqs is closed.
-func (a *partitionActor) runSyncer(syncLog func(*storage.Log) error, lg *storage.Log, reqs <-chan struct{}, results chan<- error) {
-	for range reqs {
-		results <- syncLog(lg)
-		// Refused once the actor closed: close takes the result from
-		// results itself.
-		a.send(syncedMsg{})
-	}
+// runSync is the syncer goroutine of one sync: one Log.Sync, its outcome
+// sent back.
+func (a *partitionActor) runSync(syncLog func(*storage.Log) error, lg *storage.Log, results chan<- error) {
+	results <- syncLog(lg)
+	// Refused once the actor closed: close takes the result from results
+	// itself.
+	a.send(syncedMsg{})
 }
 
 // synced takes the in-flight sync's outcome, if it has come, and answers
@@ -232,16 +227,12 @@ func (a *partitionActor) syncDone(err error) {
 // drainSyncs answers every queued request when the partition closes: it
 // waits for the sync in flight, then syncs once more for what that did not
 // cover (the sync close makes anyway; with remove, only if an answer
-// waits for it), and stops the syncer. It returns that last sync's error.
+// waits for it). It returns that last sync's error.
 // Actor goroutine, after closed is set (so that no sync starts again).
 func (a *partitionActor) drainSyncs(remove bool) error {
 	g := &a.gc
 	if g.started > g.done {
 		a.syncDone(<-g.results)
-	}
-	if g.reqs != nil {
-		close(g.reqs)
-		g.reqs = nil
 	}
 	if remove && len(g.queue) == 0 {
 		return nil
