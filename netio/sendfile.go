@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -119,6 +120,41 @@ func (cs *connState) sendRange(c gnet.Conn, fr *storage.FileRange) error {
 		}
 		return nil
 	})
+}
+
+// sendfileConn writes fr to a socket served by goroutines (a handed-off
+// connection) with sendfile(2), waiting on the runtime's poller while the
+// socket is full, within the connection's write deadline. It returns the
+// bytes sent, counted in FileBytes.
+func (s *Server) sendfileConn(rc syscall.RawConn, fr *storage.FileRange) (int, error) {
+	size, sent := fr.Len(), 0
+	off := fr.Offset()
+	var serr error
+	err := rc.Write(func(fd uintptr) bool {
+		for sent < size {
+			n, err := unix.Sendfile(int(fd), fr.Fd(), &off, size-sent)
+			if n > 0 {
+				sent += n
+			}
+			switch {
+			case errors.Is(err, unix.EINTR):
+			case errors.Is(err, unix.EAGAIN):
+				return false // wait until writable
+			case err != nil:
+				serr = fmt.Errorf("sendfile: %w", err)
+				return true
+			case n == 0:
+				serr = fmt.Errorf("sendfile at %d of %d bytes: %w", sent, size, io.ErrUnexpectedEOF)
+				return true
+			}
+		}
+		return true
+	})
+	s.files.sent.Add(int64(sent))
+	if serr != nil {
+		return sent, serr
+	}
+	return sent, err
 }
 
 // errRangeRead marks a file range that could not be read while copied.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
@@ -326,8 +327,9 @@ func (t *streamConn) write(bufs [][]byte, scratch []byte, timeout time.Duration)
 	return scratch, nil
 }
 
-// writeParts writes parts in order: bytes as they are, file ranges read
-// into a buffer and written (a handed-off connection's fetch responses).
+// writeParts writes parts in order: bytes as they are, file ranges (a
+// handed-off connection's fetch responses) with sendfile(2) on a
+// plaintext socket, else read into a buffer and written.
 func (t *streamConn) writeParts(parts []protocol.Part, timeout time.Duration) error {
 	for _, p := range parts {
 		_ = t.raw.SetWriteDeadline(time.Now().Add(timeout))
@@ -337,7 +339,24 @@ func (t *streamConn) writeParts(parts []protocol.Part, timeout time.Duration) er
 			}
 			continue
 		}
-		err := t.cs.srv.copyRange(p.File, 0, func(b []byte) error {
+		from := 0
+		if sc, ok := t.raw.(syscall.Conn); ok && t.plain {
+			if rc, err := sc.SyscallConn(); err == nil {
+				sent, err := t.cs.srv.sendfileConn(rc, p.File)
+				switch {
+				case err == nil:
+					continue
+				case sent > 0:
+					// The response's length is on the wire: nothing
+					// more can follow it.
+					return fmt.Errorf("%w: %w", errSendFailed, err)
+				}
+				// Nothing sent (a file sendfile refuses, or a dead
+				// socket the copy finds dead too): copy it.
+				from = sent
+			}
+		}
+		err := t.cs.srv.copyRange(p.File, from, func(b []byte) error {
 			_, err := t.rw.Write(b)
 			_ = t.raw.SetWriteDeadline(time.Now().Add(timeout))
 			return err
