@@ -379,4 +379,3 @@ func TestMetricsEndpointCountsRequests(t *testing.T) {
 		t.Errorf("metered: produced %v bytes, %v records, fetched %v bytes: want 4 records, and their bytes fetched twice at least", in, recs, out)
 	}
 }
-

@@ -231,4 +231,3 @@ func ctxOf(tr RequestTrace) context.Context {
 	}
 	return tr.Context()
 }
-
