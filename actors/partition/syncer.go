@@ -10,8 +10,8 @@ import (
 //
 // The actor appends and goes on; a goroutine of its own (the syncer, one
 // per sync, so that an idle partition holds none: a parked goroutine per
-// partition was a third of an idle partition's memory) runs each fsync. Requests whose bytes must be durable before their
-// answer wait in a queue, in the order they finished, for a sync that
+// partition was a third of an idle partition's memory) runs each fsync.
+// Requests whose bytes must be durable before their answer wait in a queue, in the order they finished, for a sync that
 // started after their append: the one in flight if it started after (its
 // offset is below the log end the sync started at), else the next one.
 // Every request appended while a sync runs is covered by the next, so a
