@@ -143,3 +143,40 @@ func TestErrorResponseIsAnError(t *testing.T) {
 		t.Fatalf("produce answer %+v", resp.Topics)
 	}
 }
+
+// TestFailedResponseNamesItems: a failed forward's answer names the
+// items as the request did, where the request's list differs by version
+// or in shape.
+func TestFailedResponseNamesItems(t *testing.T) {
+	code := kerr.RequestTimedOut.Code
+	// DeleteTopics up to v5 names topics in TopicNames, later in Topics.
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(4)
+	del.TopicNames = []string{"a", "b"}
+	dr := failedResponse(del, code, "x").(*kmsg.DeleteTopicsResponse)
+	if len(dr.Topics) != 2 || dr.Topics[0].Topic == nil || *dr.Topics[0].Topic != "a" || *dr.Topics[1].Topic != "b" || dr.Topics[1].ErrorCode != code {
+		t.Errorf("DeleteTopics v4 answer: %+v", dr.Topics)
+	}
+	// DeleteRecords: no low watermark known.
+	recs := kmsg.NewPtrDeleteRecordsRequest()
+	recs.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: "t", Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 3, Offset: 10}}}}
+	rr := failedResponse(recs, code, "x").(*kmsg.DeleteRecordsResponse)
+	if p := rr.Topics[0].Partitions[0]; p.Partition != 3 || p.LowWatermark != -1 || p.ErrorCode != code {
+		t.Errorf("DeleteRecords answer: %+v", p)
+	}
+	// AlterClientQuotas: each entry answered with its entity.
+	q := kmsg.NewPtrAlterClientQuotasRequest()
+	name := "alice"
+	q.Entries = []kmsg.AlterClientQuotasRequestEntry{{Entity: []kmsg.AlterClientQuotasRequestEntryEntity{{Type: "user", Name: &name}}}}
+	qr := failedResponse(q, code, "x").(*kmsg.AlterClientQuotasResponse)
+	if len(qr.Entries) != 1 || len(qr.Entries[0].Entity) != 1 || qr.Entries[0].Entity[0].Type != "user" || *qr.Entries[0].Entity[0].Name != "alice" || qr.Entries[0].ErrorCode != code {
+		t.Errorf("AlterClientQuotas answer: %+v", qr.Entries)
+	}
+	// CreateTopics: the topic named, its error and message.
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.Topics = []kmsg.CreateTopicsRequestTopic{{Topic: "new", NumPartitions: 3, ReplicationFactor: 1}}
+	cr := failedResponse(ct, code, "leader unreachable").(*kmsg.CreateTopicsResponse)
+	if len(cr.Topics) != 1 || cr.Topics[0].Topic != "new" || cr.Topics[0].NumPartitions != -1 || cr.Topics[0].ReplicationFactor != -1 || cr.Topics[0].ErrorCode != code || cr.Topics[0].ErrorMessage == nil || *cr.Topics[0].ErrorMessage != "leader unreachable" {
+		t.Errorf("CreateTopics answer: %+v", cr.Topics)
+	}
+}
