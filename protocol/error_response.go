@@ -17,7 +17,7 @@ import (
 // a producer's batches unanswered until their delivery timeout. The broker
 // goes on.
 func errorResponse(r *Request, _ any) kmsg.Response {
-	return itemErrors(r.Msg, kerr.UnknownServerError.Code, errorMessageText)
+	return failedResponse(r.Msg, kerr.UnknownServerError.Code, errorMessageText)
 }
 
 // errorMessageText is the ErrorMessage of errorResponse's items.
@@ -107,9 +107,9 @@ func requestItems(req reflect.Value, respType, field string) reflect.Value {
 }
 
 // itemLists names the request list a response list answers where their
-// names differ, by response type and field. (AlterReplicaLogDirs and
-// AlterUserScramCredentials regroup their items: their error answers
-// carry none.)
+// names differ, by response type and field. (AlterReplicaLogDirs,
+// AlterUserScramCredentials and UpdateFeatures regroup their items:
+// failedResponse builds their answers.)
 var itemLists = map[string]string{
 	"DeleteTopicsResponse.Topics":                    "TopicNames", // up to v5
 	"CreateACLsResponse.Results":                     "Creations",

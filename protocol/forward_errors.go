@@ -4,12 +4,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// failedResponse answers every item of a forwarded request with code and
-// msg (a forward that failed): each resource the request names gets the
-// error, as Kafka's brokers answer a request their controller never served
-// (itemErrors; TestFailedResponseCoversForwardedKeys checks every forwarded
-// key). Two keys' answers group their items otherwise than their requests:
-// they are built here.
+// failedResponse answers every item of req with code and msg (a forward
+// that failed, a handler that failed): each resource the request names
+// gets the error, as Kafka's brokers answer a request their controller
+// never served (itemErrors; TestFailedResponseCoversForwardedKeys and
+// TestErrorResponseIsAnError check every key). Three keys' answers group
+// their items otherwise than their requests: they are built here.
 func failedResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
 	m := &msg
 	switch req := req.(type) {
@@ -29,6 +29,28 @@ func failedResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
 		}
 		for _, u := range req.Upsertions {
 			add(u.Name)
+		}
+		return resp
+	case *kmsg.AlterReplicaLogDirsRequest:
+		// The request lists partitions by target dir, the answer by topic.
+		resp := req.ResponseKind().(*kmsg.AlterReplicaLogDirsResponse)
+		at := map[string]int{}
+		for _, d := range req.Dirs {
+			for _, rt := range d.Topics {
+				i, ok := at[rt.Topic]
+				if !ok {
+					i = len(resp.Topics)
+					at[rt.Topic] = i
+					ot := kmsg.NewAlterReplicaLogDirsResponseTopic()
+					ot.Topic = rt.Topic
+					resp.Topics = append(resp.Topics, ot)
+				}
+				for _, p := range rt.Partitions {
+					op := kmsg.NewAlterReplicaLogDirsResponseTopicPartition()
+					op.Partition, op.ErrorCode = p, code
+					resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, op)
+				}
+			}
 		}
 		return resp
 	case *kmsg.UpdateFeaturesRequest:
