@@ -21,151 +21,30 @@ import (
 	"github.com/regent-broker/regent/interop/testwait"
 )
 
-// TestClusterFaultsLoseNothing: on 3 nodes, two idempotent producers
-// (acks=all) write paced streams to a 6-partition RF-3 topic and a
-// transactional producer runs transactions over two topics, committing or
-// aborting each at random (seeded; the seed is logged and
-// REGENT_FAULT_SEED replays it), all without pause while, in order, the
+// TestClusterFaultsLoseNothing: on 3 nodes, the fault load (faultLoad:
+// idempotent producers at acks=all and a transactional producer that
+// commits or aborts at random) runs without pause while, in order, the
 // leader (also the transaction coordinator) is SIGKILLed as a commit is
 // sent and restarted, a follower is SIGKILLed and restarted, and the
 // leader is SIGSTOPped for 10 s as a commit is sent (the other two elect a
 // leader and the idempotent clients carry on with it) and SIGCONTinued (it
-// steps down and catches up as a follower). Then the load stops and read_committed
-// consumers read every partition to its end:
-//   - every acknowledged idempotent record is at its acknowledged offset,
-//     no value is there twice, nothing unacknowledged is there, and each
-//     producer's records keep its order within a partition;
-//   - every committed transaction's records are all there, once, in
-//     order; none of an aborted one's; a transaction whose commit answer
-//     was lost to a fault is all there or not at all.
-//
-// read_uncommitted with the control records kept then shows the aborted
-// transactions' records followed by ABORT markers, and the committed ones'
-// by COMMIT markers.
+// steps down and catches up as a follower). Then the load stops and
+// faultLoad.stopAndVerify reads everything back: no acknowledged record
+// lost, none twice, order kept, no aborted record read by read_committed.
 func TestClusterFaultsLoseNothing(t *testing.T) {
-	const (
-		idemTopic      = "fault-idem"
-		idemPartitions = 6
-		perProducer    = 1000 // records a second, each idempotent producer
-		txnPartitions  = 2
-		pauseFor       = 10 * time.Second
-	)
-	txnTopics := []string{"fault-txn-a", "fault-txn-b"}
-	const probeTopic = "fault-probe" // a fresh client's produce during the pause
+	const pauseFor = 10 * time.Second
 	skipClusterInShort(t)
-	seed := faultSeed(t)
-	t.Logf("seed %d (replay with REGENT_FAULT_SEED=%d)", seed, seed)
-	began := time.Now()
-
 	c := brokertest.StartCluster(t, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTestTimeout)
 	defer cancel()
-	for _, topic := range append([]string{idemTopic, probeTopic}, txnTopics...) {
-		n := idemPartitions
-		switch topic {
-		case probeTopic:
-			n = 1
-		case idemTopic:
-		default:
-			n = txnPartitions
-		}
-		createClusterTopic(t, ctx, c, topic, n, 3)
-		c.WaitTopic(t, topic, n, 3, time.Minute)
-	}
-
-	// A client must find the new leader while the old one is stopped.
-	// With kgo's defaults it would not within the pause: it waits 20 s
-	// for a produce answer, then retries on the same broker without
-	// asking for metadata (an i/o timeout is no sign the leader moved;
-	// the stopped node still accepts connections, so each retry waits
-	// for its ApiVersions to time out), and a metadata request it sends
-	// may go to the stopped node too. A partition's batches move to the
-	// new leader only once every request that holds them on the old one
-	// has failed. Hence short request deadlines, metadata at most 1 s
-	// old, and one produce request in flight per broker (with kgo's
-	// five, the stopped node's requests failed one after another and a
-	// client once had nothing acknowledged 6 s after the election).
-	// kgo also spaces metadata refreshes by MetadataMinAge (5 s by
-	// default): a refresh answered just before the election (naming the
-	// stopped leader) held off the next one, and the clients sent nothing
-	// to the new leader for the rest of the pause (3 runs in 25 whose
-	// election took over 2.3 s).
-	var counts clientCounts
-	t.Cleanup(func() { counts.dumpIfFailed(t) })
-	faultOpts := []kgo.Opt{
-		kgo.ProduceRequestTimeout(2 * time.Second),
-		kgo.RequestTimeoutOverhead(2 * time.Second),
-		kgo.MetadataMaxAge(time.Second),
-		kgo.MetadataMinAge(250 * time.Millisecond),
-		kgo.MaxProduceRequestsInflightPerBroker(1),
-		kgo.WithHooks(&counts),
-	}
-	if os.Getenv("REGENT_TEST_KGO_LOG") == "" {
-		faultOpts = append(faultOpts, kgo.WithLogger(&counts))
-	}
-	producers := []*producer{
-		startPacedProducer(t, ctx, c, idemTopic, idemPartitions, "idem-a", perProducer, faultOpts...),
-		startPacedProducer(t, ctx, c, idemTopic, idemPartitions, "idem-b", perProducer, faultOpts...),
-	}
-	defer func() {
-		for _, pr := range producers {
-			pr.abort()
-		}
-	}()
-	acks := func() int64 {
-		var n int64
-		for _, pr := range producers {
-			n += pr.acked()
-		}
-		return n
-	}
-	tw := startTxnWorker(ctx, c, seed, txnTopics, txnPartitions, faultOpts)
-	defer tw.abort()
-
-	// progress waits until the idempotent producers have had records
-	// more acknowledged and the transactional one has committed txns
-	// more transactions, and returns the time since from.
-	progress := func(what string, from time.Time, records, txns int64) time.Duration {
-		t.Helper()
-		a0, c0 := acks(), tw.committed()
-		testwait.For(t, what, time.Minute, func() bool {
-			for _, pr := range producers {
-				pr.check(t)
-			}
-			if err := tw.failure(); err != nil {
-				t.Fatalf("transactional producer: %v", err)
-			}
-			return acks() >= a0+records && tw.committed() >= c0+txns
-		})
-		return time.Since(from)
-	}
-	// Between faults the load runs on all three nodes for a while: about
-	// 3 s of records and a few transactions.
-	steady := func(what string) { progress(what, time.Now(), 3*2*perProducer, 3) }
-	var figures []string
-	figure := func(format string, args ...any) {
-		s := fmt.Sprintf(format, args...)
-		figures = append(figures, s)
-		t.Log(s)
-	}
-
-	steady("load to start")
-	t.Logf("load running: %d records acknowledged, %d transactions committed", acks(), tw.committed())
-
-	// commitStarts waits until the transactional producer sends a commit.
-	commitStarts := func(armed <-chan struct{}) {
-		t.Helper()
-		select {
-		case <-armed:
-		case <-time.After(30 * time.Second):
-			t.Fatalf("the transactional producer sent no commit within 30s (%d committed)", tw.committed())
-		}
-	}
+	l := startFaultLoad(t, ctx, c, "fault")
+	l.steady("load to start")
+	t.Logf("load running: %d records acknowledged, %d transactions committed", l.acks(), l.tw.committed())
 
 	// 1. The leader (the transaction coordinator) is SIGKILLed as a commit
 	// is sent, and restarted.
 	leader := c.LeaderID(t)
-	commitStarts(tw.armCommit(0))
+	l.commitStarts(0)
 	at := time.Now()
 	c.Kill(leader)
 	next := c.WaitLeader(t, time.Minute)
@@ -173,14 +52,14 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 		t.Fatalf("node %d still leads after its kill", leader)
 	}
 	elected := time.Since(at)
-	resumed := progress("clients to carry on after the leader's kill", at, 200, 1)
-	figure("leader %d SIGKILLed: node %d elected after %v; clients acknowledged and committed again after %v",
+	resumed := l.progress("clients to carry on after the leader's kill", at, 200, 1)
+	l.figure("leader %d SIGKILLed: node %d elected after %v; clients acknowledged and committed again after %v",
 		leader, next, elected.Round(time.Millisecond), resumed.Round(time.Millisecond))
 	at = time.Now()
 	c.Restart(leader)
 	c.WaitCaughtUp(t, leader, time.Minute)
-	figure("node %d restarted and caught up in %v", leader, time.Since(at).Round(time.Millisecond))
-	steady("load after the leader's restart")
+	l.figure("node %d restarted and caught up in %v", leader, time.Since(at).Round(time.Millisecond))
+	l.steady("load after the leader's restart")
 
 	// 2. A follower is SIGKILLed and restarted.
 	leader = c.LeaderID(t)
@@ -193,16 +72,16 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 	}
 	at = time.Now()
 	c.Kill(follower)
-	resumed = progress("clients to carry on after a follower's kill", at, 200, 1)
-	if l := c.LeaderID(t); l != leader {
-		t.Logf("note: leadership moved from %d to %d when follower %d died", leader, l, follower)
+	resumed = l.progress("clients to carry on after a follower's kill", at, 200, 1)
+	if now := c.LeaderID(t); now != leader {
+		t.Logf("note: leadership moved from %d to %d when follower %d died", leader, now, follower)
 	}
-	figure("follower %d SIGKILLed: clients acknowledged and committed again after %v", follower, resumed.Round(time.Millisecond))
+	l.figure("follower %d SIGKILLed: clients acknowledged and committed again after %v", follower, resumed.Round(time.Millisecond))
 	at = time.Now()
 	c.Restart(follower)
 	c.WaitCaughtUp(t, follower, time.Minute)
-	figure("node %d restarted and caught up in %v", follower, time.Since(at).Round(time.Millisecond))
-	steady("load after the follower's restart")
+	l.figure("node %d restarted and caught up in %v", follower, time.Since(at).Round(time.Millisecond))
+	l.steady("load after the follower's restart")
 
 	// 3. The leader is SIGSTOPped for pauseFor, as a commit is sent (the
 	// producer gives up on it after 3 s: its outcome is for the readers
@@ -213,9 +92,9 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 	// stopped node stays listed; it carries on after the SIGCONT.) The
 	// timer is the scenario's length, not a synchronization.
 	leader = c.LeaderID(t)
-	commitStarts(tw.armCommit(3 * time.Second))
+	l.commitStarts(3 * time.Second)
 	at = time.Now()
-	commitsBefore := tw.committed()
+	commitsBefore := l.tw.committed()
 	c.Pause(leader)
 	wake := time.NewTimer(pauseFor)
 	defer wake.Stop()
@@ -224,7 +103,7 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 		t.Fatalf("node %d leads while stopped", leader)
 	}
 	elected = time.Since(at)
-	a0 := acks()
+	a0 := l.acks()
 	// The cluster must serve the new leader's partitions while the old
 	// one is stopped: a client that starts now, from the live nodes,
 	// produces to it within the pause. Whether the paced clients, which
@@ -240,69 +119,43 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 			live = append(live, n.Addr)
 		}
 	}
-	probed := probeProduce(t, ctx, live, probeTopic, time.Until(at.Add(pauseFor)))
+	probed := probeProduce(t, ctx, live, l.probeTopic, time.Until(at.Add(pauseFor)))
 	if probed < 0 {
 		t.Fatalf("node %d stopped: node %d elected after %v, but a new client could not produce through nodes %v by the end of the %v pause",
 			leader, next, elected, live, pauseFor)
 	}
 	probedAt := time.Since(at)
 	clientsOver := "not within the pause"
-	if testwait.Until(time.Until(at.Add(pauseFor)), func() bool { return acks() >= a0+200 }) {
+	if testwait.Until(time.Until(at.Add(pauseFor)), func() bool { return l.acks() >= a0+200 }) {
 		clientsOver = "after " + time.Since(at).Round(time.Millisecond).String()
 	}
 	<-wake.C
-	commitsInPause := tw.committed() - commitsBefore
+	commitsInPause := l.tw.committed() - commitsBefore
 	c.Resume(leader)
-	figure("leader %d SIGSTOPped: node %d elected after %v; a new client's produce acknowledged after %v (offset %d); the paced idempotent clients acknowledged on it %s",
+	l.figure("leader %d SIGSTOPped: node %d elected after %v; a new client's produce acknowledged after %v (offset %d); the paced idempotent clients acknowledged on it %s",
 		leader, next, elected.Round(time.Millisecond), probedAt.Round(time.Millisecond), probed, clientsOver)
 	at = time.Now()
-	var st brokertest.Status
-	testwait.For(t, fmt.Sprintf("node %d to step down after SIGCONT", leader), time.Minute, func() bool {
-		var err error
-		st, err = c.Status(leader)
-		return err == nil && !st.IsLeader() && st.LeaderID > 0 && st.LeaderID != leader
-	})
+	st := waitSteppedDown(t, c, leader)
 	stepDown := time.Since(at)
 	c.WaitCaughtUp(t, leader, time.Minute)
-	figure("node %d SIGCONTinued: a follower of %d after %v (term %d), caught up after %v; %d transactions committed during the pause",
+	l.figure("node %d SIGCONTinued: a follower of %d after %v (term %d), caught up after %v; %d transactions committed during the pause",
 		leader, st.LeaderID, stepDown.Round(time.Millisecond), st.Term, time.Since(at).Round(time.Millisecond), commitsInPause)
-	steady("load after the pause")
+	l.steady("load after the pause")
 
-	// The load stops; every record in flight is answered.
-	var all []acked
-	for _, pr := range producers {
-		all = append(all, pr.finish(t)...)
-	}
-	txns := tw.stopAndWait()
-	if err := tw.failure(); err != nil {
-		t.Fatalf("transactional producer: %v", err)
-	}
-	sentinels := commitSentinels(t, ctx, c, txnTopics, txnPartitions, faultOpts)
-	loadEnded := time.Now()
+	l.stopAndVerify()
+}
 
-	// The idempotent topic, read_committed: every acknowledged record at
-	// its offset, once, nothing else, and each producer's order.
-	c.WaitTopic(t, idemTopic, idemPartitions, 3, time.Minute)
-	idemLog := readLog(t, ctx, c, idemTopic, idemPartitions, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	verifyAcked(t, "idempotent producers after the faults", idemLog, all)
-	checkProducerOrder(t, idemLog)
-
-	// The transactional topics.
-	committed := readTxnTopics(t, ctx, c, txnTopics, txnPartitions, true, sentinels)
-	uncommitted := readTxnTopics(t, ctx, c, txnTopics, txnPartitions, false, sentinels)
-	sum := checkTxns(t, txns, committed, uncommitted)
-
-	figure("seed %d: %d idempotent records acknowledged (%d produce failures); %d transactions: %d committed (%d records), %d aborted (%d asked, %d after an error), %d with a commit whose outcome was lost (%d found committed, %d aborted); transactional client re-inits %d, errors in begin %d, produce %d, EndTxn %d; mean transaction %v",
-		seed, len(all), failedRecords(producers), len(txns), sum.committed, sum.committedRecs, sum.aborted, sum.askedAbort, sum.errAbort,
-		sum.unknown, sum.unknownCommitted, sum.unknownAborted, tw.stats.reinits.Load(), tw.stats.beginErrs.Load(), tw.stats.produceErrs.Load(), tw.stats.endErrs.Load(),
-		(time.Duration(tw.stats.busyNanos.Load()) / time.Duration(max(1, len(txns)))).Round(time.Millisecond))
-	for _, e := range tw.notes() {
-		figure("transactional client error: %s", e)
-	}
-	figure("clients: %d requests failed on the wire, %d dials failed, %d disconnects, %d warnings or errors logged (e.g. %s)",
-		counts.reqErrs.Load(), counts.dialErrs.Load(), counts.disconnects.Load(), counts.warnings.Load(), counts.sample())
-	figure("whole scenario %v, verification %v", loadEnded.Sub(began).Round(time.Millisecond), time.Since(loadEnded).Round(time.Millisecond))
-	t.Logf("summary:\n  %s", strings.Join(figures, "\n  "))
+// waitSteppedDown waits until node id says it follows another node, and
+// returns its status then.
+func waitSteppedDown(t *testing.T, c *brokertest.Cluster, id int32) brokertest.Status {
+	t.Helper()
+	var st brokertest.Status
+	testwait.For(t, fmt.Sprintf("node %d to follow another node", id), time.Minute, func() bool {
+		var err error
+		st, err = c.Status(id)
+		return err == nil && !st.IsLeader() && st.LeaderID > 0 && st.LeaderID != id
+	})
+	return st
 }
 
 // faultSeed is REGENT_FAULT_SEED, or else the clock.

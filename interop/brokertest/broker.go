@@ -92,7 +92,10 @@ type Broker struct {
 	Dir  string
 	Args []string
 
-	t      testing.TB
+	t testing.TB
+	// user, if set, is whom the process runs as (StartSeparatedCluster);
+	// set before the first start.
+	user   *nodeUser
 	cmd    *exec.Cmd
 	exited chan struct{} // closed when cmd has been waited for
 	log    *bytes.Buffer

@@ -123,6 +123,9 @@ type Cluster struct {
 	// listeners are the extra listeners' names every node gets (e.g.
 	// SASL_PLAINTEXT), each on its own port beside the PLAINTEXT Addr.
 	listeners []string
+	// prepare, if not nil, runs on each node before its first start
+	// (StartSeparatedCluster's users).
+	prepare func(*Cluster, *Node)
 
 	mu    sync.Mutex
 	nodes map[int32]*Node // the members: started and not removed
@@ -143,7 +146,7 @@ const (
 // majority agrees on a leader.
 func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	t.Helper()
-	return startCluster(t, n, nil, extra)
+	return startCluster(t, n, nil, extra, nil)
 }
 
 // StartClusterListeners is StartCluster with, on every node (and any
@@ -154,16 +157,26 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 // what those listeners need (--sasl-mechanisms, TLS files).
 func StartClusterListeners(t testing.TB, n int, listeners []string, extra ...string) *Cluster {
 	t.Helper()
-	return startCluster(t, n, listeners, extra)
+	return startCluster(t, n, listeners, extra, nil)
 }
 
-func startCluster(t testing.TB, n int, listeners, extra []string) *Cluster {
+// StartClusterPrepared is StartCluster with prepare run on every node
+// (and any AddNode's) before its first start: to give a node another
+// data directory, say (Node.Dir).
+func StartClusterPrepared(t testing.TB, n int, prepare func(*Node), extra ...string) *Cluster {
+	t.Helper()
+	return startCluster(t, n, nil, extra, func(_ *Cluster, nd *Node) { prepare(nd) })
+}
+
+// startCluster is StartClusterListeners with prepare (if not nil) run on
+// every node, this one's and any AddNode's, before its first start.
+func startCluster(t testing.TB, n int, listeners, extra []string, prepare func(*Cluster, *Node)) *Cluster {
 	t.Helper()
 	if n < 1 {
 		t.Fatalf("StartCluster(%d)", n)
 	}
 	Binary(t) // build before any clock starts
-	c := &Cluster{t: t, extra: extra, cli: cliTLSArgs(extra), nodes: map[int32]*Node{}, listeners: listeners}
+	c := &Cluster{t: t, extra: extra, cli: cliTLSArgs(extra), nodes: map[int32]*Node{}, listeners: listeners, prepare: prepare}
 	// The first TempDir registers the removal of the test's temporary
 	// directories; cleanups run last-registered first, so registering it
 	// before shutdown removes the nodes' directories after the nodes are
@@ -184,6 +197,9 @@ func startCluster(t testing.TB, n int, listeners, extra []string) *Cluster {
 	peers := strings.Join(specs, ",")
 	for _, nd := range nodes {
 		nd.Args = c.nodeArgs(nd, peers)
+		if c.prepare != nil {
+			c.prepare(c, nd)
+		}
 		c.addMember(nd)
 	}
 	// Every process first, then the waits: a node may not listen before
@@ -365,6 +381,7 @@ func (b *Broker) spawn() {
 	bin := Binary(b.t)
 	args := append([]string{"--listen", b.Addr, "--data", b.Dir}, b.Args...)
 	cmd := exec.Command(bin, args...)
+	runAsUser(cmd, b.user)
 	b.mu.Lock()
 	if b.log == nil {
 		b.log = new(bytes.Buffer)
@@ -638,6 +655,13 @@ func leaderNow(sts map[int32]Status) int32 {
 	return 0
 }
 
+// LeaderNow asks the running members once and returns the leader a
+// majority of them agrees on, 0 if there is none right now.
+func (c *Cluster) LeaderNow() int32 {
+	sts, _ := c.statuses()
+	return leaderNow(sts)
+}
+
 // WaitLeader polls `cluster status` on the running members until a
 // majority agrees on a running leader, and returns its id.
 func (c *Cluster) WaitLeader(t testing.TB, timeout time.Duration) int32 {
@@ -750,6 +774,9 @@ func (c *Cluster) AddNode(t testing.TB) *Node {
 	}
 	specs = append(specs, n.peerSpec())
 	n.Args = c.nodeArgs(n, strings.Join(specs, ","))
+	if c.prepare != nil {
+		c.prepare(c, n)
+	}
 	c.addMember(n)
 	n.spawn()
 	deadline := time.Now().Add(leaderTimeout)
@@ -897,3 +924,6 @@ func (c *Cluster) WaitTopic(t testing.TB, topic string, partitions, minISR int, 
 	})
 	return md.Topics[topic]
 }
+
+// nodeUser is a user and group a node's process runs as.
+type nodeUser struct{ uid, gid uint32 }

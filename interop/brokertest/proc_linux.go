@@ -57,3 +57,15 @@ func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// runAsUser makes cmd run as u (nil: as this process's user), with no
+// supplementary groups.
+func runAsUser(cmd *exec.Cmd, u *nodeUser) {
+	if u == nil {
+		return
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.uid, Gid: u.gid}
+}

@@ -19,3 +19,6 @@ func StartProcess(cmd *exec.Cmd) error {
 // processAlive reports true: without Linux's parent-death signal, a gone
 // test process's brokers may still run its build.
 func processAlive(int) bool { return true }
+
+// runAsUser does nothing: separated clusters need Linux (links_other.go).
+func runAsUser(*exec.Cmd, *nodeUser) {}
