@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // fsm applies committed raft entries to the registered appliers. It runs
@@ -21,6 +23,11 @@ type fsm struct {
 	// could not be loaded in place: its state is stale until the restart,
 	// so nothing is applied to it or snapshotted from it.
 	restarting atomic.Bool
+	// stopped is set when a command failed on this node's storage
+	// (replication.FailedLocally): the other nodes applied it, so this
+	// one applies nothing after it and snapshots nothing until it has
+	// restarted (stopApplying). Written on the FSM goroutine.
+	stopped atomic.Bool
 	// lastApplied is the index of the last command (or configuration)
 	// entry whose effects are in the state directory: set by ApplyBatch
 	// once a batch is applied, and by a restore to the index the snapshot
@@ -77,7 +84,7 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	<-f.readyCh
 	start := time.Now()
 	out := make([]any, len(logs))
-	if f.restarting.Load() {
+	if f.restarting.Load() || f.stopped.Load() {
 		return out
 	}
 	var wg sync.WaitGroup
@@ -125,6 +132,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	f.wait(&wg)
+	for i, l := range logs {
+		if err := replication.FailedLocally(out[i]); err != nil {
+			// lastApplied stays before this batch: what the state
+			// holds of it is undone at the restart.
+			f.stopApplying(l.Index, err)
+			return out
+		}
+	}
 	f.r.stats.applyBatches.Add(1)
 	f.r.stats.applyEntries.Add(int64(len(logs)))
 	f.r.stats.applyNs.Add(int64(time.Since(start)))
@@ -142,6 +157,24 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		go f.r.snapshotBySize()
 	}
 	return out
+}
+
+// stopApplying is ApplyBatch's answer to a command that failed on this
+// node's own storage (a full disk, an I/O error): every other node applied
+// it, so this node must not apply what follows (a partition would take the
+// next records at other offsets than the others), nor capture a snapshot
+// (it would record the entry as applied). It stops applying and calls
+// OnApplyFailure, which stops the node: restarted once its storage is
+// fixed, it goes back to its last snapshot and applies the entry again.
+// Kafka stops a broker whose log directory fails in the same way.
+func (f *fsm) stopApplying(index uint64, err error) {
+	f.stopped.Store(true)
+	f.r.log.Error("a committed raft entry could not be applied on this node's storage: this node applies nothing more and stops; restart it once its storage is fixed, and it applies the entry again from its last snapshot (the other nodes carry on)",
+		"index", index, "state_index", f.lastApplied.Load(), "err", err)
+	if f.r.o.OnApplyFailure != nil {
+		// Not on the FSM goroutine: stopping may wait for it.
+		go f.r.o.OnApplyFailure(err)
+	}
 }
 
 // wait waits for the batch's asynchronous applies, complaining if an
@@ -162,6 +195,9 @@ func (f *fsm) wait(wg *sync.WaitGroup) {
 func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 	if f.restarting.Load() {
 		return nil, fmt.Errorf("node restarting to load an installed snapshot")
+	}
+	if f.stopped.Load() {
+		return nil, fmt.Errorf("applying stopped on a storage failure: nothing to snapshot until the node restarts")
 	}
 	// On the FSM goroutine, between batches: lastApplied is exactly what
 	// the capture holds.
@@ -186,6 +222,11 @@ func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
 // the node restarts and restores the snapshot at start.
 func (f *fsm) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
+	if f.stopped.Load() {
+		// The node is stopping (stopApplying); it loads the snapshot, if
+		// still needed, after its restart.
+		return fmt.Errorf("applying stopped on a storage failure: no snapshot install until the node restarts")
+	}
 	m, err := readManifestHead(rc)
 	if err != nil {
 		return err

@@ -64,6 +64,12 @@ type RaftOptions struct {
 	// node must restart, loading the snapshot at start. It is not expected
 	// to return; if nil, or if it returns, the install fails.
 	OnRuntimeRestore func()
+	// OnApplyFailure is called (on its own goroutine) when a committed
+	// command failed on this node's storage (replication.FailedLocally):
+	// the node has stopped applying and must stop; restarted, it applies
+	// the entry again from its last snapshot. Nil: the node stays up, not
+	// applying, until someone restarts it.
+	OnApplyFailure func(err error)
 	// Observer follows applies (nil: untraced).
 	Observer ApplyObserver
 	// Snapshot tuning; zero values take the defaults below.

@@ -294,7 +294,7 @@ func (s *Store) publish(next *Set) error {
 	if err != nil {
 		// A local failure, not decided alike on every node: say so.
 		s.logger.Error("persist acls", "err", err)
-		return &Error{Code: kerr.KafkaStorageError, Msg: fmt.Sprintf("persist acls: %v", err)}
+		return replication.MarkLocal(&Error{Code: kerr.KafkaStorageError, Msg: fmt.Sprintf("persist acls: %v", err)})
 	}
 	s.set.Store(next)
 	return nil

@@ -225,7 +225,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	}
 	if err := save(s.path, next); err != nil {
 		s.log.Error("persist client metrics subscriptions", "err", err)
-		return fmt.Errorf("%w: persist client metrics subscriptions: %v", kerr.KafkaStorageError, err)
+		return replication.MarkLocal(fmt.Errorf("%w: persist client metrics subscriptions: %v", kerr.KafkaStorageError, err))
 	}
 	s.current.Store(next)
 	s.log.Info("client metrics subscription changed", "name", c.Name, "configs", c.Configs)

@@ -283,7 +283,7 @@ func (s *Store) applyInitLocked(c *initCmd) any {
 	}
 	if err := save(s.path, f); err != nil {
 		s.log.Error("persist the first finalized features", "err", err)
-		return fmt.Errorf("%w: persist finalized features: %v", kerr.KafkaStorageError, err)
+		return replication.MarkLocal(fmt.Errorf("%w: persist finalized features: %v", kerr.KafkaStorageError, err))
 	}
 	s.current.Store(&f)
 	s.mu.settled = true
@@ -304,7 +304,7 @@ func (s *Store) applyUpdateLocked(c *updateCmd) any {
 	}
 	if err := save(s.path, next); err != nil {
 		s.log.Error("persist finalized features", "err", err)
-		return fmt.Errorf("%w: persist finalized features: %v", kerr.KafkaStorageError, err)
+		return replication.MarkLocal(fmt.Errorf("%w: persist finalized features: %v", kerr.KafkaStorageError, err))
 	}
 	s.current.Store(&next)
 	s.mu.settled = true

@@ -300,7 +300,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 		return fmt.Errorf("group store: unknown command %T", cmd)
 	}
 	if err := s.append(c.recs, c.frames); err != nil {
-		return err
+		return replication.MarkLocal(err)
 	}
 	return nil
 }

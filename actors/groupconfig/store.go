@@ -297,7 +297,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	}
 	if err := save(s.path, next); err != nil {
 		s.log.Error("persist group configs", "err", err)
-		return fmt.Errorf("%w: persist group configs: %v", kerr.KafkaStorageError, err)
+		return replication.MarkLocal(fmt.Errorf("%w: persist group configs: %v", kerr.KafkaStorageError, err))
 	}
 	s.current.Store(newOverrides(next))
 	s.log.Info("group configs changed", "group", c.Group, "configs", cfg)

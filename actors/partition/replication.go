@@ -233,6 +233,9 @@ type deleteRecordsResult struct {
 	err          error
 }
 
+// LocalFailure implements replication.LocalFailer.
+func (r deleteRecordsResult) LocalFailure() error { return replication.FailedLocally(r.err) }
+
 // The outcome functions turn a proposal's answer into the request's. A
 // Propose error leaves the outcome unknown (or says this node does not
 // lead): either way the client retries at the leader it finds in Metadata,

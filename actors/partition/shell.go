@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/storage/recordbatch"
@@ -110,8 +111,15 @@ func replayLog(st *State, lg Log, off int64) error {
 }
 
 // write appends a's batches and returns how many the log took. It checks
-// the invariant that the log puts each batch where the state decided.
+// the invariant that the log puts each batch where the state decided. Its
+// errors are this node's own (replication.MarkLocal): its log refused the
+// write, or no longer matches its state.
 func (sl *stateLog) write(a *Append) (int, error) {
+	n, err := sl.writeBatches(a)
+	return n, replication.MarkLocal(err)
+}
+
+func (sl *stateLog) writeBatches(a *Append) (int, error) {
 	if sl.diverged != nil {
 		return 0, sl.diverged
 	}
@@ -159,7 +167,7 @@ func (sl *stateLog) produce(records []byte, nowMs int64) ProduceResult {
 		// The batches before the failure are in the log (and counted);
 		// the client retries the request as a whole, and its idempotent
 		// retry of those is answered as a duplicate.
-		res.Err, res.ErrMessage = kerr.KafkaStorageError, err.Error()
+		res.Err, res.ErrMessage, res.local = kerr.KafkaStorageError, err.Error(), err
 		if n == 0 {
 			res.BaseOffset = -1
 		}
@@ -193,7 +201,7 @@ func (sl *stateLog) deleteRecords(off int64) deleteRecordsResult {
 	sl.st.StartMoved(sl.log.StartOffset())
 	if err != nil {
 		sl.logger.Error("delete records failed", "offset", moveTo, "err", err)
-		return deleteRecordsResult{lowWatermark: -1, err: fmt.Errorf("%w: delete records before %d: %v", kerr.KafkaStorageError, moveTo, err)}
+		return deleteRecordsResult{lowWatermark: -1, err: replication.MarkLocal(fmt.Errorf("%w: delete records before %d: %v", kerr.KafkaStorageError, moveTo, err))}
 	}
 	return deleteRecordsResult{lowWatermark: sl.st.StartOffset()}
 }

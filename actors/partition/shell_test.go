@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/regent-broker/regent/actors/replication"
 )
 
 // faultyLog is a memLog whose appends fail (failAt: the call number that
@@ -46,6 +48,10 @@ func TestShellStorageErrorMidRequest(t *testing.T) {
 	if !errors.Is(res.Err, kerr.KafkaStorageError) || res.BaseOffset != 0 {
 		t.Fatalf("produce with a failing second batch: %+v", res)
 	}
+	// A cluster must not apply past it on this node (cluster.fsm).
+	if err := replication.FailedLocally(res); !errors.Is(err, errDisk) {
+		t.Fatalf("the failed produce's local failure: %v, want the disk's error", err)
+	}
 	if sl.st.NextOffset() != 2 || lg.NextOffset() != 2 {
 		t.Fatalf("state next %d, log next %d, want 2", sl.st.NextOffset(), lg.NextOffset())
 	}
@@ -53,7 +59,7 @@ func TestShellStorageErrorMidRequest(t *testing.T) {
 	if res := sl.produce(batch(t, 4, 0, 0, 2, false), 1000); res.Err != nil || res.BaseOffset != 0 || lg.NextOffset() != 2 {
 		t.Fatalf("retry of the written batch: %+v (log next %d)", res, lg.NextOffset())
 	}
-	if res := sl.produce(batch(t, -1, -1, -1, 3, false), 1000); res.Err != nil || res.BaseOffset != 2 {
+	if res := sl.produce(batch(t, -1, -1, -1, 3, false), 1000); res.Err != nil || res.BaseOffset != 2 || replication.FailedLocally(res) != nil {
 		t.Fatalf("produce after the error: %+v", res)
 	}
 }
@@ -78,8 +84,8 @@ func TestShellRefusesWritesOnDivergence(t *testing.T) {
 		t.Fatalf("state moved past what it decided: next %d", sl.st.NextOffset())
 	}
 	lg.skew = 0
-	if res := sl.produce(batch(t, -1, -1, -1, 1, false), 1000); !errors.Is(res.Err, kerr.KafkaStorageError) {
-		t.Fatalf("produce after divergence: %+v", res)
+	if res := sl.produce(batch(t, -1, -1, -1, 1, false), 1000); !errors.Is(res.Err, kerr.KafkaStorageError) || replication.FailedLocally(res) == nil {
+		t.Fatalf("produce after divergence (a failure of this node's own): %+v", res)
 	}
 	if m := sl.writeMarker(1, 0, true, 0, 1000); m.Err != nil {
 		t.Fatalf("marker with nothing open writes nothing, even diverged: %+v", m)

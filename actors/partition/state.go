@@ -31,7 +31,13 @@ type ProduceResult struct {
 	// buffer. False when that cannot be promised (answered while the
 	// proposal was in flight, or another replicator).
 	RecordsFree bool
+	// local is the local failure (replication.LocalFailer) that made
+	// Err a KAFKA_STORAGE_ERROR: this node's log refused the append.
+	local error
 }
+
+// LocalFailure implements replication.LocalFailer.
+func (r ProduceResult) LocalFailure() error { return r.local }
 
 // RecordError is one record's fault: its index within its batch.
 type RecordError struct {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage/recordbatch"
 )
 
@@ -51,6 +52,9 @@ type MarkerResult struct {
 	Err    error
 	Offset int64 // the marker's offset, or -1 when nothing was written
 }
+
+// LocalFailure implements replication.LocalFailer.
+func (r MarkerResult) LocalFailure() error { return replication.FailedLocally(r.Err) }
 
 // WriteMarker decides a COMMIT or ABORT control batch ending the
 // producer's open transaction on this partition: the Append to write, at

@@ -207,7 +207,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	if err := save(s.path, next); err != nil {
 		// A local failure, not decided alike on every node: say so.
 		s.log.Error("persist client quotas", "err", err)
-		return fmt.Errorf("persist client quotas: %w", err)
+		return replication.MarkLocal(fmt.Errorf("persist client quotas: %w", err))
 	}
 	s.snap.Store(next)
 	for _, a := range valid {

@@ -122,7 +122,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 		return fmt.Errorf("share-partition log: %w", err)
 	}
 	if err := s.log.Write(b); err != nil {
-		return fmt.Errorf("share-partition log: %w", err)
+		return replication.MarkLocal(fmt.Errorf("share-partition log: %w", err))
 	}
 	return nil
 }

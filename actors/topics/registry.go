@@ -661,7 +661,7 @@ func (r *Registry) Apply(cmd replication.Command) any {
 		// Unlike a refusal, a local failure is not decided alike on every
 		// node: say so, for whoever finds this node's topics differ.
 		r.logger.Error("apply topic change", "kind", kindOf(cmd), "err", err)
-		return err
+		return replication.MarkLocal(err)
 	case err != nil:
 		return err
 	case created != nil:

@@ -160,7 +160,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	switch c := cmd.(type) {
 	case *putCmd:
 		if err := s.write(c); err != nil {
-			return err
+			return replication.MarkLocal(err)
 		}
 		return nil
 	case epochCmd:
@@ -183,7 +183,7 @@ func (s *Store) raiseEpoch() any {
 	b := s.log.NewBatch()
 	b.Put([]byte(epochKey), encodeEpoch(next))
 	if err := s.log.Write(b); err != nil {
-		return fmt.Errorf("txn log: coordinator epoch: %w", err)
+		return replication.MarkLocal(fmt.Errorf("txn log: coordinator epoch: %w", err))
 	}
 	s.epoch = next
 	return next

@@ -436,7 +436,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	}
 	if err := save(s.path, next); err != nil {
 		s.log.Error("persist SCRAM credentials", "err", err)
-		return fmt.Errorf("%w: persist SCRAM credentials: %v", kerr.KafkaStorageError, err)
+		return replication.MarkLocal(fmt.Errorf("%w: persist SCRAM credentials: %v", kerr.KafkaStorageError, err))
 	}
 	s.current.Store(&next)
 	return results

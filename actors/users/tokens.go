@@ -132,6 +132,9 @@ type TokenResult struct {
 	Err    error
 }
 
+// LocalFailure implements replication.LocalFailer.
+func (r TokenResult) LocalFailure() error { return replication.FailedLocally(r.Err) }
+
 // CreateToken stores t. Blocks until applied: call it off the event loop.
 func (s *Store) CreateToken(t *Token) error {
 	_, err := s.proposeToken(&tokenCmd{Op: opCreate, Token: t, Now: t.Issued})
@@ -266,7 +269,7 @@ func (s *Store) applyToken(c *tokenCmd) TokenResult {
 	}
 	if err := saveTokens(s.tokensPath(), next); err != nil {
 		s.log.Error("persist delegation tokens", "err", err)
-		return TokenResult{Err: fmt.Errorf("%w: persist delegation tokens: %v", kerr.KafkaStorageError, err)}
+		return TokenResult{Err: replication.MarkLocal(fmt.Errorf("%w: persist delegation tokens: %v", kerr.KafkaStorageError, err))}
 	}
 	s.tokens.Store(&next)
 	return res

@@ -205,6 +205,22 @@ func reexec() {
 	slog.Error("cannot restart to load the installed snapshot", "err", err)
 }
 
+// applyFailureExit is the exit status of a node that stopped because a
+// committed entry failed on its storage (haltOnApplyFailure).
+const applyFailureExit = 74 // EX_IOERR
+
+// haltOnApplyFailure stops the process at once, as Kafka halts a broker
+// whose log directory failed: a committed raft entry could not be applied
+// on this node's storage, and the node must not go on without it
+// (cluster.RaftOptions.OnApplyFailure). Nothing is lost by not closing
+// cleanly: what was applied is written, and the raft log holds the entry,
+// which the node applies again after its restart.
+func haltOnApplyFailure(err error) {
+	slog.Error("stopping: a committed entry could not be applied on this node's storage (full disk? I/O error?); fix it and restart the node",
+		"err", err, "exit_status", applyFailureExit)
+	os.Exit(applyFailureExit)
+}
+
 // raftView is the protocol's view of a raft cluster. Voters are cached
 // briefly: asking raft for its configuration is a round trip to its
 // goroutine, and Metadata is frequent.

@@ -140,6 +140,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			// An installed snapshot loads in place; the node restarts
 			// only if that fails.
 			OnInstall: live.install, OnRuntimeRestore: reexec,
+			OnApplyFailure:    haltOnApplyFailure,
 			Observer:          tel.RaftObserver(),
 			SnapshotThreshold: cfg.RaftSnapshotThreshold,
 			SnapshotInterval:  cfg.RaftSnapshotInterval,

@@ -1,0 +1,174 @@
+//go:build linux
+
+package interop_test
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/regent-broker/regent/interop/brokertest"
+	"github.com/regent-broker/regent/interop/testwait"
+)
+
+// TestClusterDiskFullNode: one node of 3 keeps its data on a 100 MiB
+// tmpfs, and an idempotent producer (acks=all) writes until that disk is
+// full. The node must not go on without what it could not write (a
+// partition missing committed records would take the next ones at other
+// offsets than the other nodes): it stops (exit status 74) or, when its
+// raft log is what filled, stays behind, while the other two go on
+// acknowledging. Then its disk grows (the "fix"), it is restarted if it
+// stopped, and it catches up: every acknowledged record is read back once,
+// and its partition files are byte for byte the other nodes'.
+func TestClusterDiskFullNode(t *testing.T) {
+	const (
+		topic      = "disk-full"
+		partitions = 3
+		valueBytes = 16 << 10
+		maxRecords = 6000 // ~96 MiB: past the small disk whatever it holds
+	)
+	skipClusterInShort(t)
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs for one node's data needs root")
+	}
+	small := filepath.Join(t.TempDir(), "small")
+	if err := os.MkdirAll(small, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=100m"); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	// Registered first, so it runs after the cluster's nodes are killed.
+	t.Cleanup(func() {
+		if err := syscall.Unmount(small, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", small, err)
+		}
+	})
+	const sick = int32(3)
+	c := brokertest.StartClusterPrepared(t, 3, func(n *brokertest.Node) {
+		if n.ID == sick {
+			n.Dir = filepath.Join(small, "node")
+			if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTestTimeout)
+	defer cancel()
+	createClusterTopic(t, ctx, c, topic, partitions, 3)
+	c.WaitTopic(t, topic, partitions, 3, time.Minute)
+
+	cl := newClusterClient(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(time.Minute),
+		kgo.ProduceRequestTimeout(5*time.Second), kgo.MetadataMaxAge(time.Second))
+	var (
+		mu   sync.Mutex
+		acks []acked
+		errs []string
+	)
+	sem := make(chan struct{}, 64)
+	pad := make([]byte, valueBytes/2)
+	stoppedAt := -1
+	var stopStatus string
+	for i := 0; i < maxRecords; i++ {
+		if stopStatus == "" {
+			if gone, st := c.Node(sick).Exited(); gone {
+				stoppedAt, stopStatus = i, st
+			}
+		}
+		_, _ = crand.Read(pad)
+		v := fmt.Sprintf("rec-%06d-%s", i, hex.EncodeToString(pad))
+		sem <- struct{}{}
+		cl.Produce(ctx, &kgo.Record{Partition: int32(i % partitions), Value: []byte(v)}, func(r *kgo.Record, err error) {
+			defer func() { <-sem }()
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if len(errs) < 5 {
+					errs = append(errs, err.Error())
+				}
+				return
+			}
+			acks = append(acks, acked{partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	mu.Lock()
+	nAcked, firstErrs := len(acks), errs
+	mu.Unlock()
+	var free syscall.Statfs_t
+	_ = syscall.Statfs(small, &free)
+	gone, st := c.Node(sick).Exited()
+	if gone && stopStatus == "" {
+		stopStatus = st
+	}
+	t.Logf("%d of %d records acknowledged (errors: %v); node %d's disk has %d KiB free; node %d stopped: %v (%s, after %d records sent)",
+		nAcked, maxRecords, firstErrs, sick, free.Bavail*uint64(free.Bsize)>>10, sick, gone, stopStatus, stoppedAt)
+	if nAcked != maxRecords {
+		t.Errorf("the two nodes with room acknowledged %d of %d records", nAcked, maxRecords)
+	}
+	if gone {
+		if !strings.Contains(stopStatus, "exit status 74") {
+			t.Errorf("node %d exited with %q, want exit status 74 (a storage failure)", sick, stopStatus)
+		}
+		if !strings.Contains(c.Node(sick).LogTail(20000), "could not be applied on this node's storage") {
+			t.Errorf("node %d's log does not say why it stopped:\n%s", sick, c.Node(sick).LogTail(4000))
+		}
+	}
+
+	// The disk grows; the node, restarted if it stopped, catches up.
+	if err := syscall.Mount("tmpfs", small, "tmpfs", syscall.MS_REMOUNT, "size=1g"); err != nil {
+		t.Fatalf("grow the tmpfs: %v", err)
+	}
+	if gone {
+		c.Restart(sick)
+	}
+	c.WaitCaughtUp(t, sick, 2*time.Minute)
+
+	log := readLog(t, ctx, c, topic, partitions, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	verifyAcked(t, "records produced while a node's disk filled", log, acks)
+	testwait.For(t, fmt.Sprintf("node %d's partition files to match node 1's", sick), time.Minute, func() bool {
+		return samePartitionFiles(t, c.Node(1).Dir, c.Node(sick).Dir, topic, partitions) == ""
+	})
+}
+
+// samePartitionFiles compares the segment files of topic's partitions in
+// two nodes' data directories and describes the first difference ("" if
+// none).
+func samePartitionFiles(t *testing.T, a, b, topic string, partitions int) string {
+	t.Helper()
+	for p := range partitions {
+		pa := filepath.Join(a, "state", fmt.Sprintf("%s-%d", topic, p))
+		pb := filepath.Join(b, "state", fmt.Sprintf("%s-%d", topic, p))
+		files, err := filepath.Glob(filepath.Join(pa, "*.log"))
+		if err != nil || len(files) == 0 {
+			return fmt.Sprintf("%s: no segment files (%v)", pa, err)
+		}
+		for _, f := range files {
+			x, err := os.ReadFile(f)
+			if err != nil {
+				return err.Error()
+			}
+			y, err := os.ReadFile(filepath.Join(pb, filepath.Base(f)))
+			if err != nil {
+				return err.Error()
+			}
+			if string(x) != string(y) {
+				return fmt.Sprintf("%s: %d bytes here, %d there, not the same", filepath.Base(f), len(x), len(y))
+			}
+		}
+	}
+	return ""
+}
