@@ -21,9 +21,9 @@ import (
 	"github.com/regent-broker/regent/interop/testwait"
 )
 
-// TestClusterDiskFullNode: one node of 3 keeps its data on a 100 MiB
-// tmpfs, and an idempotent producer (acks=all) writes until that disk is
-// full. The node must not go on without what it could not write (a
+// TestClusterDiskFullNode: one node of 3 (the leader or a follower, as
+// the election goes) keeps its data on a 100 MiB tmpfs, and an idempotent
+// producer (acks=all) writes until that disk is full. The node must not go on without what it could not write (a
 // partition missing committed records would take the next ones at other
 // offsets than the other nodes): it stops (exit status 74) or, when its
 // raft log is what filled, stays behind, while the other two go on
@@ -76,6 +76,7 @@ func TestClusterDiskFullNode(t *testing.T) {
 		acks []acked
 		errs []string
 	)
+	leaderAtStart := c.LeaderID(t)
 	sem := make(chan struct{}, 64)
 	pad := make([]byte, valueBytes/2)
 	stoppedAt := -1
@@ -114,8 +115,8 @@ func TestClusterDiskFullNode(t *testing.T) {
 	if gone && stopStatus == "" {
 		stopStatus = st
 	}
-	t.Logf("%d of %d records acknowledged (errors: %v); node %d's disk has %d KiB free; node %d stopped: %v (%s, after %d records sent)",
-		nAcked, maxRecords, firstErrs, sick, free.Bavail*uint64(free.Bsize)>>10, sick, gone, stopStatus, stoppedAt)
+	t.Logf("leader at the start: node %d; %d of %d records acknowledged (errors: %v); node %d's disk has %d KiB free; node %d stopped: %v (%s, after %d records sent)",
+		leaderAtStart, nAcked, maxRecords, firstErrs, sick, free.Bavail*uint64(free.Bsize)>>10, sick, gone, stopStatus, stoppedAt)
 	if nAcked != maxRecords {
 		t.Errorf("the two nodes with room acknowledged %d of %d records", nAcked, maxRecords)
 	}
