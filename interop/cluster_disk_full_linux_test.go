@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/regent-broker/regent/interop/brokertest"
@@ -38,22 +40,7 @@ func TestClusterDiskFullNode(t *testing.T) {
 		maxRecords = 6000 // ~96 MiB: past the small disk whatever it holds
 	)
 	skipClusterInShort(t)
-	if os.Geteuid() != 0 {
-		t.Skip("mounting a small tmpfs for one node's data needs root")
-	}
-	small := filepath.Join(t.TempDir(), "small")
-	if err := os.MkdirAll(small, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", small, "tmpfs", 0, "size=100m"); err != nil {
-		t.Skipf("mount a tmpfs: %v", err)
-	}
-	// Registered first, so it runs after the cluster's nodes are killed.
-	t.Cleanup(func() {
-		if err := syscall.Unmount(small, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", small, err)
-		}
-	})
+	small := smallDisk(t, "100m")
 	const sick = int32(3)
 	c := brokertest.StartClusterPrepared(t, 3, func(n *brokertest.Node) {
 		if n.ID == sick {
@@ -143,6 +130,118 @@ func TestClusterDiskFullNode(t *testing.T) {
 	testwait.For(t, fmt.Sprintf("node %d's partition files to match node 1's", sick), time.Minute, func() bool {
 		return samePartitionFiles(t, c.Node(1).Dir, c.Node(sick).Dir, topic, partitions) == ""
 	})
+}
+
+// TestDiskFullSingleNode: a single node keeps its data on a 40 MiB tmpfs
+// and an idempotent producer (acks=all) sends more than fits. Once the
+// disk is full the node answers KAFKA_STORAGE_ERROR (the producer retries),
+// says so in its log, and stays up, serving reads; once the disk grows the
+// retried records are taken, and after a restart every acknowledged record
+// is there, once, at its offset.
+func TestDiskFullSingleNode(t *testing.T) {
+	const (
+		topic      = "disk-full-single"
+		partitions = 3
+		valueBytes = 16 << 10
+		records    = 4000 // ~64 MiB
+	)
+	dir := smallDisk(t, "40m")
+	b := brokertest.StartIn(t, filepath.Join(dir, "data"), fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	newClient := func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
+	admCl := newClient()
+	defer admCl.Close()
+	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
+		t.Fatalf("create %s: %v", topic, err)
+	}
+	cl := newClient(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(2*time.Minute))
+	defer cl.Close()
+	var (
+		mu   sync.Mutex
+		acks []acked
+		errs []string
+	)
+	pad := make([]byte, valueBytes/2)
+	for i := range records {
+		_, _ = crand.Read(pad)
+		v := fmt.Sprintf("rec-%06d-%s", i, hex.EncodeToString(pad))
+		cl.Produce(ctx, &kgo.Record{Partition: int32(i % partitions), Value: []byte(v)}, func(r *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if len(errs) < 5 {
+					errs = append(errs, err.Error())
+				}
+				return
+			}
+			acks = append(acks, acked{partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+		})
+	}
+	testwait.For(t, "the broker to log that its storage refused appends", time.Minute, func() bool {
+		return strings.Contains(b.LogTail(1<<20), "append failed on this node's storage")
+	})
+	mu.Lock()
+	before := len(acks)
+	mu.Unlock()
+	// Full, it stays up and serves: the acknowledged records' end offsets.
+	if gone, st := b.Exited(); gone {
+		t.Fatalf("the broker exited with its disk full: %s", st)
+	}
+	ends, err := kadm.NewClient(admCl).ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		t.Fatalf("list end offsets with the disk full: %v", err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, "size=1g"); err != nil {
+		t.Fatalf("grow the tmpfs: %v", err)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	mu.Lock()
+	t.Logf("%d records acknowledged when the disk filled, %d of %d once it grew (errors: %v)", before, len(acks), records, errs)
+	if len(acks) != records {
+		t.Errorf("%d of %d records acknowledged after the disk grew", len(acks), records)
+	}
+	all := slices.Clone(acks)
+	mu.Unlock()
+	b.Kill()
+	b.Restart()
+	verifyAcked(t, "records produced while the disk filled, after a restart", readLogWith(t, ctx, newClient, topic, partitions), all)
+}
+
+// smallDisk mounts a tmpfs of size (mount's size= option) on a new
+// directory, unmounted when the test ends (after its brokers, whose
+// cleanups it precedes), and returns the directory. It skips the test
+// where mounting is not allowed (not root).
+func smallDisk(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a small tmpfs needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "small")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("mount a tmpfs: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
 }
 
 // samePartitionFiles compares the segment files of topic's partitions in

@@ -732,7 +732,15 @@ func fetchErr(t *testing.T, logged *int, topic string, p int32, err error) {
 // options go to the consuming client (an isolation level, say).
 func readLog(t *testing.T, ctx context.Context, c *brokertest.Cluster, topic string, partitions int, extra ...kgo.Opt) []map[int64]string {
 	t.Helper()
-	adm := clusterAdmin(t, c)
+	return readLogWith(t, ctx, func(opts ...kgo.Opt) *kgo.Client { return newClusterClient(t, c, opts...) }, topic, partitions, extra...)
+}
+
+// readLogWith is readLog with the clients newClient makes.
+func readLogWith(t *testing.T, ctx context.Context, newClient func(...kgo.Opt) *kgo.Client, topic string, partitions int, extra ...kgo.Opt) []map[int64]string {
+	t.Helper()
+	admCl := newClient()
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
 	var ends kadm.ListedOffsets
 	for {
 		lo, err := adm.ListEndOffsets(ctx, topic)
@@ -761,7 +769,7 @@ func readLog(t *testing.T, ctx context.Context, c *brokertest.Cluster, topic str
 		}
 		end[p] = o.Offset
 	}
-	cl := newClusterClient(t, c, append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start})}, extra...)...)
+	cl := newClient(append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start})}, extra...)...)
 	defer cl.Close()
 	done := func() bool {
 		for p := range partitions {

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/regent-broker/regent/actors/internal/logevery"
 	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/logconfig"
@@ -149,6 +151,20 @@ func (sl *stateLog) writeBatches(a *Append) (int, error) {
 	return len(a.Batches), nil
 }
 
+// appendFailureLog spaces the lines of logWriteFailure node-wide: a full
+// disk fails every partition's every append.
+var appendFailureLog logevery.Limiter
+
+// logWriteFailure says, at most every 10 s for the whole node, that the
+// log refused a write (a full disk, an I/O error): the clients only see
+// KAFKA_STORAGE_ERROR, and retry.
+func (sl *stateLog) logWriteFailure(what string, err error) {
+	if appendFailureLog.Allow(10 * time.Second) {
+		sl.logger.Error("append failed on this node's storage; clients get KAFKA_STORAGE_ERROR and retry (further failures of any partition are not logged for 10 s)",
+			"write", what, "err", err)
+	}
+}
+
 func (sl *stateLog) diverge(err error) {
 	sl.diverged = fmt.Errorf("partition log and state diverged (writes refused until restart): %w", err)
 	sl.logger.Error("partition log and state diverged", "err", err)
@@ -164,6 +180,7 @@ func (sl *stateLog) produce(records []byte, nowMs int64) ProduceResult {
 	n, err := sl.write(&a)
 	sl.st.Appended(&a, n)
 	if err != nil {
+		sl.logWriteFailure("produce", err)
 		// The batches before the failure are in the log (and counted);
 		// the client retries the request as a whole, and its idempotent
 		// retry of those is answered as a duplicate.
@@ -184,6 +201,7 @@ func (sl *stateLog) writeMarker(pid int64, epoch int16, commit bool, coordinator
 	n, err := sl.write(&a)
 	sl.st.Appended(&a, n)
 	if err != nil {
+		sl.logWriteFailure("transaction marker", err)
 		return MarkerResult{Err: fmt.Errorf("append marker: %w", err), Offset: -1}
 	}
 	return res
