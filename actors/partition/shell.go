@@ -113,15 +113,12 @@ func replayLog(st *State, lg Log, off int64) error {
 }
 
 // write appends a's batches and returns how many the log took. It checks
-// the invariant that the log puts each batch where the state decided. Its
-// errors are this node's own (replication.MarkLocal): its log refused the
-// write, or no longer matches its state.
+// the invariant that the log puts each batch where the state decided. An
+// error of the log's own (it refused the write: a full disk, an I/O error)
+// is this node's alone (replication.MarkLocal); a broken invariant
+// (diverge) is not marked: it is a bug, on every node alike, and the
+// partition refusing writes until a restart is the answer to it.
 func (sl *stateLog) write(a *Append) (int, error) {
-	n, err := sl.writeBatches(a)
-	return n, replication.MarkLocal(err)
-}
-
-func (sl *stateLog) writeBatches(a *Append) (int, error) {
 	if sl.diverged != nil {
 		return 0, sl.diverged
 	}
@@ -139,7 +136,7 @@ func (sl *stateLog) writeBatches(a *Append) (int, error) {
 			base, _, err = sl.log.AppendAt(b, a.NowMs)
 		}
 		if err != nil {
-			return i, err
+			return i, replication.MarkLocal(err)
 		}
 		if base != want {
 			// The log took the batch, at an offset the state did not
@@ -184,7 +181,7 @@ func (sl *stateLog) produce(records []byte, nowMs int64) ProduceResult {
 		// The batches before the failure are in the log (and counted);
 		// the client retries the request as a whole, and its idempotent
 		// retry of those is answered as a duplicate.
-		res.Err, res.ErrMessage, res.local = kerr.KafkaStorageError, err.Error(), err
+		res.Err, res.ErrMessage, res.local = kerr.KafkaStorageError, err.Error(), replication.FailedLocally(err)
 		if n == 0 {
 			res.BaseOffset = -1
 		}
