@@ -282,7 +282,9 @@ func (s *Store) append(recs []Record, frames []byte) error {
 	s.mu.idx.hint = recs
 	defer func() { s.mu.idx.hint = nil }()
 	if err := s.log.Write(b); err != nil {
-		return fmt.Errorf("group log: %w", err)
+		// The disk's refusal, this node's alone (a malformed frame
+		// above is every node's).
+		return replication.MarkLocal(fmt.Errorf("group log: %w", err))
 	}
 	return nil
 }
@@ -300,7 +302,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 		return fmt.Errorf("group store: unknown command %T", cmd)
 	}
 	if err := s.append(c.recs, c.frames); err != nil {
-		return replication.MarkLocal(err)
+		return err
 	}
 	return nil
 }

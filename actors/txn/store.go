@@ -142,7 +142,9 @@ func (s *Store) write(c *putCmd) error {
 		return fmt.Errorf("txn log: %w", err)
 	}
 	if err := s.log.Write(b); err != nil {
-		return fmt.Errorf("txn log: %w", err)
+		// The disk's refusal, this node's alone (a malformed frame
+		// above is every node's).
+		return replication.MarkLocal(fmt.Errorf("txn log: %w", err))
 	}
 	return nil
 }
@@ -160,7 +162,7 @@ func (s *Store) Apply(cmd replication.Command) any {
 	switch c := cmd.(type) {
 	case *putCmd:
 		if err := s.write(c); err != nil {
-			return replication.MarkLocal(err)
+			return err
 		}
 		return nil
 	case epochCmd:
