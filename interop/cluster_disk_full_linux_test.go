@@ -25,9 +25,10 @@ import (
 
 // TestClusterDiskFullNode: one node of 3 (the leader or a follower, as
 // the election goes) keeps its data on a 100 MiB tmpfs, and an idempotent
-// producer (acks=all) writes until that disk is full. The node must not go on without what it could not write (a
-// partition missing committed records would take the next ones at other
-// offsets than the other nodes): it stops (exit status 74) or, when its
+// producer (acks=all) writes until that disk is full. The node must not
+// go on without what it could not write (a partition missing committed
+// records would take the next ones at other offsets than the other
+// nodes): it stops (exit status 74) or, when its
 // raft log is what filled, stays behind, while the other two go on
 // acknowledging. Then its disk grows (the "fix"), it is restarted if it
 // stopped, and it catches up: every acknowledged record is read back once,
@@ -58,11 +59,7 @@ func TestClusterDiskFullNode(t *testing.T) {
 	cl := newClusterClient(t, c, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(time.Minute),
 		kgo.ProduceRequestTimeout(5*time.Second), kgo.MetadataMaxAge(time.Second))
-	var (
-		mu   sync.Mutex
-		acks []acked
-		errs []string
-	)
+	var got ackLog
 	leaderAtStart := c.LeaderID(t)
 	sem := make(chan struct{}, 64)
 	pad := make([]byte, valueBytes/2)
@@ -79,23 +76,14 @@ func TestClusterDiskFullNode(t *testing.T) {
 		sem <- struct{}{}
 		cl.Produce(ctx, &kgo.Record{Partition: int32(i % partitions), Value: []byte(v)}, func(r *kgo.Record, err error) {
 			defer func() { <-sem }()
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if len(errs) < 5 {
-					errs = append(errs, err.Error())
-				}
-				return
-			}
-			acks = append(acks, acked{partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+			got.add(r, err)
 		})
 	}
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
-	mu.Lock()
-	nAcked, firstErrs := len(acks), errs
-	mu.Unlock()
+	acks, firstErrs := got.get()
+	nAcked := len(acks)
 	var free syscall.Statfs_t
 	_ = syscall.Statfs(small, &free)
 	gone, st := c.Node(sick).Exited()
@@ -164,33 +152,18 @@ func TestDiskFullSingleNode(t *testing.T) {
 	cl := newClient(kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordDeliveryTimeout(2*time.Minute))
 	defer cl.Close()
-	var (
-		mu   sync.Mutex
-		acks []acked
-		errs []string
-	)
+	var got ackLog
 	pad := make([]byte, valueBytes/2)
 	for i := range records {
 		_, _ = crand.Read(pad)
 		v := fmt.Sprintf("rec-%06d-%s", i, hex.EncodeToString(pad))
-		cl.Produce(ctx, &kgo.Record{Partition: int32(i % partitions), Value: []byte(v)}, func(r *kgo.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				if len(errs) < 5 {
-					errs = append(errs, err.Error())
-				}
-				return
-			}
-			acks = append(acks, acked{partition: r.Partition, offset: r.Offset, value: string(r.Value)})
-		})
+		cl.Produce(ctx, &kgo.Record{Partition: int32(i % partitions), Value: []byte(v)}, got.add)
 	}
 	testwait.For(t, "the broker to log that its storage refused appends", time.Minute, func() bool {
 		return strings.Contains(b.LogTail(1<<20), "append failed on this node's storage")
 	})
-	mu.Lock()
-	before := len(acks)
-	mu.Unlock()
+	acked0, _ := got.get()
+	before := len(acked0)
 	// Full, it stays up and serves: the acknowledged records' end offsets.
 	if gone, st := b.Exited(); gone {
 		t.Fatalf("the broker exited with its disk full: %s", st)
@@ -208,16 +181,41 @@ func TestDiskFullSingleNode(t *testing.T) {
 	if err := cl.Flush(ctx); err != nil {
 		t.Fatalf("flush: %v", err)
 	}
-	mu.Lock()
-	t.Logf("%d records acknowledged when the disk filled, %d of %d once it grew (errors: %v)", before, len(acks), records, errs)
-	if len(acks) != records {
-		t.Errorf("%d of %d records acknowledged after the disk grew", len(acks), records)
+	all, errs := got.get()
+	t.Logf("%d records acknowledged when the disk filled, %d of %d once it grew (errors: %v)", before, len(all), records, errs)
+	if len(all) != records {
+		t.Errorf("%d of %d records acknowledged after the disk grew", len(all), records)
 	}
-	all := slices.Clone(acks)
-	mu.Unlock()
 	b.Kill()
 	b.Restart()
 	verifyAcked(t, "records produced while the disk filled, after a restart", readLogWith(t, ctx, newClient, topic, partitions), all)
+}
+
+// ackLog collects a producer's acknowledgements and its first errors;
+// add is a kgo promise, safe from any goroutine.
+type ackLog struct {
+	mu   sync.Mutex
+	acks []acked
+	errs []string
+}
+
+func (l *ackLog) add(r *kgo.Record, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err != nil {
+		if len(l.errs) < 5 {
+			l.errs = append(l.errs, err.Error())
+		}
+		return
+	}
+	l.acks = append(l.acks, acked{partition: r.Partition, offset: r.Offset, value: string(r.Value)})
+}
+
+// get returns copies of what add collected.
+func (l *ackLog) get() ([]acked, []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.acks), slices.Clone(l.errs)
 }
 
 // smallDisk mounts a tmpfs of size (mount's size= option) on a new
