@@ -23,7 +23,7 @@ import (
 // cut, as a network partition would, while every node stays reachable
 // from the test's own clients.
 //
-// Each node runs as its own user (uid separatedUIDBase+id, group
+// Each node runs as its own user (uid nodeUIDBase()+id, group
 // separatedGID). Links keeps an nftables table in this network namespace
 // whose output chain drops the TCP packets that one node's sockets send to
 // another node's ports (Kafka, raft, admin and extra listeners); a socket
@@ -32,10 +32,14 @@ import (
 // out, as across a real partition. The test process's own sockets (its
 // user is not a node's) pass.
 const (
-	separatedUIDBase = 61000
 	separatedGID     = 61000
 	linksTablePrefix = "regent_links_"
 )
+
+// nodeUIDBase is this test process's block of 16 uids, from its pid: two
+// test processes running separated clusters at once must not match each
+// other's nodes in their tables.
+func nodeUIDBase() uint32 { return 200000 + uint32(os.Getpid()%4000000)*16 }
 
 // Links cuts and heals the network between the nodes of a separated
 // cluster. Its methods may be called from any goroutine.
@@ -77,7 +81,10 @@ func StartSeparatedCluster(t testing.TB, n int, extra ...string) (*Cluster, *Lin
 // prepareSeparated gives node n its user and makes what it reads and
 // writes (its data directory, the cluster secret) that user's.
 func prepareSeparated(c *Cluster, n *Node) {
-	u := &nodeUser{uid: separatedUIDBase + uint32(n.ID), gid: separatedGID}
+	if n.ID >= 16 {
+		c.t.Fatalf("separated cluster: node %d: at most 15 nodes", n.ID)
+	}
+	u := &nodeUser{uid: nodeUIDBase() + uint32(n.ID), gid: separatedGID}
 	n.user = u
 	// Each is a fresh t.TempDir: its parent is the test's temporary
 	// directory, private to root until opened for traversal.
