@@ -61,22 +61,29 @@ func (s *Server) alterReplicaLogDirs(r *Request) {
 		case s.topics.Partition(k.topic, k.partition) == nil:
 			err = kerr.ReplicaNotAvailable
 		}
-		i, ok := topicAt[k.topic]
-		if !ok {
-			i = len(resp.Topics)
-			topicAt[k.topic] = i
-			t := kmsg.NewAlterReplicaLogDirsResponseTopic()
-			t.Topic = k.topic
-			resp.Topics = append(resp.Topics, t)
-		}
-		p := kmsg.NewAlterReplicaLogDirsResponseTopicPartition()
-		p.Partition = k.partition
+		var code int16
 		if err != nil {
-			p.ErrorCode = err.Code
+			code = err.Code
 		}
-		resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
+		addLogDirPartition(resp, topicAt, k.topic, k.partition, code)
 	}
 	r.Respond(resp)
+}
+
+// addLogDirPartition answers one partition in resp, under its topic's
+// entry (made at first use; topicAt maps topics to their index).
+func addLogDirPartition(resp *kmsg.AlterReplicaLogDirsResponse, topicAt map[string]int, topic string, partition int32, code int16) {
+	i, ok := topicAt[topic]
+	if !ok {
+		i = len(resp.Topics)
+		topicAt[topic] = i
+		t := kmsg.NewAlterReplicaLogDirsResponseTopic()
+		t.Topic = topic
+		resp.Topics = append(resp.Topics, t)
+	}
+	p := kmsg.NewAlterReplicaLogDirsResponseTopicPartition()
+	p.Partition, p.ErrorCode = partition, code
+	resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, p)
 }
 
 // logDirPath is this node's one log dir as DescribeLogDirs reports it and

@@ -37,18 +37,8 @@ func failedResponse(req kmsg.Request, code int16, msg string) kmsg.Response {
 		at := map[string]int{}
 		for _, d := range req.Dirs {
 			for _, rt := range d.Topics {
-				i, ok := at[rt.Topic]
-				if !ok {
-					i = len(resp.Topics)
-					at[rt.Topic] = i
-					ot := kmsg.NewAlterReplicaLogDirsResponseTopic()
-					ot.Topic = rt.Topic
-					resp.Topics = append(resp.Topics, ot)
-				}
 				for _, p := range rt.Partitions {
-					op := kmsg.NewAlterReplicaLogDirsResponseTopicPartition()
-					op.Partition, op.ErrorCode = p, code
-					resp.Topics[i].Partitions = append(resp.Topics[i].Partitions, op)
+					addLogDirPartition(resp, at, rt.Topic, p, code)
 				}
 			}
 		}
