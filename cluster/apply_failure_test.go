@@ -40,88 +40,123 @@ func (a *failingApplier) ApplyAsync(cmd Command, done func(any)) {
 // it. Restarted with its storage fixed, it applies the entry again and
 // holds what the others hold, in the same order. The leader and the
 // other follower carry on meanwhile.
-func TestApplyFailureStopsTheNode(t *testing.T) {
+// failingCluster is three in-process nodes whose "list" appliers can be
+// made to fail; failures[id] receives what OnApplyFailure was called with.
+type failingCluster struct {
+	t        *testing.T
+	peers    []Peer
+	nodes    map[int32]*failingNode
+	leader   *failingNode
+	failures map[int32]chan error
+	opts     func(Peer) RaftOptions
+}
+
+type failingNode struct {
+	r *Raft
+	a *failingApplier
+}
+
+func startFailingCluster(t *testing.T) *failingCluster {
 	base := t.TempDir()
-	var peers []Peer
+	c := &failingCluster{t: t, nodes: map[int32]*failingNode{}, failures: map[int32]chan error{}}
 	for i := int32(1); i <= 3; i++ {
-		peers = append(peers, Peer{ID: i, Raft: freeAddr(t)})
+		c.peers = append(c.peers, Peer{ID: i, Raft: freeAddr(t)})
 	}
-	failures := map[int32]chan error{}
-	for _, p := range peers {
-		failures[p.ID] = make(chan error, 4)
+	for _, p := range c.peers {
+		c.failures[p.ID] = make(chan error, 4)
 	}
-	opts := func(p Peer) RaftOptions {
-		return RaftOptions{Self: p, Peers: peers,
+	c.opts = func(p Peer) RaftOptions {
+		return RaftOptions{Self: p, Peers: c.peers,
 			Dir: filepath.Join(base, fmt.Sprint(p.ID), "raft"), StateDir: filepath.Join(base, fmt.Sprint(p.ID), "state"),
 			SnapshotThreshold: 50, TrailingLogs: 20,
-			OnApplyFailure: func(err error) { failures[p.ID] <- err }}
+			OnApplyFailure: func(err error) { c.failures[p.ID] <- err }}
 	}
-	type node struct {
-		r *Raft
-		a *failingApplier
+	for _, p := range c.peers {
+		c.nodes[p.ID] = c.start(p)
 	}
-	start := func(p Peer) *node {
-		o := opts(p)
-		r, err := NewRaft(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := &node{r: r, a: &failingApplier{listApplier: newListApplier(o.StateDir, true)}}
-		r.Register("list", n.a)
-		r.Start()
-		return n
-	}
-	nodes := map[int32]*node{}
-	for _, p := range peers {
-		nodes[p.ID] = start(p)
-	}
-	defer func() {
-		for _, n := range nodes {
+	t.Cleanup(func() {
+		for _, n := range c.nodes {
 			_ = n.r.Shutdown()
 		}
-	}()
-	var leader *node
+	})
 	testwait.For(t, "a leader", 15*time.Second, func() bool {
-		for _, n := range nodes {
+		for _, n := range c.nodes {
 			if n.r.Ready() {
-				leader = n
+				c.leader = n
 				return true
 			}
 		}
 		return false
 	})
-	proposeAll := func(from, to uint64) {
-		t.Helper()
-		for v := from; v < to; v++ {
-			if err := propose(t, &testNode{r: leader.r}, v); err != nil {
-				t.Fatalf("propose %d: %v", v, err)
-			}
+	return c
+}
+
+func (c *failingCluster) start(p Peer) *failingNode {
+	o := c.opts(p)
+	r, err := NewRaft(o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	n := &failingNode{r: r, a: &failingApplier{listApplier: newListApplier(o.StateDir, true)}}
+	r.Register("list", n.a)
+	r.Start()
+	return n
+}
+
+// restart shuts node id down and starts it again on the same directories.
+func (c *failingCluster) restart(id int32) {
+	c.t.Helper()
+	if err := c.nodes[id].r.Shutdown(); err != nil {
+		c.t.Fatal(err)
+	}
+	for _, p := range c.peers {
+		if p.ID == id {
+			c.nodes[id] = c.start(p)
 		}
 	}
-	proposeAll(0, 20)
-	var sick Peer
-	for _, p := range peers {
-		if nodes[p.ID] != leader {
-			sick = p
+}
+
+func (c *failingCluster) proposeAll(from, to uint64) {
+	c.t.Helper()
+	for v := from; v < to; v++ {
+		if err := propose(c.t, &testNode{r: c.leader.r}, v); err != nil {
+			c.t.Fatalf("propose %d: %v", v, err)
+		}
+	}
+}
+
+// waitStopped waits for node id's OnApplyFailure with the applier's error.
+func (c *failingCluster) waitStopped(id int32) {
+	c.t.Helper()
+	select {
+	case err := <-c.failures[id]:
+		if !strings.Contains(fmt.Sprint(err), "no space left on device") {
+			c.t.Errorf("OnApplyFailure got %v, want the applier's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		c.t.Fatalf("node %d, whose storage failed, did not stop", id)
+	}
+}
+
+func TestApplyFailureStopsTheNode(t *testing.T) {
+	c := startFailingCluster(t)
+	c.proposeAll(0, 20)
+	var sick int32
+	for id, n := range c.nodes {
+		if n != c.leader {
+			sick = id
 			break
 		}
 	}
-	s := nodes[sick.ID]
+	s := c.nodes[sick]
 	testwait.For(t, "the follower to apply the first entries", 10*time.Second, func() bool { return len(s.a.snapshot()) == 20 })
 	before := s.r.StateIndex()
 
 	s.a.fail.Store(true)
-	proposeAll(20, 21) // committed by the leader and the healthy follower
-	select {
-	case err := <-failures[sick.ID]:
-		if !strings.Contains(fmt.Sprint(err), "no space left on device") {
-			t.Errorf("OnApplyFailure got %v, want the applier's error", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the follower whose storage failed did not stop")
-	}
+	c.proposeAll(20, 21) // committed by the leader and the healthy follower
+	c.waitStopped(sick)
 	s.a.fail.Store(false) // its storage is fixed, but it stays stopped until restarted
-	proposeAll(21, 100)
+	c.proposeAll(21, 100)
 	if got := s.a.snapshot(); len(got) != 20 {
 		t.Errorf("the stopped follower applied %d values, want the 20 before the failure", len(got))
 	}
@@ -131,23 +166,58 @@ func TestApplyFailureStopsTheNode(t *testing.T) {
 	if err := s.r.raft.Snapshot().Error(); err == nil {
 		t.Error("a snapshot was taken of the stopped follower")
 	}
-	for id, ch := range failures {
-		if id != sick.ID && len(ch) > 0 {
+	for id, ch := range c.failures {
+		if id != sick && len(ch) > 0 {
 			t.Errorf("node %d stopped too: %v", id, <-ch)
 		}
 	}
 
 	// Restarted, it applies the entry again and catches up.
-	if err := s.r.Shutdown(); err != nil {
-		t.Fatal(err)
-	}
-	delete(nodes, sick.ID)
-	nodes[sick.ID] = start(sick)
-	want := leader.a.snapshot()
+	c.restart(sick)
+	want := c.leader.a.snapshot()
 	testwait.For(t, "the restarted follower to hold what the leader holds", 20*time.Second, func() bool {
-		return slices.Equal(nodes[sick.ID].a.snapshot(), want)
+		return slices.Equal(c.nodes[sick].a.snapshot(), want)
 	})
 	if len(want) != 100 || !slices.IsSorted(want) {
 		t.Errorf("the leader holds %d values (sorted: %v), want 0..99", len(want), slices.IsSorted(want))
 	}
+}
+
+// TestLeaderApplyFailureIsAnUnknownOutcome: when the leader's own storage
+// refuses a committed command, its proposer is told the outcome is
+// unknown, not that the command failed: the followers apply it, so a
+// client told "failed" would retry and write it twice. The leader stops
+// (OnApplyFailure); restarted with its storage fixed, it holds the command.
+func TestLeaderApplyFailureIsAnUnknownOutcome(t *testing.T) {
+	c := startFailingCluster(t)
+	c.proposeAll(0, 20)
+	var sickID int32
+	for id, n := range c.nodes {
+		if n == c.leader {
+			sickID = id
+		}
+	}
+	c.leader.a.fail.Store(true)
+	err := propose(t, &testNode{r: c.leader.r}, 20)
+	if !errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("the proposer of a command the leader's storage refused got %v, want an unknown outcome", err)
+	}
+	if replication.FailedLocally(err) != nil {
+		t.Errorf("the proposer got the leader's local failure itself: %v", err)
+	}
+	c.waitStopped(sickID)
+	for id, n := range c.nodes {
+		if id == sickID {
+			continue
+		}
+		testwait.For(t, fmt.Sprintf("node %d to apply the command", id), 10*time.Second, func() bool {
+			return slices.Contains(n.a.snapshot(), 20)
+		})
+	}
+	c.leader.a.fail.Store(false)
+	c.restart(sickID)
+	testwait.For(t, "the restarted leader to hold the command", 20*time.Second, func() bool {
+		got := c.nodes[sickID].a.snapshot()
+		return len(got) == 21 && slices.IsSorted(got)
+	})
 }

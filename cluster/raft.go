@@ -602,6 +602,14 @@ func (r *Raft) complete(e *pendingEntry) {
 			p.done(nil, fmt.Errorf("%w: entry committed but not applied on this node", ErrOutcomeUnknown))
 			continue
 		}
+		if lf := replication.FailedLocally(results[i]); lf != nil {
+			// Committed, so the other nodes apply it, but this node's
+			// storage refused it (fsm.stopApplying stops the node): the
+			// command's failure is this node's, not the outcome, so the
+			// client is not told it failed (a retry could duplicate it).
+			p.done(nil, fmt.Errorf("%w: entry committed but this node's storage failed applying it: %v", ErrOutcomeUnknown, lf))
+			continue
+		}
 		p.done(results[i], nil)
 	}
 }
