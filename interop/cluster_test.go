@@ -756,6 +756,14 @@ func readLogWith(t *testing.T, ctx context.Context, newClient func(...kgo.Opt) *
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	// From the log start: DeleteRecords or retention may have moved it.
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		t.Fatalf("list start offsets of %s: %v", topic, err)
+	}
 	start := map[int32]kgo.Offset{}
 	out := make([]map[int64]string, partitions)
 	next := make([]int64, partitions)
@@ -768,6 +776,9 @@ func readLogWith(t *testing.T, ctx context.Context, newClient func(...kgo.Opt) *
 			t.Fatalf("no end offset for %s/%d", topic, p)
 		}
 		end[p] = o.Offset
+		if s, ok := starts.Lookup(topic, int32(p)); ok {
+			next[p] = s.Offset
+		}
 	}
 	cl := newClient(append([]kgo.Opt{kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: start})}, extra...)...)
 	defer cl.Close()

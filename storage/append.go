@@ -88,6 +88,9 @@ func (l *Log) appendMany(batches, heads [][]byte, nowMs int64) (firsts []int64, 
 	if l.isClosed() {
 		return nil, ErrClosed
 	}
+	if err := CurrentReserve().appendsRefused(); err != nil {
+		return nil, err
+	}
 	opts := l.opts()
 	firsts = make([]int64, 0, len(batches))
 	for i := 0; i < len(batches); {

@@ -392,7 +392,11 @@ func (l *Log) createSegment(base int64) (*segment, error) {
 func (l *Log) persistStart(off int64) error {
 	l.persistMu.Lock()
 	defer l.persistMu.Unlock()
-	return writeOffsetCheckpoint(l.dir, startOffsetFile, off)
+	// It comes before the segments below off are deleted, so on a full
+	// disk it may use the reserve: otherwise nothing could ever go.
+	return CurrentReserve().WithRoom("moving the log start of "+l.dir, func() error {
+		return writeOffsetCheckpoint(l.dir, startOffsetFile, off)
+	})
 }
 
 func fileExists(path string) bool {

@@ -28,6 +28,7 @@ import (
 	"github.com/regent-broker/regent/actors/internal/logevery"
 	"github.com/regent-broker/regent/actors/partition"
 	"github.com/regent-broker/regent/actors/replication"
+	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/atomicfile"
 	"github.com/regent-broker/regent/storage/logconfig"
 )
@@ -766,7 +767,9 @@ func (r *Registry) applyDelete(c *deleteCmd) error {
 	if err != nil {
 		return err
 	}
-	if err := r.publish(func(s *snapshot) { delete(s.byName, t.Name); delete(s.byID, t.ID) }); err != nil {
+	// Deleting a topic is how a full disk is given room again, and its
+	// registry write comes first: it may use the disk reserve.
+	if err := r.publishWith(func(s *snapshot) { delete(s.byName, t.Name); delete(s.byID, t.ID) }, "deleting topic "+t.Name); err != nil {
 		return err
 	}
 	for _, p := range t.Partitions {
@@ -885,7 +888,11 @@ func (r *Registry) applySetBroker(c *setBrokerCmd) error {
 
 // publish copies the snapshot, applies change, persists and publishes it.
 // Must be called with r.mu held.
-func (r *Registry) publish(change func(*snapshot)) error {
+func (r *Registry) publish(change func(*snapshot)) error { return r.publishWith(change, "") }
+
+// publishWith is publish; a change that frees space (roomFor says which)
+// may use the disk reserve to persist (storage.Reserve).
+func (r *Registry) publishWith(change func(*snapshot), roomFor string) error {
 	old := r.snapshot.Load()
 	next := &snapshot{byName: make(map[string]*Topic, len(old.byName)+1), byID: make(map[[16]byte]*Topic, len(old.byID)+1)}
 	for k, v := range old.byName {
@@ -895,7 +902,14 @@ func (r *Registry) publish(change func(*snapshot)) error {
 		next.byID[k] = v
 	}
 	change(next)
-	if err := r.persist(next); err != nil {
+	persist := func() error { return r.persist(next) }
+	var err error
+	if roomFor != "" {
+		err = storage.CurrentReserve().WithRoom(roomFor, persist)
+	} else {
+		err = persist()
+	}
+	if err != nil {
 		return errf(kerr.KafkaStorageError, "persist topics: %v", err)
 	}
 	r.snapshot.Store(next)

@@ -12,6 +12,7 @@ import (
 	"github.com/regent-broker/regent/actors/acls"
 	"github.com/regent-broker/regent/cluster"
 	"github.com/regent-broker/regent/netio"
+	"github.com/regent-broker/regent/storage"
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/telemetry"
 )
@@ -73,7 +74,10 @@ type Config struct {
 	// MaxOpenFiles bounds the segment file descriptors open at once across
 	// all partitions (storage.FileCache); 0: derived from RLIMIT_NOFILE.
 	MaxOpenFiles int
-	Pprof        string
+	// DiskReserve is the space held back in DATA/meta/disk-reserve for
+	// the writes that free space on a full disk (storage.Reserve); 0: none.
+	DiskReserve int64
+	Pprof       string
 	// TxnMaxTimeout caps transaction.timeout.ms (Kafka's
 	// transaction.max.timeout.ms); above it INVALID_TRANSACTION_TIMEOUT.
 	TxnMaxTimeout time.Duration
@@ -178,6 +182,7 @@ func DefaultConfig() Config {
 		TelemetryMaxBytes:   1 << 20,
 		IdleTimeout:         10 * time.Minute,
 		MaxMemory:           netio.DefaultMaxMemory,
+		DiskReserve:         storage.DefaultReserveBytes,
 		MaxProducerStates:   defaultMaxProducerStates,
 		MaxTransactionalIDs: defaultMaxTransactionalIDs,
 		MaxGroups:           defaultMaxGroups,

@@ -77,6 +77,7 @@ var validEnv = map[string]string{
 	"max-groups":                       "5000",
 	"max-partitions":                   "5000",
 	"max-open-files":                   "2048",
+	"disk-reserve":                     "16MiB",
 	"otel-exporter":                    "stdout",
 	"otel-endpoint":                    "127.0.0.1:4317",
 	"otel-sample-ratio":                "0.25",
@@ -117,6 +118,7 @@ var validEnv = map[string]string{
 // non-empty value; an empty variable counts as unset.
 var invalidEnv = map[string]string{
 	"listen":                           "nope",
+	"disk-reserve":                     "lots",
 	"advertise":                        "host-without-port",
 	"fsync":                            "sometimes",
 	"flush-interval":                   "soon",

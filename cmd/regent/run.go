@@ -51,6 +51,17 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return err
 	}
 	defer unlock()
+	var reserve *storage.Reserve
+	if cfg.DiskReserve > 0 {
+		// A cluster node does not hold appends after using it: a refused
+		// append would stop the node (fsm.stopApplying), while a single
+		// node answers it KAFKA_STORAGE_ERROR and goes on.
+		reserve = storage.OpenReserve(filepath.Join(cfg.DataDir, "meta", "disk-reserve"), cfg.DiskReserve, !cfg.Clustered(), logger)
+	} else {
+		_ = os.Remove(filepath.Join(cfg.DataDir, "meta", "disk-reserve"))
+	}
+	storage.SetReserve(reserve)
+	defer storage.SetReserve(nil)
 	overrides, _ := cfg.brokerOverrides()
 	if cfg.MaxOpenFiles > 0 {
 		storage.SetMaxOpenFiles(cfg.MaxOpenFiles)
@@ -502,6 +513,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	defer maintain.Stop()
 	compact := time.NewTicker(cfg.CompactionCheck)
 	defer compact.Stop()
+	refill := time.NewTicker(time.Second)
+	defer refill.Stop()
 	var runErr error
 loop:
 	for {
@@ -537,6 +550,10 @@ loop:
 			// offsets (single node: decided and applied here).
 			leader := raftRepl == nil || raftRepl.Ready()
 			reg.ForEachPartition(func(p *partition.Partition) { p.Maintain(leader) })
+		case <-refill.C:
+			// Cheap while the reserve is in place; after a full disk used
+			// it, appends resume once it is made again.
+			reserve.Refill()
 		case <-compact.C:
 			// Compaction alone, on Kafka's cleaner cadence: a topic with
 			// a short max.compaction.lag.ms is compacted within it, not
