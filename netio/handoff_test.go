@@ -159,6 +159,50 @@ func TestHandoffWithResponsesPending(t *testing.T) {
 	}
 }
 
+// The handoff's wait for gnet's outbound buffer, made certain: responses
+// of bytes (copyHandler), unlike file ranges, stay in gnet's buffer once
+// the socket is full, and the client reads nothing until the handoff has
+// waited for them. Then every response arrives in order, whole.
+func TestHandoffWaitsForGnetsBuffer(t *testing.T) {
+	l := bigLog(t, 200, 20<<10, 64<<20)
+	addr, srv := startServerWith(t, Config{MaxPendingBytes: 8 << 20, MaxMemory: 256 << 20}, copyHandler{rangeHandler{log: l}})
+	c := dial(t, addr)
+	_ = c.(*net.TCPConn).SetReadBuffer(256 << 10)
+	const n = 200
+	size := func(i int32) int { return 64<<10 + int(i%5)*32<<10 }
+	go func() {
+		_ = c.SetWriteDeadline(time.Now().Add(60 * time.Second))
+		for i := range int32(n) {
+			if _, err := c.Write(paddedFrame(rangeFrame(i, int64(i), size(i)), 64<<10)); err != nil {
+				return
+			}
+		}
+	}()
+	// 8 MiB of output pause the connection; the sockets take at most a
+	// few MiB of it, so gnet holds the rest when the handoff begins.
+	if !pollUntil(10*time.Second, func() bool { return srv.handoffWaits.Load() > 0 }) {
+		t.Fatalf("the handoff did not wait for gnet's buffer: handed off %d, request budget %d, response %d",
+			srv.MemoryStats().HandedOff, budgetUse(srv, "request"), budgetUse(srv, "response"))
+	}
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := range int32(n) {
+		corr, body := readFrame(t, r)
+		if corr != i {
+			t.Fatalf("response %d has correlation %d", i, corr)
+		}
+		if !bytes.Equal(body, mustRead(t, l, int64(i), size(i))) {
+			t.Fatalf("response %d: %d bytes differ from the stored batches", i, len(body))
+		}
+	}
+	if k := closedFor(srv, "inbound_flood") + closedFor(srv, "request_budget") + closedFor(srv, "write_stall"); k != 0 {
+		t.Fatalf("%d connections closed", k)
+	}
+	if !pollUntil(5*time.Second, func() bool { return budgetUse(srv, "response") == 0 && budgetUse(srv, "request") == 0 }) {
+		t.Fatalf("accounting not back to zero: response %d, request %d", budgetUse(srv, "response"), budgetUse(srv, "request"))
+	}
+}
+
 // A connection whose requests in flight hold the whole request budget
 // waits, unread, for the budget rather than being closed: once they are
 // answered the rest are read and answered too, in order, on a plaintext
