@@ -137,13 +137,7 @@ func TestDiskFullSingleNode(t *testing.T) {
 	b := brokertest.StartIn(t, filepath.Join(dir, "data"), fmt.Sprintf("127.0.0.1:%d", brokertest.FreePort(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	newClient := func(opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cl
-	}
+	newClient := clientsOf(t, b.Addr)
 	admCl := newClient()
 	defer admCl.Close()
 	if _, err := kadm.NewClient(admCl).CreateTopic(ctx, partitions, 1, nil, topic); err != nil {
@@ -189,6 +183,18 @@ func TestDiskFullSingleNode(t *testing.T) {
 	b.Kill()
 	b.Restart()
 	verifyAcked(t, "records produced while the disk filled, after a restart", readLogWith(t, ctx, newClient, topic, partitions), all)
+}
+
+// clientsOf returns a maker of kgo clients seeded with addr (a test fails
+// if one cannot be made); the caller closes them.
+func clientsOf(t *testing.T, addr string) func(...kgo.Opt) *kgo.Client {
+	return func(opts ...kgo.Opt) *kgo.Client {
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cl
+	}
 }
 
 // ackLog collects a producer's acknowledgements and its first errors;

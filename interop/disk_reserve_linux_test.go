@@ -47,13 +47,7 @@ func TestDiskFullRoomFromDeletion(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	newClient := func(opts ...kgo.Opt) *kgo.Client {
-		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr)}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return cl
-	}
+	newClient := clientsOf(t, b.Addr)
 	admCl := newClient()
 	defer admCl.Close()
 	adm := kadm.NewClient(admCl)

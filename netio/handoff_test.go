@@ -14,6 +14,7 @@ import (
 
 	"github.com/regent-broker/regent/netio/certs"
 	"github.com/regent-broker/regent/netio/tlstest"
+	"github.com/regent-broker/regent/storage"
 )
 
 // paddedFrame is frame with pad more bytes in its body (handlers read the
@@ -116,17 +117,7 @@ func TestHandoffWithResponsesPending(t *testing.T) {
 		t.Fatalf("not handed off; request budget used %d, response %d", budgetUse(srv, "request"), budgetUse(srv, "response"))
 	}
 	sentBefore, copiedBefore := srv.FileBytes()
-	r := bufio.NewReader(c)
-	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for i := range int32(n) {
-		corr, body := readFrame(t, r)
-		if corr != i {
-			t.Fatalf("response %d has correlation %d", i, corr)
-		}
-		if !bytes.Equal(body, mustRead(t, l, int64(i), size(i))) {
-			t.Fatalf("response %d: %d bytes differ from the stored batches", i, len(body))
-		}
-	}
+	r := readRangeResponses(t, c, l, n, size)
 	sent, copied := srv.FileBytes()
 	t.Logf("sendfile %d bytes (%d before the handoff), copied %d (%d before)", sent, sentBefore, copied, copiedBefore)
 	if sent == sentBefore {
@@ -159,6 +150,25 @@ func TestHandoffWithResponsesPending(t *testing.T) {
 	}
 }
 
+// readRangeResponses reads n responses to rangeFrame requests (the i-th
+// for size(i) bytes at offset i) and checks their order and bytes; it
+// returns the reader for what follows.
+func readRangeResponses(t *testing.T, c net.Conn, l *storage.Log, n int32, size func(int32) int) *bufio.Reader {
+	t.Helper()
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := range n {
+		corr, body := readFrame(t, r)
+		if corr != i {
+			t.Fatalf("response %d has correlation %d", i, corr)
+		}
+		if !bytes.Equal(body, mustRead(t, l, int64(i), size(i))) {
+			t.Fatalf("response %d: %d bytes differ from the stored batches", i, len(body))
+		}
+	}
+	return r
+}
+
 // The handoff's wait for gnet's outbound buffer, made certain: responses
 // of bytes (copyHandler), unlike file ranges, stay in gnet's buffer once
 // the socket is full, and the client reads nothing until the handoff has
@@ -184,17 +194,7 @@ func TestHandoffWaitsForGnetsBuffer(t *testing.T) {
 		t.Fatalf("the handoff did not wait for gnet's buffer: handed off %d, request budget %d, response %d",
 			srv.MemoryStats().HandedOff, budgetUse(srv, "request"), budgetUse(srv, "response"))
 	}
-	r := bufio.NewReader(c)
-	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
-	for i := range int32(n) {
-		corr, body := readFrame(t, r)
-		if corr != i {
-			t.Fatalf("response %d has correlation %d", i, corr)
-		}
-		if !bytes.Equal(body, mustRead(t, l, int64(i), size(i))) {
-			t.Fatalf("response %d: %d bytes differ from the stored batches", i, len(body))
-		}
-	}
+	readRangeResponses(t, c, l, n, size)
 	if k := closedFor(srv, "inbound_flood") + closedFor(srv, "request_budget") + closedFor(srv, "write_stall"); k != 0 {
 		t.Fatalf("%d connections closed", k)
 	}
