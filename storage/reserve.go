@@ -144,7 +144,13 @@ func (r *Reserve) Refill() {
 	if r.held.Load() {
 		return
 	}
-	if err := r.create(); err != nil {
+	// Not worth a try (writing what fits, then removing it) every second
+	// while the disk stays full.
+	err := errNoRoomYet
+	if free := freeBytes(r.path); free < 0 || free >= r.size {
+		err = r.create()
+	}
+	if err != nil {
 		if r.refillFails++; r.refillFails == 1 || r.refillFails%60 == 0 {
 			r.logger.Warn("the disk reserve cannot be made again yet: the disk is still full; delete topics or records, or grow the volume",
 				"path", r.path, "bytes", r.size, "appends_held", r.appendsHeld.Load(), "err", err)
@@ -157,6 +163,8 @@ func (r *Reserve) Refill() {
 		r.logger.Info("disk reserve made", "path", r.path, "bytes", r.size)
 	}
 }
+
+var errNoRoomYet = errors.New("less free space than the reserve's size")
 
 // Held reports whether the reserve file is in place.
 func (r *Reserve) Held() bool { return r != nil && r.held.Load() }
