@@ -61,7 +61,7 @@ func OpenReserve(path string, size int64, holdAppends bool, logger *slog.Logger)
 
 // create writes the reserve file; on failure nothing of it is left. Under mu.
 func (r *Reserve) create() error {
-	err := writeZeros(r.path, r.size)
+	err := fillReserveFile(r.path, r.size)
 	if err != nil {
 		_ = os.Remove(r.path)
 		return err
@@ -70,13 +70,20 @@ func (r *Reserve) create() error {
 	return nil
 }
 
-func writeZeros(path string, size int64) error {
+func fillReserveFile(path string, size int64) error {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
+	// Allocated blocks hold the space as well as written ones, and cost no
+	// writes; where fallocate fails, zeros are written (and fail the same
+	// way on a full disk).
+	left := size
+	if allocate(f, size) == nil {
+		left = 0
+	}
 	zeros := make([]byte, 1<<20)
-	for left := size; left > 0; {
+	for left > 0 {
 		n := min(left, int64(len(zeros)))
 		if _, err := f.Write(zeros[:n]); err != nil {
 			_ = f.Close()
