@@ -176,6 +176,18 @@ var errNoRoomYet = errors.New("less free space than the reserve's size")
 // Held reports whether the reserve file is in place.
 func (r *Reserve) Held() bool { return r != nil && r.held.Load() }
 
+// State is what the reserve holds back now (its size, or 0 once used and
+// not made again) and whether appends are refused meanwhile; any goroutine.
+func (r *Reserve) State() (heldBytes int64, appendsHeld bool) {
+	if r == nil {
+		return 0, false
+	}
+	if r.held.Load() {
+		heldBytes = r.size
+	}
+	return heldBytes, r.appendsHeld.Load()
+}
+
 // errAppendsHeld is what appends get while the released reserve waits to
 // be made again; it is a full disk to whoever answers it.
 var errAppendsHeld = fmt.Errorf("disk full: appends wait until the disk reserve is made again: %w", syscall.ENOSPC)

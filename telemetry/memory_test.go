@@ -101,7 +101,21 @@ func TestBudgetMetrics(t *testing.T) {
 			}
 		}
 	}
+	if err := tel.ObserveDiskReserve(func() (int64, bool) { return 8 << 20, true }); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"regent_disk_reserve_bytes{", "} 8.388608e+06"} { // Prometheus's float form
+		if got := scrapeLines(t, tel, "regent_disk_reserve_bytes"); !strings.Contains(got, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, got)
+		}
+	}
+	if got := scrapeLines(t, tel, "regent_disk_appends_held"); !strings.Contains(got, "} 1") {
+		t.Errorf("/metrics lacks appends held = 1:\n%s", got)
+	}
 	var off *Telemetry
+	if err := off.ObserveDiskReserve(nil); err != nil {
+		t.Fatal(err)
+	}
 	if err := off.ObserveProducerStates(nil); err != nil {
 		t.Fatal(err)
 	}

@@ -438,6 +438,12 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := tel.ObservePartitions(heldAndLimit(reg.Held)); err != nil {
 		return fmt.Errorf("partition metrics: %w", err)
 	}
+	if reserve != nil {
+		if err := tel.ObserveDiskReserve(reserve.State); err != nil {
+			return fmt.Errorf("disk reserve metrics: %w", err)
+		}
+	}
+
 	if err := tel.ObserveMemory(func() ([]telemetry.MemoryBudget, []telemetry.ConnectionsClosed) {
 		st := nsrvs[0].MemoryStats()
 		bs := make([]telemetry.MemoryBudget, len(st.Budgets))
