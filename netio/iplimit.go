@@ -12,11 +12,11 @@ import (
 // bound is closed as soon as it is accepted (reason max_connections_per_ip),
 // as Kafka's acceptor closes it. nil: no bound. Safe from any goroutine.
 type PerIPLimit struct {
-	max       int                // per address; 0: none
-	overrides map[netip.Addr]int // per named address, 0 or more (0: no connection)
-	mu        struct {
+	mu struct {
 		sync.Mutex
-		open map[netip.Addr]int
+		max       int                // per address; < 0: none
+		overrides map[netip.Addr]int // per named address, 0 or more (0: no connection)
+		open      map[netip.Addr]int
 	}
 }
 
@@ -27,20 +27,37 @@ func NewPerIPLimit(max int, overrides map[netip.Addr]int) *PerIPLimit {
 	if max <= 0 && len(overrides) == 0 {
 		return nil
 	}
-	l := &PerIPLimit{max: max, overrides: overrides}
+	if max <= 0 {
+		max = -1
+	}
+	return NewAdjustablePerIPLimit(max, overrides)
+}
+
+// NewAdjustablePerIPLimit is a limit whose bounds Set may change later,
+// bounding nothing until then if max < 0 and overrides is empty. Here, as
+// in Kafka's max.connections.per.ip, a max of 0 admits only the addresses
+// overrides names.
+func NewAdjustablePerIPLimit(max int, overrides map[netip.Addr]int) *PerIPLimit {
+	l := &PerIPLimit{}
+	l.mu.max, l.mu.overrides = max, overrides
 	l.mu.open = map[netip.Addr]int{}
 	return l
 }
 
-// bound is a's bound (-1: none).
+// Set replaces the bounds (max < 0: none) for the connections accepted
+// from now on; those open stay, even over a lower bound, as in Kafka.
+func (l *PerIPLimit) Set(max int, overrides map[netip.Addr]int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mu.max, l.mu.overrides = max, overrides
+}
+
+// bound is a's bound (-1: none). Under l.mu.
 func (l *PerIPLimit) bound(a netip.Addr) int {
-	if n, ok := l.overrides[a]; ok {
+	if n, ok := l.mu.overrides[a]; ok {
 		return n
 	}
-	if l.max > 0 {
-		return l.max
-	}
-	return -1
+	return max(l.mu.max, -1)
 }
 
 // acquire counts a connection from a; false (nothing counted) when a is at
@@ -49,10 +66,9 @@ func (l *PerIPLimit) acquire(a netip.Addr) bool {
 	if l == nil {
 		return true
 	}
-	b := l.bound(a)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b >= 0 && l.mu.open[a] >= b {
+	if b := l.bound(a); b >= 0 && l.mu.open[a] >= b {
 		return false
 	}
 	l.mu.open[a]++
@@ -87,7 +103,7 @@ func (l *PerIPLimit) Open(a netip.Addr) int {
 // its address's PerIPLimit; on refusal nothing stays counted and the
 // reason is returned. The address is what release takes back.
 func (s *Server) admit(remote net.Addr) (addr netip.Addr, refused closeReason, ok bool) {
-	if s.open.Add(1) > int64(s.cfg.MaxConnections) {
+	if s.open.Add(1) > s.maxConns.Load() {
 		s.open.Add(-1)
 		return netip.Addr{}, closeMaxConnections, false
 	}
@@ -98,6 +114,11 @@ func (s *Server) admit(remote net.Addr) (addr netip.Addr, refused closeReason, o
 	}
 	return addr, 0, true
 }
+
+// SetMaxConnections changes MaxConnections for the connections accepted
+// from now on (Kafka's max.connections, changed at runtime); those open
+// stay.
+func (s *Server) SetMaxConnections(n int) { s.maxConns.Store(int64(max(n, 0))) }
 
 // release gives back what admit counted for a connection from addr.
 func (s *Server) release(addr netip.Addr) {
@@ -111,7 +132,7 @@ func (s *Server) release(addr netip.Addr) {
 func (s *Server) refuseLog(reason closeReason, remote string) {
 	switch reason {
 	case closeMaxConnections:
-		s.log.Warn("connection refused: limit reached", "limit", s.cfg.MaxConnections, "remote", remote)
+		s.log.Warn("connection refused: limit reached", "limit", s.maxConns.Load(), "remote", remote)
 	default:
 		s.log.Debug("connection refused: its address is at max.connections.per.ip", "remote", remote)
 	}

@@ -74,3 +74,70 @@ func TestNoPerIPLimit(t *testing.T) {
 	}
 	l.release(netip.MustParseAddr("127.0.0.1"))
 }
+
+// TestPerIPLimitSet: new bounds apply to the connections accepted after
+// them; a max of 0 admits only the addresses overrides names (Kafka's
+// max.connections.per.ip=0 with overrides).
+func TestPerIPLimitSet(t *testing.T) {
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	l := NewAdjustablePerIPLimit(-1, nil)
+	for range 3 {
+		if !l.acquire(a) {
+			t.Fatal("an unbounded limit refused")
+		}
+	}
+	l.Set(1, nil)
+	if l.acquire(a) || !l.acquire(b) || l.acquire(b) {
+		t.Fatalf("at max 1: open a %d, b %d", l.Open(a), l.Open(b))
+	}
+	if l.Open(a) != 3 {
+		t.Errorf("a lower bound closed open connections: a holds %d", l.Open(a))
+	}
+	l.Set(0, map[netip.Addr]int{a: 5})
+	l.release(b)
+	if l.acquire(b) {
+		t.Error("max 0 admitted an address no override names")
+	}
+	if !l.acquire(a) || !l.acquire(a) || l.acquire(a) {
+		t.Errorf("override of 5 with 3 open: a holds %d", l.Open(a))
+	}
+	l.Set(-1, nil)
+	if !l.acquire(b) {
+		t.Error("bounds removed, still refused")
+	}
+}
+
+// TestSetMaxConnections: a lower max.connections refuses the connections
+// accepted after it and closes none of those open; a higher one admits
+// them again.
+func TestSetMaxConnections(t *testing.T) {
+	addr, srv := startServerWith(t, Config{MaxConnections: 100}, slowHandler{})
+	open := func() (net.Conn, bool) {
+		t.Helper()
+		c := dial(t, addr)
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Write(apiVersionsFrame(1)); err != nil {
+			return c, false
+		}
+		_, err := bufio.NewReader(c).Peek(4)
+		return c, err == nil
+	}
+	first, ok := open()
+	if !ok {
+		t.Fatal("the first connection was refused")
+	}
+	srv.SetMaxConnections(1)
+	if _, ok := open(); ok {
+		t.Fatal("a second connection was served at max 1")
+	}
+	if _, err := first.Write(apiVersionsFrame(2)); err != nil {
+		t.Fatalf("the open connection after the bound fell: %v", err)
+	}
+	srv.SetMaxConnections(2)
+	if _, ok := open(); !ok {
+		t.Fatal("a second connection was refused at max 2")
+	}
+	if got := srv.closed[closeMaxConnections].Load(); got != 1 {
+		t.Errorf("max_connections closes: %d, want 1", got)
+	}
+}

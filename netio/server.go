@@ -183,6 +183,8 @@ type Server struct {
 	// handoffs counts connections handed off the event loop (handoff.go);
 	// handoffWaits those of them that waited for gnet's outbound buffer.
 	handoffs, handoffWaits atomic.Int64
+	// maxConns is Config.MaxConnections, changed by SetMaxConnections.
+	maxConns atomic.Int64
 	// budgetWaits counts times a connection waited for the request budget
 	// instead of being closed (waitForBudget).
 	budgetWaits atomic.Int64
@@ -201,6 +203,7 @@ type Server struct {
 func New(cfg Config, h Handler) *Server {
 	cfg.setDefaults()
 	s := &Server{cfg: cfg, handler: h, log: cfg.Logger, obs: cfg.Observer, budgets: cfg.Budgets, booted: make(chan struct{}), stop: make(chan struct{})}
+	s.maxConns.Store(int64(cfg.MaxConnections))
 	s.watch.set = map[*connState]struct{}{}
 	s.watch.nudge = make(chan struct{}, 1)
 	s.tls.mu.raw = map[net.Conn]struct{}{}

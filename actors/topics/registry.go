@@ -93,6 +93,9 @@ type Registry struct {
 	// broker is the broker-level config; read lock-free (the event loop
 	// reads it), replaced under mu.
 	broker atomic.Pointer[logconfig.Broker]
+	// onBroker is OnBrokerChange's callback (nil: none); set once at
+	// start, called on the applying goroutine.
+	onBroker atomic.Pointer[func(logconfig.Broker)]
 
 	// mu serializes changes. Apply holds it for the whole mutation (on the
 	// proposer's goroutine with replication.Local, on the raft FSM goroutine
@@ -322,6 +325,13 @@ func (r *Registry) Partition(topic string, idx int32) *partition.Partition {
 
 // Broker returns the broker-level config.
 func (r *Registry) Broker() logconfig.Broker { return *r.broker.Load() }
+
+// OnBrokerChange calls fn with the broker configs now and after every
+// change applied (on every node of a cluster); fn must not block.
+func (r *Registry) OnBrokerChange(fn func(logconfig.Broker)) {
+	r.onBroker.Store(&fn)
+	fn(r.Broker())
+}
 
 // ValidateName applies Kafka's topic-name rules.
 func ValidateName(name string) error {
@@ -582,6 +592,9 @@ func (r *Registry) SetConfigs(name string, configs map[string]string, validateOn
 // SetBroker replaces broker-level overrides and re-resolves every topic.
 func (r *Registry) SetBroker(b logconfig.Broker) error {
 	b.Overrides = nonNil(b.Overrides)
+	if err := logconfig.CheckConnectionLimits(b.Overrides); err != nil {
+		return errf(kerr.InvalidConfig, "%s", err.Error())
+	}
 	r.mu.Lock()
 	_, err := r.resolveAll(b)
 	r.mu.Unlock()
@@ -878,6 +891,9 @@ func (r *Registry) applySetBroker(c *setBrokerCmd) error {
 	}
 	r.mu.broker = b
 	r.broker.Store(&b)
+	if fn := r.onBroker.Load(); fn != nil {
+		(*fn)(b)
+	}
 	for _, t := range changed {
 		for _, p := range t.Partitions {
 			p.SetConfig(t.Config)

@@ -178,7 +178,7 @@ func DefaultConfig() Config {
 		CompactionCheck:     15 * time.Second,
 		LogLevel:            "info",
 		LogFormat:           "text",
-		MaxConnections:      10000,
+		MaxConnections:      logconfig.DefaultMaxConnections,
 		TelemetryMaxBytes:   1 << 20,
 		IdleTimeout:         10 * time.Minute,
 		MaxMemory:           netio.DefaultMaxMemory,
@@ -338,6 +338,27 @@ func (c Config) brokerOverrides() (map[string]string, error) {
 	} else if txnSet {
 		out[txnMaxTimeoutKey] = txnMs
 	}
+	// The connection flags are the connection keys' values given at
+	// start: DescribeConfigs reports them, and kafka-configs changes them.
+	for _, m := range []struct {
+		key, flag, val string
+		set            bool
+	}{
+		{logconfig.MaxConnectionsKey, "--max-connections", strconv.Itoa(c.MaxConnections), c.MaxConnections != 0 && c.MaxConnections != logconfig.DefaultMaxConnections},
+		{logconfig.MaxConnectionsPerIPKey, "--max-connections-per-ip", strconv.Itoa(c.MaxConnectionsPerIP), c.MaxConnectionsPerIP > 0},
+		{logconfig.MaxConnectionsPerIPOverKey, "--max-connections-per-ip-overrides", c.MaxConnectionsPerIPOverrides, strings.TrimSpace(c.MaxConnectionsPerIPOverrides) != ""},
+	} {
+		if v, ok := out[m.key]; ok {
+			if m.set && strings.TrimSpace(v) != m.val {
+				return nil, fmt.Errorf("--broker-config %s=%s and %s %s disagree: set one", m.key, v, m.flag, m.val)
+			}
+		} else if m.set {
+			out[m.key] = m.val
+		}
+	}
+	if err := logconfig.CheckConnectionLimits(out); err != nil {
+		return nil, fmt.Errorf("--broker-config: %w", err)
+	}
 	return out, nil
 }
 
@@ -492,27 +513,7 @@ func (v bytesValue) Set(s string) error {
 // "ADDR:N,ADDR:N" (an IPv6 address with its colons, the count after the
 // last one; N >= 0). Addresses only: Kafka also takes host names.
 func perIPOverrides(s string) (map[netip.Addr]int, error) {
-	out := map[netip.Addr]int{}
-	for _, item := range strings.Split(s, ",") {
-		item = strings.TrimSpace(item)
-		if item == "" {
-			continue
-		}
-		i := strings.LastIndex(item, ":")
-		if i <= 0 {
-			return nil, fmt.Errorf("%q is not ADDR:COUNT", item)
-		}
-		addr, err := netip.ParseAddr(strings.Trim(item[:i], "[]"))
-		if err != nil {
-			return nil, fmt.Errorf("%q: %v (addresses only, not host names)", item, err)
-		}
-		n, err := strconv.Atoi(item[i+1:])
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%q: the count must be 0 or more", item)
-		}
-		out[addr.Unmap()] = n
-	}
-	return out, nil
+	return logconfig.ParseConnectionOverrides(s)
 }
 
 func checkSuperUsers(s string) error {

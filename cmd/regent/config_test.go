@@ -379,3 +379,28 @@ func TestTxnIDExpiration(t *testing.T) {
 		}
 	}
 }
+
+// TestConnectionFlagsAreBrokerConfigs: the connection flags are the
+// connection keys' values given at start; a disagreeing --broker-config
+// and a per-address bound of 0 without overrides are refused.
+func TestConnectionFlagsAreBrokerConfigs(t *testing.T) {
+	c := Config{MaxConnections: 500, MaxConnectionsPerIP: 3, MaxConnectionsPerIPOverrides: "10.0.0.1:5"}
+	o, err := c.brokerOverrides()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"max.connections": "500", "max.connections.per.ip": "3", "max.connections.per.ip.overrides": "10.0.0.1:5"} {
+		if o[k] != want {
+			t.Errorf("%s = %q, want %q", k, o[k], want)
+		}
+	}
+	if o, _ := (Config{MaxConnections: 10000}).brokerOverrides(); len(o) != 0 {
+		t.Errorf("defaults became overrides: %v", o)
+	}
+	if _, err := (Config{MaxConnections: 500, BrokerConfigs: "max.connections=600"}).brokerOverrides(); err == nil {
+		t.Error("--max-connections 500 and max.connections=600 accepted together")
+	}
+	if _, err := (Config{BrokerConfigs: "max.connections.per.ip=0"}).brokerOverrides(); err == nil {
+		t.Error("max.connections.per.ip=0 without overrides accepted")
+	}
+}

@@ -396,11 +396,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// One netio server per listener; they share the memory budgets (and
 	// so the bounds), MaxConnections applies to each. SSL and SASL_SSL
 	// ones are served by netio's crypto/tls front door.
-	ipOverrides, err := perIPOverrides(cfg.MaxConnectionsPerIPOverrides)
-	if err != nil {
-		return fmt.Errorf("--max-connections-per-ip-overrides: %w", err)
-	}
-	perIP := netio.NewPerIPLimit(cfg.MaxConnectionsPerIP, ipOverrides) // shared by the listeners
+	// Shared by the listeners; its bounds, and each listener's
+	// MaxConnections, follow the connection keys (set below).
+	perIP := netio.NewAdjustablePerIPLimit(-1, nil)
 	var nsrvs []*netio.Server
 	for i, l := range listeners {
 		var tlsCfg *tls.Config
@@ -508,6 +506,15 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		err error
 	}
 	errc := make(chan ended, len(nsrvs))
+	// max.connections and max.connections.per.ip(.overrides): the flags'
+	// values at start, then whatever kafka-configs sets (on every node).
+	reg.OnBrokerChange(func(b logconfig.Broker) {
+		maxConns, ipMax, ipOverrides := b.ConnectionLimits()
+		for _, o := range nsrvs {
+			o.SetMaxConnections(maxConns)
+		}
+		perIP.Set(ipMax, ipOverrides)
+	})
 	for i, o := range nsrvs {
 		go func() { errc <- ended{i, o.Run()} }()
 	}

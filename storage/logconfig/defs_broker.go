@@ -228,6 +228,13 @@ var brokerDefs = func() []Def {
 			"Smallest session timeout a classic group member may ask for."),
 		brokerDef("group.max.session.timeout.ms", TypeInt, "1800000", true, nil, ro, enf,
 			"Largest session timeout a classic group member may ask for."),
+		// Connection limits, applied to the connections accepted after a change.
+		brokerDef(MaxConnectionsKey, TypeInt, strconv.Itoa(DefaultMaxConnections), true, integralV(TypeInt, bnd(0), nil), dyn, enf,
+			"Connections each listener holds at once (--max-connections sets the value given at start); a connection over it is closed as it is accepted. Regent counts per listener, Kafka across listeners. Lowering it closes no open connection."),
+		brokerDef(MaxConnectionsPerIPKey, TypeInt, strconv.Itoa(DefaultMaxConnectionsPerIP), true, integralV(TypeInt, bnd(0), nil), dyn, enf,
+			"Connections one client address holds at once, across listeners (--max-connections-per-ip sets the value given at start); 0 admits only the addresses max.connections.per.ip.overrides names. Lowering it closes no open connection."),
+		brokerDef(MaxConnectionsPerIPOverKey, TypeString, "", true, connectionOverridesV(), dyn, enf,
+			"Bounds for named client addresses over max.connections.per.ip, as ADDR:COUNT,... (--max-connections-per-ip-overrides sets the value given at start). Addresses only: Regent takes no host names here."),
 		// Throttles kafka-reassign-partitions sets and clears.
 		brokerDef("leader.replication.throttled.rate", TypeLong, maxLong, true, integralV(TypeLong, bnd(0), nil), dyn, off,
 			notEnforced+": replication quotas are not implemented (raft replication is not throttled). Bytes per second a leader sends to the replicas named by leader.replication.throttled.replicas."),
