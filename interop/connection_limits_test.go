@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/regent-broker/regent/interop/brokertest"
+	"github.com/regent-broker/regent/interop/testwait"
 )
 
 // TestConnectionLimitsFromKafkaConfigs: max.connections.per.ip and its
@@ -165,4 +167,39 @@ func servedConnections(t *testing.T, addr, from string, upTo int) int {
 		}
 	}
 	return upTo
+}
+
+// TestClusterConnectionLimits: a connection bound set through one node
+// reaches every node (a replicated broker config), which applies it to
+// the connections it accepts next.
+func TestClusterConnectionLimits(t *testing.T) {
+	c := brokertest.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admCl := clientsOf(t, c.Node(2).Addr)()
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "max.connections.per.ip", Value: kadm.StringPtr("2")},
+		{Op: kadm.SetConfig, Name: "max.connections.per.ip.overrides", Value: kadm.StringPtr("127.0.0.1:1000")},
+	})
+	if err == nil {
+		for _, r := range rs {
+			if r.Err != nil {
+				err = r.Err
+			}
+		}
+	}
+	if err != nil {
+		t.Fatalf("set max.connections.per.ip through node 2: %v", err)
+	}
+	for i, n := range c.Nodes() {
+		// Each node applies it once its state reaches the change: until
+		// then a probe (from an address of its own each time) gets more.
+		from := 10 + i*20
+		testwait.For(t, fmt.Sprintf("node %d to bound connections per address", n.ID), 30*time.Second, func() bool {
+			from++
+			return servedConnections(t, n.Addr, fmt.Sprintf("127.0.1.%d", from), 4) == 2
+		})
+	}
 }
