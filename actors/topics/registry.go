@@ -327,8 +327,11 @@ func (r *Registry) Partition(topic string, idx int32) *partition.Partition {
 func (r *Registry) Broker() logconfig.Broker { return *r.broker.Load() }
 
 // OnBrokerChange calls fn with the broker configs now and after every
-// change applied (on every node of a cluster); fn must not block.
+// change applied (on every node of a cluster); fn must not block. Under
+// r.mu, as applies are, so fn never sees an older config after a newer.
 func (r *Registry) OnBrokerChange(fn func(logconfig.Broker)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.onBroker.Store(&fn)
 	fn(r.Broker())
 }

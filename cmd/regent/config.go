@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -509,13 +508,6 @@ func (v bytesValue) Set(s string) error {
 
 // checkSuperUsers checks Kafka's super.users form: principals "Type:Name"
 // separated by ';' (empty: none).
-// perIPOverrides parses Kafka's max.connections.per.ip.overrides form,
-// "ADDR:N,ADDR:N" (an IPv6 address with its colons, the count after the
-// last one; N >= 0). Addresses only: Kafka also takes host names.
-func perIPOverrides(s string) (map[netip.Addr]int, error) {
-	return logconfig.ParseConnectionOverrides(s)
-}
-
 func checkSuperUsers(s string) error {
 	for _, u := range acls.ParseSuperUsers(s) {
 		if typ, name, ok := strings.Cut(u, ":"); !ok || typ == "" || name == "" {

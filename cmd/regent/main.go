@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/telemetry"
 )
 
@@ -152,7 +153,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Var(intValue[int]{p: &c.MaxConnections, min: 1, max: 1<<31 - 1}, "max-connections", "maximum open client connections")
 	fs.Var(intValue[int]{p: &c.MaxConnectionsPerIP, min: 0, max: 1<<31 - 1}, "max-connections-per-ip", "maximum open client connections from one address, across listeners (Kafka's max.connections.per.ip); 0: no bound")
 	fs.Var(checkedString{p: &c.MaxConnectionsPerIPOverrides, check: func(s string) error {
-		_, err := perIPOverrides(s)
+		_, err := logconfig.ParseConnectionOverrides(s)
 		return err
 	}}, "max-connections-per-ip-overrides", "per-address bounds over --max-connections-per-ip, Kafka's max.connections.per.ip.overrides form: '10.0.0.5:500,192.0.2.1:0' (0: none; addresses, not host names)")
 	fs.Var(durationValue{p: &c.IdleTimeout, min: time.Millisecond}, "idle-timeout", "close connections idle this long")
