@@ -30,6 +30,10 @@ const (
 // apart from this one.
 const commandVersion = 1
 
+// appendCheckedVersion opens an appendCmd whose records the proposer
+// checked: the same layout as version 1, which says they were not.
+const appendCheckedVersion = 2
+
 func init() {
 	replication.RegisterDecoder(kindAppend, decodeAppend)
 	replication.RegisterDecoder(kindMarker, decodeMarker)
@@ -43,6 +47,11 @@ func init() {
 type appendCmd struct {
 	records []byte
 	now     int64 // the proposer's clock, unix nanoseconds
+	// checked: the proposer found the records pass State.CheckProduce,
+	// so the nodes applying it skip those checks (ProduceChecked). Encoded
+	// as the command's version (appendCheckedVersion), so a command of
+	// an older node's log, which was not checked, is checked at apply.
+	checked bool
 }
 
 // markerCmd is the replicated form of a transaction marker.
@@ -105,19 +114,28 @@ func (c *appendCmd) CommandSize() int { return 1 + appendHeaderLen + len(c.recor
 // AppendCommand implements replication.Encodable.
 func (c *appendCmd) AppendCommand(b []byte) []byte {
 	b = slices.Grow(b, 1+appendHeaderLen+len(c.records))
-	b = append(b, commandVersion)
+	version := byte(commandVersion)
+	if c.checked {
+		version = appendCheckedVersion
+	}
+	b = append(b, version)
 	b = binary.BigEndian.AppendUint64(b, uint64(c.now))
 	return append(b, c.records...)
 }
 
 func decodeAppend(p []byte) (replication.Command, error) {
-	body, err := commandBody(p, appendHeaderLen, true)
+	checked := len(p) > 0 && p[0] == appendCheckedVersion
+	version := byte(commandVersion)
+	if checked {
+		version = appendCheckedVersion
+	}
+	body, err := commandBodyOf(p, version, appendHeaderLen, true)
 	if err != nil {
 		return nil, err
 	}
 	// Not copied: p is the raft entry's, which replication may still be
 	// reading, and Produce writes to no batch (Append.Heads).
-	c := &appendCmd{now: int64(binary.BigEndian.Uint64(body)), records: body[appendHeaderLen:]}
+	c := &appendCmd{now: int64(binary.BigEndian.Uint64(body)), records: body[appendHeaderLen:], checked: checked}
 	return c, nil
 }
 
@@ -236,11 +254,16 @@ var errShortCommand = errors.New("command truncated")
 // commandBody checks the version byte and the length (exactly n bytes
 // after it, or at least n with more) and returns what follows the version.
 func commandBody(p []byte, n int, more bool) ([]byte, error) {
+	return commandBodyOf(p, commandVersion, n, more)
+}
+
+// commandBodyOf is commandBody for an encoding of the given version.
+func commandBodyOf(p []byte, version byte, n int, more bool) ([]byte, error) {
 	if len(p) == 0 {
 		return nil, errShortCommand
 	}
-	if p[0] != commandVersion {
-		return nil, fmt.Errorf("command version %d, this node reads %d", p[0], commandVersion)
+	if p[0] != version {
+		return nil, fmt.Errorf("command version %d, this node reads %d", p[0], version)
 	}
 	body := p[1:]
 	switch {

@@ -534,10 +534,23 @@ func (a *partitionActor) produce(m *produceMsg) {
 	if m.wt != nil {
 		m.wt.StorageStart()
 	}
+	// The records are checked once, here: a refused produce is answered
+	// without a round of replication, and the nodes that apply it (every
+	// node of a cluster) skip the CRC and per-record checks.
+	now := time.Now().UnixNano()
+	if res := a.sl.st.CheckProduce(m.records, time.Unix(0, now).UnixMilli()); res.Err != nil {
+		if m.wt != nil {
+			m.wt.StorageDone()
+			m.wt.Done(-1, res.Err)
+		}
+		res.RecordsFree = true
+		m.reply(res)
+		return
+	}
 	// Over the producer budget, room is made before the batch that may
 	// add one more.
 	a.proposeEviction()
-	m.cmd = appendCmd{records: m.records, now: time.Now().UnixNano()}
+	m.cmd = appendCmd{records: m.records, now: now, checked: true}
 	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*producedMsg)(m))
 }
 

@@ -175,7 +175,7 @@ func (a *partitionActor) Apply(cmd replication.Command) (res any) {
 func (a *partitionActor) apply(cmd replication.Command) any {
 	switch c := cmd.(type) {
 	case *appendCmd:
-		return a.sl.produce(c.records, time.Unix(0, c.now).UnixMilli())
+		return a.sl.produceAs(c.records, time.Unix(0, c.now).UnixMilli(), c.checked)
 	case *markerCmd:
 		return a.sl.writeMarker(c.pid, c.epoch, c.commit, c.coordinatorEpoch, time.Unix(0, c.now).UnixMilli())
 	case *deleteRecordsCmd:

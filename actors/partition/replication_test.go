@@ -703,6 +703,7 @@ func TestCommandRoundTrip(t *testing.T) {
 	cmds := []cluster.Command{
 		&appendCmd{records: batch(t, 7, 2, 40, 3, true), now: time.Now().UnixNano()},
 		&appendCmd{records: []byte{}, now: -1},
+		&appendCmd{records: batch(t, -1, -1, -1, 1, false), now: 5, checked: true},
 		&markerCmd{pid: 1 << 40, epoch: -3, commit: true, coordinatorEpoch: 1<<31 - 1, now: 1_700_000_000_123_456_789},
 		&markerCmd{pid: -1, epoch: 32767, commit: false, coordinatorEpoch: -5, now: 0},
 		&deleteRecordsCmd{offset: 1<<62 + 5},
@@ -710,7 +711,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		&compactCmd{dirtyStart: 1 << 33, end: 1<<33 + 9, now: 1_700_000_000_123_456_789, deleteRetentionMs: 86_400_000},
 		&compactCmd{},
 	}
-	kinds := []string{kindAppend, kindAppend, kindMarker, kindMarker, kindDeleteRecords, kindDeleteRecords, kindCompact, kindCompact}
+	kinds := []string{kindAppend, kindAppend, kindAppend, kindMarker, kindMarker, kindDeleteRecords, kindDeleteRecords, kindCompact, kindCompact}
 	for i, cmd := range cmds {
 		kind, payload, err := cluster.EncodeCommand(cmd)
 		if err != nil || kind != kinds[i] {
@@ -735,7 +736,8 @@ func TestCommandRoundTrip(t *testing.T) {
 	}{
 		{kindAppend, "empty", nil},
 		{kindAppend, "short", []byte{commandVersion, 1, 2}},
-		{kindAppend, "version", append([]byte{commandVersion + 1}, make([]byte, 8)...)},
+		{kindAppend, "version", append([]byte{appendCheckedVersion + 1}, make([]byte, 8)...)},
+		{kindAppend, "short checked", []byte{appendCheckedVersion, 1, 2}},
 		{kindMarker, "short", (&markerCmd{}).AppendCommand(nil)[:10]},
 		{kindMarker, "trailing", append((&markerCmd{}).AppendCommand(nil), 0)},
 		{kindMarker, "commit flag", func() []byte { b := (&markerCmd{}).AppendCommand(nil); b[11] = 2; return b }()},
@@ -853,5 +855,47 @@ func TestApplyLeavesReplicatedRecordsAlone(t *testing.T) {
 				t.Fatalf("stored batch %d: LogAppendTime %v max timestamp %d", i, got, h.MaxTimestamp)
 			}
 		}
+	}
+}
+
+// TestRefusedProduceIsNotReplicated: records that fail the produce checks
+// are answered by the proposer without a round of replication; the
+// produce that passes is replicated marked checked, and every node
+// applies it alike.
+func TestRefusedProduceIsNotReplicated(t *testing.T) {
+	c := newFakeCluster(t, 2)
+	sys := quietSystem(t)
+	leader, follower := openWith(t, sys, c.nodes[0]), openWith(t, sys, c.nodes[1])
+	c.hold(true) // proposals stay in the log, to be looked at
+	entries := func() []fakeEntry {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return slices.Clone(c.log)
+	}
+
+	bad := batch(t, -1, -1, -1, 2, false)
+	bad[len(bad)-1] ^= 0xff // records changed under the CRC
+	if res := produceSync(t, leader, bad); !errors.Is(res.Err, kerr.CorruptMessage) || !res.RecordsFree || res.BaseOffset != -1 {
+		t.Fatalf("corrupt batch: %+v", res)
+	}
+	if n := len(entries()); n != 0 {
+		t.Fatalf("a refused produce was proposed: %d entries", n)
+	}
+
+	ch := make(chan ProduceResult, 1)
+	leader.Produce(batch(t, -1, -1, -1, 2, false), -1, func(r ProduceResult) { ch <- r })
+	testwait.For(t, "the good produce is proposed", 10*time.Second, func() bool { return len(entries()) == 1 })
+	e := entries()[0]
+	cmd, err := cluster.DecodeCommand(e.kind, e.payload)
+	if err != nil || !cmd.(*appendCmd).checked {
+		t.Fatalf("proposed produce: %+v %v, want checked", cmd, err)
+	}
+	c.hold(false)
+	if res := await(t, ch); res.Err != nil || res.BaseOffset != 0 {
+		t.Fatalf("good batch: %+v", res)
+	}
+	testwait.For(t, "the follower applies the produce", 10*time.Second, func() bool { return follower.HighWatermark() == 2 })
+	if hw := leader.HighWatermark(); hw != 2 {
+		t.Fatalf("leader's high watermark %d, want 2", hw)
 	}
 }

@@ -170,7 +170,19 @@ func (sl *stateLog) diverge(err error) {
 // produce applies a produce: the state decides, the log appends, the
 // state learns what was appended.
 func (sl *stateLog) produce(records []byte, nowMs int64) ProduceResult {
-	res, a := sl.st.Produce(records, nowMs)
+	return sl.produceAs(records, nowMs, false)
+}
+
+// produceAs is produce; checked: the records passed State.CheckProduce
+// when proposed (State.ProduceChecked).
+func (sl *stateLog) produceAs(records []byte, nowMs int64, checked bool) ProduceResult {
+	var res ProduceResult
+	var a Append
+	if checked {
+		res, a = sl.st.ProduceChecked(records, nowMs)
+	} else {
+		res, a = sl.st.Produce(records, nowMs)
+	}
 	if len(a.Batches) == 0 {
 		return res
 	}

@@ -152,8 +152,41 @@ type markerWrite struct {
 // patched headers are copies, Append.Heads) and changes no state: that
 // waits for Appended. nowMs is the command's clock.
 func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
-	res := ProduceResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: s.start}
-	batches, err := recordbatch.Split(records)
+	return s.produce(records, nowMs, false)
+}
+
+// CheckProduce applies Produce's checks of the records themselves (CRC,
+// framing, each record, the topic's rules at nowMs) and answers what
+// Produce would for records that fail them; a nil Err means they pass.
+// A proposer checks before replicating, so a refused produce costs no
+// round of replication and the nodes applying it need not check again
+// (ProduceChecked).
+func (s *State) CheckProduce(records []byte, nowMs int64) ProduceResult {
+	res, _, _ := s.checkRecords(records, nowMs, false)
+	return res
+}
+
+// ProduceChecked is Produce for records that passed CheckProduce: the CRC
+// and the per-record checks are not done again. The topic's limits on a
+// batch's header still are (its config may have changed since), as are
+// the sequence checks. Deterministic like Produce: every node applying a
+// checked produce decides the same.
+func (s *State) ProduceChecked(records []byte, nowMs int64) (ProduceResult, Append) {
+	return s.produce(records, nowMs, true)
+}
+
+// checkRecords splits records into batches and applies the checks of
+// each batch (all of them, or when checked only those of its header
+// against the topic's limits). On a refusal res.Err is set and batches is
+// nil.
+func (s *State) checkRecords(records []byte, nowMs int64, checked bool) (res ProduceResult, batches [][]byte, headers []recordbatch.Header) {
+	res = ProduceResult{BaseOffset: -1, LogAppendTime: -1, LogStartOffset: s.start}
+	var err error
+	if checked {
+		batches, err = recordbatch.SplitChecked(records)
+	} else {
+		batches, err = recordbatch.Split(records)
+	}
 	if err != nil {
 		// A CRC or framing fault may be damage in transit (clients retry
 		// CORRUPT_MESSAGE); contradictions under a good CRC are not.
@@ -161,18 +194,22 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 		if errors.Is(err, recordbatch.ErrInvalidRecord) {
 			res.Err = kerr.InvalidRecord
 		}
-		return res, Append{}
+		return res, nil, nil
 	}
 	if len(batches) == 0 {
 		res.Err, res.ErrMessage = kerr.InvalidRecord, "no record batch in produce request"
-		return res, Append{}
+		return res, nil, nil
 	}
-	headers := make([]recordbatch.Header, len(batches))
+	headers = make([]recordbatch.Header, len(batches))
 	for i, b := range batches {
 		h, _ := recordbatch.ParseHeader(b) // Split validated it
 		if msg, kerrv := s.validate(b, h); kerrv != nil {
 			res.Err, res.ErrMessage = kerrv, msg
-			return res, Append{}
+			return res, nil, nil
+		}
+		headers[i] = h
+		if checked {
+			continue
 		}
 		if err := recordbatch.ValidateProduce(b, s.produceOptions(nowMs)); err != nil {
 			res.Err, res.ErrMessage = kerr.InvalidRecord, fmt.Sprintf("batch %d: %v", i, err)
@@ -189,9 +226,16 @@ func (s *State) Produce(records []byte, nowMs int64) (ProduceResult, Append) {
 			} else if re := (*recordbatch.RecordError)(nil); errors.As(err, &re) {
 				res.RecordErrors = []RecordError{{BatchIndex: re.Index, Message: re.Err.Error()}}
 			}
-			return res, Append{}
+			return res, nil, nil
 		}
-		headers[i] = h
+	}
+	return res, batches, headers
+}
+
+func (s *State) produce(records []byte, nowMs int64, checked bool) (ProduceResult, Append) {
+	res, batches, headers := s.checkRecords(records, nowMs, checked)
+	if res.Err != nil {
+		return res, Append{}
 	}
 	// Idempotence: a request carries one producer's batches in sequence.
 	var dup *batchMeta

@@ -194,6 +194,72 @@ func TestTopicLimits(t *testing.T) {
 	}
 }
 
+// TestCheckedProduce: CheckProduce refuses what Produce would for the
+// records themselves; ProduceChecked, for records a proposer checked,
+// skips those checks but not the topic's limits on a batch's header, nor
+// the sequence checks.
+func TestCheckedProduce(t *testing.T) {
+	now := time.Now().UnixMilli()
+	cfg := defaultConfig(t)
+	cfg.CleanupCompact = true
+	st := NewState(cfg, 0, 0, 0)
+
+	bad := batch(t, -1, -1, -1, 2, true)
+	bad[len(bad)-1] ^= 0xff // records changed under the CRC
+	keyless := batch(t, -1, -1, -1, 2, false)
+	for name, tc := range map[string]struct {
+		records []byte
+		want    error
+	}{
+		"bad crc":       {bad, kerr.CorruptMessage},
+		"keyless":       {keyless, kerr.InvalidRecord},
+		"garbage":       {[]byte{1, 2, 3}, kerr.CorruptMessage},
+		"control batch": {controlBatch(t), kerr.InvalidRecord},
+	} {
+		res := st.CheckProduce(tc.records, now)
+		full, a := st.Produce(tc.records, now)
+		if !errors.Is(res.Err, tc.want) || res.Err != full.Err || res.ErrMessage != full.ErrMessage || len(a.Batches) != 0 || res.BaseOffset != -1 {
+			t.Fatalf("%s: CheckProduce %+v, Produce %+v, want %v", name, res, full, tc.want)
+		}
+	}
+	if res := st.CheckProduce(batch(t, -1, -1, -1, 2, true), now); res.Err != nil {
+		t.Fatalf("good batch: %v", res.Err)
+	}
+
+	// What the proposer checked is not checked again.
+	res, a := st.ProduceChecked(keyless, now)
+	if res.Err != nil || len(a.Batches) != 1 {
+		t.Fatalf("ProduceChecked of a checked keyless batch: %+v", res)
+	}
+	st.Appended(&a, 1)
+	// The header's limits and the sequence checks still apply.
+	if res, _ := st.ProduceChecked(controlBatch(t), now); !errors.Is(res.Err, kerr.InvalidRecord) {
+		t.Fatalf("ProduceChecked of a control batch: %v", res.Err)
+	}
+	res, a = st.ProduceChecked(batch(t, 9, 0, 0, 2, true), now)
+	if res.Err != nil {
+		t.Fatalf("ProduceChecked of an idempotent batch: %v", res.Err)
+	}
+	st.Appended(&a, 1)
+	if res, _ := st.ProduceChecked(batch(t, 9, 0, 5, 1, true), now); !errors.Is(res.Err, kerr.OutOfOrderSequenceNumber) {
+		t.Fatalf("ProduceChecked of a sequence gap: %v", res.Err)
+	}
+	if res, _ := st.ProduceChecked([]byte{1, 2, 3}, now); !errors.Is(res.Err, kerr.CorruptMessage) {
+		t.Fatalf("ProduceChecked of garbage: %v", res.Err)
+	}
+}
+
+// controlBatch is a batch with the control bit a client may not set.
+func controlBatch(t *testing.T) []byte {
+	t.Helper()
+	b, err := recordbatch.Build(recordbatch.Header{Attributes: recordbatch.AttrControl, ProducerID: -1, ProducerEpoch: -1, BaseSequence: -1},
+		[]recordbatch.Record{{Key: []byte{0, 0, 0, 0}, Value: []byte("v")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestProduceKeepsFewHeaderCopies: the header copies a produce makes are
 // reused by the next one, but a request of many batches leaves none of
 // its size behind in the partition's state.

@@ -272,6 +272,20 @@ func TestSplit(t *testing.T) {
 	if _, err := Split(bad); !errors.Is(err, ErrBadCRC) {
 		t.Fatalf("corrupt second batch: %v", err)
 	}
+
+	// SplitChecked trusts the CRC (the proposer checked it) but not the
+	// framing or the header's sanity.
+	if got, err := SplitChecked(bad); err != nil || len(got) != len(want) {
+		t.Fatalf("SplitChecked of a bad CRC: %d batches, %v", len(got), err)
+	}
+	if _, err := SplitChecked(append(bytes.Clone(all), 0, 0, 0)); !errors.Is(err, ErrTruncated) {
+		t.Fatalf("SplitChecked, trailing garbage: %v", err)
+	}
+	insane := bytes.Clone(want[0])
+	binary.BigEndian.PutUint32(insane[lastOffsetDeltaOffset:], 0xffffffff) // negative lastOffsetDelta
+	if _, err := SplitChecked(insane); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("SplitChecked, negative lastOffsetDelta: %v", err)
+	}
 }
 
 func TestSetLogAppendTime(t *testing.T) {

@@ -21,7 +21,12 @@ const minRecordSize = 7
 // Validate checks that b is exactly one whole, intact v2 batch and returns its
 // header. It does not decode records (see Records), so it is cheap enough for
 // every Produce and for recovery scans.
-func Validate(b []byte) (Header, error) {
+func Validate(b []byte) (Header, error) { return validate(b, true) }
+
+// validate is Validate, without the CRC unless crc. The CRC comes before
+// the header's sanity: contradictions under a bad CRC are damage
+// (ErrBadCRC), under a good one a client's fault (ErrInvalidRecord).
+func validate(b []byte, crc bool) (Header, error) {
 	h, err := ParseHeader(b)
 	if err != nil {
 		return h, err
@@ -29,8 +34,10 @@ func Validate(b []byte) (Header, error) {
 	if h.TotalSize() != len(b) {
 		return h, fmt.Errorf("%w: header says %d bytes, have %d", ErrBadLength, h.TotalSize(), len(b))
 	}
-	if got := checksum(b); got != h.CRC {
-		return h, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrBadCRC, h.CRC, got)
+	if crc {
+		if got := checksum(b); got != h.CRC {
+			return h, fmt.Errorf("%w: stored %#08x, computed %#08x", ErrBadCRC, h.CRC, got)
+		}
 	}
 	if err := checkSane(h, len(b)); err != nil {
 		return h, err
@@ -77,7 +84,15 @@ func invalidf(format string, args ...any) error {
 // Split cuts a concatenation of batches (e.g. a Produce request's records
 // field) into whole batches, validating each. The returned slices alias b.
 // Trailing bytes that do not form a whole batch are an error.
-func Split(b []byte) ([][]byte, error) {
+func Split(b []byte) ([][]byte, error) { return split(b, true) }
+
+// SplitChecked is Split without the CRC, for batches Split already passed
+// (a replicated produce the proposing node validated: every node applies
+// it, and the CRC was most of what Split costs them). Framing and header
+// sanity are still checked, so a mistake fails here, not later.
+func SplitChecked(b []byte) ([][]byte, error) { return split(b, false) }
+
+func split(b []byte, crc bool) ([][]byte, error) {
 	var batches [][]byte
 	for pos := 0; pos < len(b); {
 		rest := b[pos:]
@@ -93,7 +108,7 @@ func Split(b []byte) ([][]byte, error) {
 			return batches, fmt.Errorf("%w: batch at position %d needs %d bytes, have %d", ErrTruncated, pos, size, len(rest))
 		}
 		one := rest[:size:size]
-		if _, err := Validate(one); err != nil {
+		if _, err := validate(one, crc); err != nil {
 			return batches, fmt.Errorf("batch at position %d: %w", pos, err)
 		}
 		batches = append(batches, one)
