@@ -42,7 +42,7 @@ func finalizedLevel(t *testing.T, describe, feature string) (level, epoch string
 // TestKafkaFeatures runs Kafka 4.3's kafka-features against Regent: describe
 // shows Kafka 4.3's finalized levels for a new cluster (metadata.version
 // 4.3-IV0, transaction.version 2, group.version 1, kraft.version 1,
-// streams.version 1); a
+// streams.version 1, and Regent's regent.raft.version 1); a
 // downgrade of transaction.version to 1 is applied, survives a restart and
 // makes the Java producer run transactions version 1 (no EndTxn v5, no
 // epoch bump per transaction) with the same outcome; levels out of range
@@ -58,7 +58,7 @@ func TestKafkaFeatures(t *testing.T) {
 	}
 
 	out := features("describe")
-	for feature, want := range map[string]string{"metadata.version": "4.3-IV0", "transaction.version": "2", "group.version": "1", "kraft.version": "1", "streams.version": "1"} {
+	for feature, want := range map[string]string{"metadata.version": "4.3-IV0", "transaction.version": "2", "group.version": "1", "kraft.version": "1", "streams.version": "1", "regent.raft.version": "1"} {
 		if level, epoch := finalizedLevel(t, out, feature); level != want || epoch != "0" {
 			t.Fatalf("%s finalized at %s (epoch %s), want %s (epoch 0):\n%s", feature, level, epoch, want, out)
 		}

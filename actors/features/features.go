@@ -28,6 +28,9 @@ const (
 	GroupVersion       = "group.version"
 	ShareVersion       = "share.version"
 	StreamsVersion     = "streams.version"
+	// RegentRaftVersion is Regent's own: the raft command formats a
+	// cluster's leader may write (see Supported).
+	RegentRaftVersion = "regent.raft.version"
 )
 
 // Feature is one feature this broker supports: the levels it can be
@@ -63,10 +66,19 @@ type Feature struct {
 //   - streams.version 0-1: at 1 streams groups (KIP-1071) are served, at 0
 //     their APIs are neither advertised nor served; a directory from
 //     before features were finalized starts at 0, as with share.version.
+//   - regent.raft.version 0-1 (Regent's, not Kafka's): at 1 the leader
+//     replicates a produce marked as checked, so the other nodes skip the
+//     CRC and per-record checks, and a node of an earlier version cannot
+//     read it. A new cluster starts at 1; one whose finalized levels are
+//     from before this feature, or from before features, at 0, until
+//     kafka-features.sh upgrade raises it once every node runs a version
+//     that knows it (as Kafka gates a new record format on
+//     metadata.version).
 var Supported = []Feature{
 	{Name: GroupVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
 	{Name: KRaftVersion, Min: 1, Max: 1, Default: 1, Legacy: 1},
 	{Name: MetadataVersion, Min: 30, Max: 30, Default: 30, Legacy: 30},
+	{Name: RegentRaftVersion, Min: 0, Max: 1, Default: 1, Legacy: 0},
 	{Name: ShareVersion, Min: 0, Max: 1, Default: 1, Legacy: 0},
 	{Name: StreamsVersion, Min: 0, Max: 1, Default: 1, Legacy: 0},
 	{Name: TransactionVersion, Min: 0, Max: 2, Default: 2, Legacy: 0},

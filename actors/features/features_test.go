@@ -11,7 +11,8 @@ import (
 
 func TestDefaultsAreKafka43NewCluster(t *testing.T) {
 	f := Defaults()
-	want := map[string]int16{MetadataVersion: 30, KRaftVersion: 1, TransactionVersion: 2, GroupVersion: 1, ShareVersion: 1, StreamsVersion: 1}
+	// Kafka 4.3's, and Regent's own regent.raft.version at its latest.
+	want := map[string]int16{MetadataVersion: 30, KRaftVersion: 1, TransactionVersion: 2, GroupVersion: 1, ShareVersion: 1, StreamsVersion: 1, RegentRaftVersion: 1}
 	if f.Epoch != 0 || len(f.Levels) != len(want) {
 		t.Fatalf("defaults %+v", f)
 	}

@@ -288,7 +288,7 @@ func (s *Store) applyInitLocked(c *initCmd) any {
 	s.current.Store(&f)
 	s.mu.settled = true
 	if c.Legacy {
-		s.log.Info("state directory predates finalized features: keeping the levels it served; raise transaction.version, share.version and streams.version with kafka-features.sh upgrade",
+		s.log.Info("state directory predates finalized features: keeping the levels it served; raise transaction.version, share.version, streams.version and regent.raft.version with kafka-features.sh upgrade",
 			"levels", f.Levels)
 	} else {
 		s.log.Info("new state directory: finalized features at their latest levels", "levels", f.Levels)

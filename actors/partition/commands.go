@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/regent-broker/regent/actors/replication"
@@ -33,6 +34,23 @@ const commandVersion = 1
 // appendCheckedVersion opens an appendCmd whose records the proposer
 // checked: the same layout as version 1, which says they were not.
 const appendCheckedVersion = 2
+
+// checkedAppends says whether a produce may be replicated as checked
+// (appendCheckedVersion), which a node of an earlier version cannot read:
+// a cluster node sets it to follow the finalized regent.raft.version
+// (SetCheckedAppends). Unset, it may: a single node's replicator applies
+// what it is given without encoding it.
+var checkedAppends atomic.Pointer[func() bool]
+
+// SetCheckedAppends sets what decides, at each produce, whether its
+// records are checked before replication and replicated as checked (true)
+// or checked by every node at apply (false). Any goroutine.
+func SetCheckedAppends(allowed func() bool) { checkedAppends.Store(&allowed) }
+
+func appendsChecked() bool {
+	f := checkedAppends.Load()
+	return f == nil || *f == nil || (*f)()
+}
 
 func init() {
 	replication.RegisterDecoder(kindAppend, decodeAppend)

@@ -536,21 +536,25 @@ func (a *partitionActor) produce(m *produceMsg) {
 	}
 	// The records are checked once, here: a refused produce is answered
 	// without a round of replication, and the nodes that apply it (every
-	// node of a cluster) skip the CRC and per-record checks.
+	// node of a cluster) skip the CRC and per-record checks. Until every
+	// node can read such a command (appendsChecked), each checks at apply.
 	now := time.Now().UnixNano()
-	if res := a.sl.st.CheckProduce(m.records, time.Unix(0, now).UnixMilli()); res.Err != nil {
-		if m.wt != nil {
-			m.wt.StorageDone()
-			m.wt.Done(-1, res.Err)
+	checked := appendsChecked()
+	if checked {
+		if res := a.sl.st.CheckProduce(m.records, time.Unix(0, now).UnixMilli()); res.Err != nil {
+			if m.wt != nil {
+				m.wt.StorageDone()
+				m.wt.Done(-1, res.Err)
+			}
+			res.RecordsFree = true
+			m.reply(res)
+			return
 		}
-		res.RecordsFree = true
-		m.reply(res)
-		return
 	}
 	// Over the producer budget, room is made before the batch that may
 	// add one more.
 	a.proposeEviction()
-	m.cmd = appendCmd{records: m.records, now: now, checked: true}
+	m.cmd = appendCmd{records: m.records, now: now, checked: checked}
 	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*producedMsg)(m))
 }
 

@@ -899,3 +899,36 @@ func TestRefusedProduceIsNotReplicated(t *testing.T) {
 		t.Fatalf("leader's high watermark %d, want 2", hw)
 	}
 }
+
+// TestUncheckedAppendsUntilEveryNodeReadsThem: while the cluster's
+// finalized levels do not allow checked appends (a node of an earlier
+// version could not read them), a produce is replicated as before and
+// every node checks it at apply: a corrupt batch is refused there, alike.
+func TestUncheckedAppendsUntilEveryNodeReadsThem(t *testing.T) {
+	SetCheckedAppends(func() bool { return false })
+	t.Cleanup(func() { SetCheckedAppends(nil) })
+	c := newFakeCluster(t, 2)
+	sys := quietSystem(t)
+	leader, follower := openWith(t, sys, c.nodes[0]), openWith(t, sys, c.nodes[1])
+
+	bad := batch(t, -1, -1, -1, 2, false)
+	bad[len(bad)-1] ^= 0xff
+	if res := produceSync(t, leader, bad); !errors.Is(res.Err, kerr.CorruptMessage) {
+		t.Fatalf("corrupt batch: %+v", res)
+	}
+	if res := produceSync(t, leader, batch(t, -1, -1, -1, 2, false)); res.Err != nil || res.BaseOffset != 0 {
+		t.Fatalf("good batch: %+v", res)
+	}
+	c.mu.Lock()
+	results := slices.Clone(c.results)
+	c.mu.Unlock()
+	if len(results) != 2 {
+		t.Fatalf("%d entries applied, want both produces", len(results))
+	}
+	for n := range c.nodes {
+		if res := results[0][n].(ProduceResult); !errors.Is(res.Err, kerr.CorruptMessage) {
+			t.Fatalf("node %d applied the corrupt batch: %+v", n, res)
+		}
+	}
+	testwait.For(t, "the follower applies the produce", 10*time.Second, func() bool { return follower.HighWatermark() == 2 })
+}

@@ -270,6 +270,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open finalized features: %w", err)
 	}
 	defer featureStore.Close()
+	if raftRepl != nil {
+		// A produce is replicated as checked only once every node can
+		// read that (the finalized regent.raft.version).
+		partition.SetCheckedAppends(func() bool {
+			return featureStore.Finalized().Level(features.RegentRaftVersion) >= 1
+		})
+	}
 	if raftRepl == nil {
 		// A cluster's leader fixes the first levels once it leads.
 		if err := featureStore.Init(); err != nil {
