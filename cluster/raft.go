@@ -158,6 +158,9 @@ type Raft struct {
 	inflight              chan *pendingEntry
 
 	leaderHooks []func(leader bool) // set before Start; called on the leadership goroutine
+	// settledHooks: set before Start; called on the leadership goroutine
+	// once every earlier entry is applied and before proposals are taken.
+	settledHooks []func()
 
 	// health tracks followers that missed heartbeats (the leader's view,
 	// for ISR); written by the observer goroutine.
@@ -367,6 +370,13 @@ func parseServerID(id raft.ServerID) int32 {
 // stops being one. Hooks run one at a time on the leadership goroutine;
 // register them before Start.
 func (r *Raft) OnLeadership(hook func(leader bool)) { r.leaderHooks = append(r.leaderHooks, hook) }
+
+// OnLeaderSettled adds a hook called when this node, newly leader, has
+// applied every earlier entry and takes no proposal yet: what it reads of
+// the state then was made by earlier leaders only, not by requests to this
+// one (OnLeadership's hooks run after proposals are taken). It must not
+// propose. Call before Start.
+func (r *Raft) OnLeaderSettled(hook func()) { r.settledHooks = append(r.settledHooks, hook) }
 
 // Start begins applying committed entries and taking proposals.
 func (r *Raft) Start() {
@@ -653,6 +663,9 @@ func (r *Raft) leadership() {
 			}
 			if r.raft.State() != raft.Leader {
 				continue
+			}
+			for _, h := range r.settledHooks {
+				h()
 			}
 			r.ready.Store(true)
 			r.log.Info("leading the cluster", "node", r.o.Self.ID, "term", r.raft.Stats()["term"])

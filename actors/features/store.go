@@ -105,6 +105,8 @@ type Store struct {
 		// applied, now or by an earlier run); until then current is
 		// initialLevels' guess at Open, and Init proposes a new one.
 		settled bool
+		// guess: Init's proposal as Guess made it, taken by the next Init.
+		guess *initCmd
 	}
 }
 
@@ -183,19 +185,42 @@ func (s *Store) loadLocked() error {
 // apply callback).
 func (s *Store) Init() error {
 	s.mu.Lock()
-	settled := s.mu.settled
+	settled, guess := s.mu.settled, s.mu.guess
+	s.mu.guess = nil
 	s.mu.Unlock()
 	if settled {
 		return nil
 	}
 	// Decided now, not at Open: a raft node that replays its log opens an
 	// empty state directory, and leads only once it has applied the log.
-	f, legacy := initialLevels(filepath.Dir(filepath.Dir(s.path)))
-	cmd := &initCmd{Levels: f.Levels, Legacy: legacy}
+	// A cluster's leader decided as it began leading (Guess): by now a
+	// request to it may have created the first topic of a new cluster.
+	if guess == nil {
+		guess = s.guessNow()
+	}
+	cmd := guess
 	if _, err := replication.Await[error](s.repl, replKey, cmd, nil); err != nil {
 		return fmt.Errorf("fix the first finalized features: %w", err)
 	}
 	return nil
+}
+
+// Guess makes Init's decision now, for the Init that follows: a cluster's
+// leader calls it once it has applied every earlier entry and before it
+// takes requests (cluster.Raft.OnLeaderSettled), so the topics it sees were
+// made by earlier leaders, never by clients of a new cluster that reached
+// this one before its Init (which would have taken the new cluster for one
+// that predates finalized features). Any goroutine.
+func (s *Store) Guess() {
+	g := s.guessNow()
+	s.mu.Lock()
+	s.mu.guess = g
+	s.mu.Unlock()
+}
+
+func (s *Store) guessNow() *initCmd {
+	f, legacy := initialLevels(filepath.Dir(filepath.Dir(s.path)))
+	return &initCmd{Levels: f.Levels, Legacy: legacy}
 }
 
 // load reads the file; ok is false when it does not exist.

@@ -78,6 +78,36 @@ func TestFreshDirStartsAtLatest(t *testing.T) {
 	}
 }
 
+// TestLeaderGuessesBeforeRequests: a cluster's leader guesses the first
+// levels as it begins leading (Guess) and proposes that guess at Init: a
+// topic a client created in between (a new cluster's first, made before
+// the leader's Init) does not make the new cluster look like one from
+// before finalized features.
+func TestLeaderGuessesBeforeRequests(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, Options{DataDir: dir, NodeID: 1})
+	s.Guess()
+	markExisting(t, dir, "topics.json") // a client's CreateTopics, before Init
+	if err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Finalized(); f.Level(TransactionVersion) != 2 || f.Level(RegentRaftVersion) != 1 {
+		t.Fatalf("new cluster's levels %+v, want the latest", f)
+	}
+
+	// Without the guess, the same directory reads as one that predates
+	// finalized features.
+	dir = t.TempDir()
+	s = openStore(t, Options{DataDir: dir, NodeID: 1})
+	markExisting(t, dir, "topics.json")
+	if err := s.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Finalized(); f.Level(TransactionVersion) != 0 || f.Level(RegentRaftVersion) != 0 {
+		t.Fatalf("pre-features directory's levels %+v, want transaction.version and regent.raft.version unset", f)
+	}
+}
+
 // TestPreFeaturesDirKeepsServedLevels: a directory that served before
 // features.json existed starts at the levels it served: no finalized
 // transaction.version (clients saw none and ran transactions version 1),

@@ -326,6 +326,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		// once written back (storage/dropbehind.go); the leader keeps
 		// them for its consumers.
 		storage.DefaultFileCache().SetDropBehind(true)
+		// The first levels are guessed before the new leader takes a
+		// request (a topic created then would read as a state directory
+		// from before finalized features).
+		raftRepl.OnLeaderSettled(featureStore.Guess)
 		raftRepl.OnLeadership(func(leader bool) {
 			storage.DefaultFileCache().SetDropBehind(!leader)
 			if !leader {
