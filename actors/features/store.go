@@ -198,8 +198,7 @@ func (s *Store) Init() error {
 	if guess == nil {
 		guess = s.guessNow()
 	}
-	cmd := guess
-	if _, err := replication.Await[error](s.repl, replKey, cmd, nil); err != nil {
+	if _, err := replication.Await[error](s.repl, replKey, guess, nil); err != nil {
 		return fmt.Errorf("fix the first finalized features: %w", err)
 	}
 	return nil

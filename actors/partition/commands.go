@@ -38,8 +38,8 @@ const appendCheckedVersion = 2
 // checkedAppends says whether a produce may be replicated as checked
 // (appendCheckedVersion), which a node of an earlier version cannot read:
 // a cluster node sets it to follow the finalized regent.raft.version
-// (SetCheckedAppends). Unset, it may: a single node's replicator applies
-// what it is given without encoding it.
+// (SetCheckedAppends). Unset, it may. A single node (replication.Local)
+// never checks first: its apply, right after, checks once.
 var checkedAppends atomic.Pointer[func() bool]
 
 // SetCheckedAppends sets what decides, at each produce, whether its
@@ -142,9 +142,8 @@ func (c *appendCmd) AppendCommand(b []byte) []byte {
 }
 
 func decodeAppend(p []byte) (replication.Command, error) {
-	checked := len(p) > 0 && p[0] == appendCheckedVersion
 	version := byte(commandVersion)
-	if checked {
+	if len(p) > 0 && p[0] == appendCheckedVersion {
 		version = appendCheckedVersion
 	}
 	body, err := commandBodyOf(p, version, appendHeaderLen, true)
@@ -153,7 +152,7 @@ func decodeAppend(p []byte) (replication.Command, error) {
 	}
 	// Not copied: p is the raft entry's, which replication may still be
 	// reading, and Produce writes to no batch (Append.Heads).
-	c := &appendCmd{now: int64(binary.BigEndian.Uint64(body)), records: body[appendHeaderLen:], checked: checked}
+	c := &appendCmd{now: int64(binary.BigEndian.Uint64(body)), records: body[appendHeaderLen:], checked: version == appendCheckedVersion}
 	return c, nil
 }
 

@@ -111,6 +111,10 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger, budget: o.Budget}
 	a.noteProducers()
 	_, a.freeAtDone = repl.(replication.FreeAtDone)
+	// Local applies a command inside Propose, on this goroutine: checking
+	// before it would only check twice.
+	_, local := repl.(*replication.Local)
+	a.checkFirst = !local
 	a.gc.syncLog = o.syncLog
 	if a.gc.syncLog == nil {
 		a.gc.syncLog = (*storage.Log).Sync
@@ -470,6 +474,10 @@ type partitionActor struct {
 	// command's done, so a produce answered from done can tell the caller
 	// its records are free (ProduceResult.RecordsFree). Set at spawn.
 	freeAtDone bool
+	// checkFirst: produces are checked before they are proposed (and
+	// replicated as checked while appendsChecked allows), as the
+	// replicator applies them on other nodes too. Set at spawn.
+	checkFirst bool
 }
 
 func (a *partitionActor) Receive(ctx actor.Context) {
@@ -534,12 +542,13 @@ func (a *partitionActor) produce(m *produceMsg) {
 	if m.wt != nil {
 		m.wt.StorageStart()
 	}
-	// The records are checked once, here: a refused produce is answered
-	// without a round of replication, and the nodes that apply it (every
-	// node of a cluster) skip the CRC and per-record checks. Until every
-	// node can read such a command (appendsChecked), each checks at apply.
+	// In a cluster the records are checked once, here: a refused produce
+	// is answered without a round of replication, and the nodes that
+	// apply it skip the CRC and per-record checks. Until every node can
+	// read such a command (appendsChecked), each checks at apply, as a
+	// single node does.
 	now := time.Now().UnixNano()
-	checked := appendsChecked()
+	checked := a.checkFirst && appendsChecked()
 	if checked {
 		if res := a.sl.st.CheckProduce(m.records, time.Unix(0, now).UnixMilli()); res.Err != nil {
 			if m.wt != nil {

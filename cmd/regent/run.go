@@ -270,18 +270,17 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open finalized features: %w", err)
 	}
 	defer featureStore.Close()
-	if raftRepl != nil {
-		// A produce is replicated as checked only once every node can
-		// read that (the finalized regent.raft.version).
-		partition.SetCheckedAppends(func() bool {
-			return featureStore.Finalized().Level(features.RegentRaftVersion) >= 1
-		})
-	}
 	if raftRepl == nil {
 		// A cluster's leader fixes the first levels once it leads.
 		if err := featureStore.Init(); err != nil {
 			return err
 		}
+	} else {
+		// A produce is replicated as checked only once every node can
+		// read that (the finalized regent.raft.version).
+		partition.SetCheckedAppends(func() bool {
+			return featureStore.Finalized().Level(features.RegentRaftVersion) >= 1
+		})
 	}
 	// Client quotas: replicated and kept on every node, as ACLs are.
 	quotaStore, err := quotas.Open(quotas.Options{DataDir: stateDir, Repl: repl, Logger: logger})
