@@ -108,6 +108,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 				res[j] = err
 				continue
 			}
+			if t, ok := cmd.(replication.Termed); ok {
+				t.SetTerm(l.Term)
+			}
 			a := f.r.applier(c.key)
 			if a == nil {
 				res[j] = fmt.Errorf("no applier for %q on this node", c.key)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -726,6 +727,15 @@ func (r *Raft) Leader() int32 {
 		return -1
 	}
 	return parseServerID(id)
+}
+
+// Term is raft's current term as a Kafka leader epoch (clamped to int32).
+func (r *Raft) Term() int32 {
+	t := r.raft.CurrentTerm()
+	if t > math.MaxInt32 {
+		return math.MaxInt32
+	}
+	return int32(t)
 }
 
 // Voters lists the voters of the latest configuration.

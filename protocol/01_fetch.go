@@ -64,6 +64,7 @@ func (s *Server) fetch(r *Request) {
 		// reply charges them before it returns), so the fetch's share is
 		// handed over, not freed early.
 		resp.SetVersion(r.Version)
+		s.pointFetchAtLeader(resp, r.Version)
 		s.countFetched(resp, files)
 		s.throttleFetch(r, resp, files)
 		r.clock.end(&r.clock.work)
@@ -520,8 +521,8 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 			anyErr = true
 			continue
 		}
-		if it.epoch > 0 {
-			rp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		if code := s.leaderEpochError(it.epoch); code != 0 {
+			rp.ErrorCode = code
 			out[i] = rp
 			anyErr = true
 			continue

@@ -61,11 +61,10 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 		op.ErrorCode = kerr.NotLeaderForPartition.Code
 		return op
 	}
-	if rp.CurrentLeaderEpoch > 0 {
-		op.ErrorCode = kerr.UnknownLeaderEpoch.Code
+	if code := s.leaderEpochError(rp.CurrentLeaderEpoch); code != 0 {
+		op.ErrorCode = code
 		return op
 	}
-	op.LeaderEpoch = 0
 	// The end of what a client of this isolation level may fetch. Read
 	// before any lookup, as Kafka does: a record appended meanwhile is
 	// past it.
@@ -101,6 +100,9 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 		if found && off < fetchable {
 			op.Offset, op.Timestamp = off, t
 		}
+	}
+	if op.Offset >= 0 {
+		op.LeaderEpoch = p.Log().EpochAt(op.Offset)
 	}
 	if req.Version == 0 {
 		if rp.MaxNumOffsets > 0 && op.Offset >= 0 {

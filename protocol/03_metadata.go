@@ -165,6 +165,7 @@ func (s *Server) topicMetadata(t *topics.Topic) kmsg.MetadataResponseTopic {
 	mt.TopicID = t.ID
 	mt.AuthorizedOperations = -2147483648
 	leader, voters, isr := s.cluster.Leader(), s.cluster.Voters(), s.cluster.InSync()
+	epoch := s.cluster.LeaderEpoch()
 	if _, ok := s.broker(leader); !ok {
 		leader = -1
 	}
@@ -175,7 +176,7 @@ func (s *Server) topicMetadata(t *topics.Topic) kmsg.MetadataResponseTopic {
 		if leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
-		mp.LeaderEpoch = 0
+		mp.LeaderEpoch = epoch
 		mp.Replicas, mp.ISR = replicaLists(t, int32(i), voters, isr)
 		mt.Partitions = append(mt.Partitions, mp)
 	}

@@ -2,13 +2,15 @@ package protocol
 
 // OffsetForLeaderEpoch: versions 0-4. Answers the end offset of the asked
 // leader epoch from the log's epoch cache (clients use it to detect log
-// truncation after a leader change).
+// truncation after a leader change). In a cluster the epochs are raft
+// terms, assigned at the first write of each term on every node alike.
 
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/storage"
 )
 
 func init() { register(23, 0, 4, (*Server).offsetForLeaderEpoch) }
@@ -32,14 +34,28 @@ func (s *Server) offsetForLeaderEpoch(r *Request) {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 			case !s.cluster.Serving():
 				op.ErrorCode = kerr.NotLeaderForPartition.Code
-			case rp.CurrentLeaderEpoch > 0:
-				op.ErrorCode = kerr.UnknownLeaderEpoch.Code
 			default:
-				op.LeaderEpoch, op.EndOffset = p.Log().EndOffsetForEpoch(rp.LeaderEpoch)
+				if op.ErrorCode = s.leaderEpochError(rp.CurrentLeaderEpoch); op.ErrorCode == 0 {
+					op.LeaderEpoch, op.EndOffset = s.endOffsetForEpoch(p.Log(), rp.LeaderEpoch)
+				}
 			}
 			ot.Partitions = append(ot.Partitions, op)
 		}
 		resp.Topics = append(resp.Topics, ot)
 	}
 	r.Respond(resp)
+}
+
+// endOffsetForEpoch is the log's answer, plus the epochs the log has no
+// entry for because nothing was written in them yet: Kafka's leader
+// assigns its epoch at its log end when it takes over, so an epoch newer
+// than the log's newest, up to the current one, ends at the log end. A
+// consumer that last fetched in such an epoch (none did here) or learned
+// it from an offset commit must not be told its position was truncated.
+func (s *Server) endOffsetForEpoch(lg *storage.Log, epoch int32) (int32, int64) {
+	e, end := lg.EndOffsetForEpoch(epoch)
+	if e < 0 && epoch >= 0 && epoch > lg.LatestEpoch() && epoch <= s.cluster.LeaderEpoch() {
+		return epoch, lg.NextOffset()
+	}
+	return e, end
 }

@@ -199,11 +199,11 @@ func (s *Server) describedTopic(r *Request, sp topicSpan) kmsg.DescribeTopicPart
 		return ot
 	}
 	ot.AuthorizedOperations = s.authorizedOps(r, acls.Topic, sp.topic, topicOperations)
-	voters, isr := s.cluster.Voters(), s.cluster.InSync()
+	voters, isr, epoch := s.cluster.Voters(), s.cluster.InSync(), s.cluster.LeaderEpoch()
 	ot.Partitions = make([]kmsg.DescribeTopicPartitionsResponseTopicPartition, 0, sp.to-sp.from)
 	for p := sp.from; p < sp.to; p++ {
 		op := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
-		op.Partition, op.LeaderEpoch = p, 0
+		op.Partition, op.LeaderEpoch = p, epoch
 		op.LeaderID = leaderOf(p)
 		if _, ok := s.broker(op.LeaderID); !ok {
 			op.LeaderID = -1

@@ -3,6 +3,8 @@ package protocol
 import (
 	"net"
 	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // ClusterView is what handlers know of the cluster: which nodes exist at
@@ -14,6 +16,9 @@ type ClusterView interface {
 	Brokers() []BrokerAddr
 	// Leader is the leading node's id, -1 while none is known.
 	Leader() int32
+	// LeaderEpoch is every partition's current leader epoch: the raft
+	// term, which rises at every leadership change (0 on a single node).
+	LeaderEpoch() int32
 	// Serving reports whether this node is the caught-up leader.
 	Serving() bool
 	// Voters lists every voter; InSync those the leader hears from.
@@ -52,9 +57,29 @@ type singleNode struct {
 func (s singleNode) ClusterID() string     { return s.id }
 func (s singleNode) Brokers() []BrokerAddr { return []BrokerAddr{s.self} }
 func (s singleNode) Leader() int32         { return s.self.ID }
+func (s singleNode) LeaderEpoch() int32    { return 0 }
 func (s singleNode) Serving() bool         { return true }
 func (s singleNode) Voters() []int32       { return []int32{s.self.ID} }
 func (s singleNode) InSync() []int32       { return []int32{s.self.ID} }
+
+// leaderEpochError checks the current leader epoch a client sent (Fetch,
+// ListOffsets, OffsetForLeaderEpoch) against the partition's, as Kafka's
+// partition does: -1 is not checked; an older epoch is fenced (the client
+// follows a leader that no longer leads); a newer one is unknown (this
+// node has not learned of it yet). Either way the client refreshes its
+// metadata and retries.
+func (s *Server) leaderEpochError(requested int32) int16 {
+	if requested < 0 {
+		return 0
+	}
+	switch cur := s.cluster.LeaderEpoch(); {
+	case requested > cur:
+		return kerr.UnknownLeaderEpoch.Code
+	case requested < cur:
+		return kerr.FencedLeaderEpoch.Code
+	}
+	return 0
+}
 
 // broker returns the address of node id, if it is a known voter.
 func (s *Server) broker(id int32) (BrokerAddr, bool) {

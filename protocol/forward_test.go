@@ -49,9 +49,10 @@ func (v *fakeView) Serving() bool {
 	return v.serving.Load()
 }
 
-func (v *fakeView) Voters() []int32   { return []int32{1, 2} }
-func (v *fakeView) InSync() []int32   { return []int32{1, 2} }
-func (v *fakeView) ClusterID() string { return "c" }
+func (v *fakeView) Voters() []int32    { return []int32{1, 2} }
+func (v *fakeView) InSync() []int32    { return []int32{1, 2} }
+func (v *fakeView) LeaderEpoch() int32 { return 1 }
+func (v *fakeView) ClusterID() string  { return "c" }
 
 // forwardPair is a leader (node 1) and a follower (node 2) each with its
 // own registry (no replication between them): the follower forwards

@@ -148,10 +148,10 @@ func (s *Server) internalTopicMetadata(r *Request, req *kmsg.MetadataRequest, it
 	if req.IncludeTopicAuthorizedOperations && s.authz != nil {
 		mt.AuthorizedOperations = s.authorizedOps(r, acls.Topic, it.Name, topicOperations)
 	}
-	voters, isr := s.cluster.Voters(), s.cluster.InSync()
+	voters, isr, epoch := s.cluster.Voters(), s.cluster.InSync(), s.cluster.LeaderEpoch()
 	for p := int32(0); p < it.Partitions; p++ {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition, mp.LeaderEpoch = p, 0
+		mp.Partition, mp.LeaderEpoch = p, epoch
 		mp.Leader = s.internalPartitionLeader(p)
 		if _, ok := s.broker(mp.Leader); !ok {
 			mp.Leader, mp.ErrorCode = -1, kerr.LeaderNotAvailable.Code

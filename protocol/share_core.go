@@ -322,7 +322,7 @@ func (s *Server) shareTopicCheck(r *Request, op kmsg.ACLOperation, name string) 
 
 // shareLeaders is what a ShareFetch or ShareAcknowledge answer says of
 // the leader: a partition refused with NOT_LEADER_OR_FOLLOWER points at
-// the cluster's leader (epoch 0), any other at none (-1, -1), and the
+// the cluster's leader (at the current leader epoch), any other at none (-1, -1), and the
 // answer then carries the leader's endpoint. One answer's goroutine.
 type shareLeaders struct {
 	s      *Server
@@ -341,7 +341,7 @@ func (l *shareLeaders) of(code int16) (id, epoch int32) {
 		return -1, -1
 	}
 	l.need = l.leader >= 0
-	return l.leader, 0
+	return l.leader, l.s.cluster.LeaderEpoch()
 }
 
 // endpoint returns the leader's address when a partition pointed at it.

@@ -55,6 +55,21 @@ func (l *Log) LatestEpoch() int32 {
 	return -1
 }
 
+// EpochAt returns the leader epoch of the record at offset: the newest
+// epoch that starts at or before it (-1 if none does). ListOffsets answers
+// it with the offset it found, and a consumer validates its position with
+// it after a leader change.
+func (l *Log) EpochAt(offset int64) int32 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	es := l.mu.epochs
+	i := sort.Search(len(es), func(i int) bool { return es[i].start > offset })
+	if i == 0 {
+		return -1
+	}
+	return es[i-1].epoch
+}
+
 // EndOffsetForEpoch answers OffsetForLeaderEpoch the way Kafka's
 // LeaderEpochFileCache.endOffsetFor does:
 //   - requested == latest epoch: (epoch, log end offset);

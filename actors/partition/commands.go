@@ -70,7 +70,14 @@ type appendCmd struct {
 	// as the command's version (appendCheckedVersion), so a command of
 	// an older node's log, which was not checked, is checked at apply.
 	checked bool
+	// term is the raft term of the entry that committed it (SetTerm; 0
+	// on a single node): the leader epoch its batches are stamped with.
+	// Not encoded: every node reads it from the entry.
+	term uint64
 }
+
+// SetTerm implements replication.Termed.
+func (c *appendCmd) SetTerm(term uint64) { c.term = term }
 
 // markerCmd is the replicated form of a transaction marker.
 type markerCmd struct {
@@ -78,8 +85,12 @@ type markerCmd struct {
 	epoch            int16
 	commit           bool
 	coordinatorEpoch int32
-	now              int64 // the proposer's clock, unix nanoseconds
+	now              int64  // the proposer's clock, unix nanoseconds
+	term             uint64 // as appendCmd's
 }
+
+// SetTerm implements replication.Termed.
+func (c *markerCmd) SetTerm(term uint64) { c.term = term }
 
 // deleteRecordsCmd moves the log start offset to offset (already resolved
 // and checked against the high watermark by the proposer).

@@ -87,7 +87,13 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open partition %s-%d: %w", o.Topic, o.Index, err)
 	}
-	if err := lg.AssignEpoch(o.Epoch, lg.NextOffset()); err != nil {
+	// The log's newest epoch stands if it is newer than o.Epoch (in a
+	// cluster, raft terms raised it); re-assigning an older epoch would
+	// drop the newer entries.
+	epoch := o.Epoch
+	if latest := lg.LatestEpoch(); latest >= epoch {
+		epoch = latest
+	} else if err := lg.AssignEpoch(epoch, lg.NextOffset()); err != nil {
 		_ = lg.Close()
 		return nil, fmt.Errorf("partition %s-%d epoch: %w", o.Topic, o.Index, err)
 	}
@@ -96,7 +102,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 		logger = slog.Default()
 	}
 	logger = logger.With("topic", o.Topic, "partition", o.Index)
-	sl, err := openStateLog(lg, o.Config, o.Epoch, filepath.Join(o.Dir, producerSnapshotFile), logger)
+	sl, err := openStateLog(lg, o.Config, epoch, filepath.Join(o.Dir, producerSnapshotFile), logger)
 	if err != nil {
 		_ = lg.Close()
 		return nil, err

@@ -175,8 +175,10 @@ func (a *partitionActor) Apply(cmd replication.Command) (res any) {
 func (a *partitionActor) apply(cmd replication.Command) any {
 	switch c := cmd.(type) {
 	case *appendCmd:
+		a.sl.atTerm(c.term)
 		return a.sl.produceAs(c.records, time.Unix(0, c.now).UnixMilli(), c.checked)
 	case *markerCmd:
+		a.sl.atTerm(c.term)
 		return a.sl.writeMarker(c.pid, c.epoch, c.commit, c.coordinatorEpoch, time.Unix(0, c.now).UnixMilli())
 	case *deleteRecordsCmd:
 		return a.sl.deleteRecords(c.offset)

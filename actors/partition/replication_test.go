@@ -41,6 +41,9 @@ type fakeCluster struct {
 	stopped  bool
 	// results[i][n] is node n's result for entry i.
 	results [][]any
+	// term is the raft term entries are proposed in (0: none, as on a
+	// single node); the FSM hands it to Termed commands.
+	term uint64
 
 	completions chan func()
 	// cb answers refusals off the proposer's goroutine (the contract).
@@ -54,6 +57,7 @@ type fakeCluster struct {
 type fakeEntry struct {
 	key, kind string
 	payload   []byte
+	term      uint64
 	from      int
 	done      func(any, error)
 }
@@ -142,6 +146,9 @@ func (c *fakeCluster) fsm() {
 				res[i] = err
 				continue
 			}
+			if t, ok := cmd.(replication.Termed); ok {
+				t.SetTerm(e.term)
+			}
 			aa, ok := n.applier(e.key).(cluster.AsyncApplier)
 			if !ok {
 				res[i] = fmt.Errorf("no async applier for %q on node %d", e.key, n.id)
@@ -206,7 +213,7 @@ func (n *fakeNode) Propose(key string, cmd cluster.Command, done func(any, error
 		return
 	}
 	n.c.mu.Lock()
-	n.c.log = append(n.c.log, fakeEntry{key: key, kind: kind, payload: payload, from: n.id, done: done})
+	n.c.log = append(n.c.log, fakeEntry{key: key, kind: kind, payload: payload, term: n.c.term, from: n.id, done: done})
 	n.c.cond.Broadcast()
 	n.c.mu.Unlock()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -52,6 +53,17 @@ type stateLog struct {
 	// restart rebuilds the state from the log.
 	diverged error
 	logger   *slog.Logger
+	// assignedEpoch is the newest epoch in the log's epoch cache (-1:
+	// none, or a log that keeps none): write assigns the state's epoch at
+	// the first offset written in it.
+	assignedEpoch int32
+}
+
+// epochLog is a Log that keeps Kafka's leader epoch cache (*storage.Log;
+// tests' logs may not).
+type epochLog interface {
+	LatestEpoch() int32
+	AssignEpoch(epoch int32, startOffset int64) error
 }
 
 // openStateLog rebuilds the state of an opened log: producer state from
@@ -75,7 +87,11 @@ func openStateLog(lg Log, cfg logconfig.Config, epoch int32, snapshotPath string
 	if err := replayLog(st, lg, from); err != nil {
 		return nil, err
 	}
-	return &stateLog{st: st, log: lg, snapshotPath: snapshotPath, logger: logger}, nil
+	sl := &stateLog{st: st, log: lg, snapshotPath: snapshotPath, logger: logger, assignedEpoch: -1}
+	if el, ok := lg.(epochLog); ok {
+		sl.assignedEpoch = el.LatestEpoch()
+	}
+	return sl, nil
 }
 
 // replayLog feeds st the batches of lg from offset off to its end.
@@ -126,6 +142,9 @@ func (sl *stateLog) write(a *Append) (int, error) {
 		sl.diverge(fmt.Errorf("log end %d, state's next offset %d", end, a.Base))
 		return 0, sl.diverged
 	}
+	if err := sl.assignEpoch(a.Base); err != nil {
+		return 0, replication.MarkLocal(err)
+	}
 	for i, b := range a.Batches {
 		want := a.headers[i].BaseOffset
 		var base int64
@@ -146,6 +165,35 @@ func (sl *stateLog) write(a *Append) (int, error) {
 		}
 	}
 	return len(a.Batches), nil
+}
+
+// assignEpoch records in the log's epoch cache that the state's epoch
+// starts at base, the first offset written in it (Kafka assigns it when a
+// leader takes over; here the first write of a new term does, on every
+// node alike, so the caches are equal).
+func (sl *stateLog) assignEpoch(base int64) error {
+	e := sl.st.epoch
+	if e <= sl.assignedEpoch {
+		return nil
+	}
+	el, ok := sl.log.(epochLog)
+	if !ok {
+		return nil
+	}
+	if err := el.AssignEpoch(e, base); err != nil {
+		return fmt.Errorf("leader epoch %d at offset %d: %w", e, base, err)
+	}
+	sl.assignedEpoch = e
+	return nil
+}
+
+// atTerm raises the state's leader epoch to a committed command's raft
+// term (0: a single node's command, which keeps the log's epoch).
+func (sl *stateLog) atTerm(term uint64) {
+	if term == 0 || term > math.MaxInt32 {
+		return
+	}
+	sl.st.RaiseEpoch(int32(term))
 }
 
 // appendFailureLog spaces the lines of logWriteFailure node-wide: a full

@@ -103,6 +103,17 @@ func NewState(cfg logconfig.Config, epoch int32, start, next int64) *State {
 	return &State{cfg: cfg, epoch: epoch, start: start, next: next}
 }
 
+// RaiseEpoch makes e the leader epoch stamped into later appends, if it
+// is newer than the current one (epochs never go back).
+func (s *State) RaiseEpoch(e int32) {
+	if e > s.epoch {
+		s.epoch = e
+	}
+}
+
+// Epoch is the leader epoch stamped into appends.
+func (s *State) Epoch() int32 { return s.epoch }
+
 // SetConfig swaps the topic config (AlterConfigs).
 func (s *State) SetConfig(cfg logconfig.Config) { s.cfg = cfg }
 

@@ -34,6 +34,16 @@ import "errors"
 // Encodable; the single-node replicator passes them as values.
 type Command any
 
+// Termed is a command that is told the raft term of the entry that
+// committed it, before it is applied. Terms only grow along the log, and
+// every node reads the same term for an entry, so a partition stamps it as
+// the leader epoch of what it appends (Kafka's partition leader epoch:
+// raised at every leadership change). The single-node replicator never
+// calls it (term 0: the epoch stays the log's own).
+type Termed interface {
+	SetTerm(term uint64)
+}
+
 // Applier applies committed commands for one key. Apply runs on the
 // goroutine that owns the key's state: with the single-node replicator the
 // proposer's (the key's actor), with raft the FSM's (or, for an

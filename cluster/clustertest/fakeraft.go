@@ -33,6 +33,9 @@ type FakeRaft struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	leader int
+	// term is the leader's term: 1, raised by every SetLeader. Entries
+	// carry the term they were proposed in (replication.Termed).
+	term   uint64
 	queue  []fakeEntry
 	held   []fakeEntry
 	stall  bool
@@ -48,6 +51,7 @@ type FakeRaft struct {
 type fakeEntry struct {
 	key, kind string
 	payload   []byte
+	term      uint64
 	from      *FakeNode
 	done      func(any, error)
 }
@@ -65,7 +69,7 @@ type FakeNode struct {
 // New starts a fake cluster of n nodes led by node 0, stopped when the
 // test ends.
 func New(t *testing.T, n int) *FakeRaft {
-	r := &FakeRaft{t: t}
+	r := &FakeRaft{t: t, term: 1}
 	r.cond = sync.NewCond(&r.mu)
 	for i := range n {
 		r.nodes = append(r.nodes, &FakeNode{r: r, id: i, appliers: map[string]replication.Applier{}})
@@ -79,12 +83,21 @@ func New(t *testing.T, n int) *FakeRaft {
 // Node is node i's replicator.
 func (r *FakeRaft) Node(i int) *FakeNode { return r.nodes[i] }
 
-// SetLeader moves leadership; entries already proposed still commit (as
-// raft may commit a deposed leader's entries).
+// SetLeader moves leadership, in a new term; entries already proposed
+// still commit, in the term they were proposed in (as raft may commit a
+// deposed leader's entries).
 func (r *FakeRaft) SetLeader(i int) {
 	r.mu.Lock()
 	r.leader = i
+	r.term++
 	r.mu.Unlock()
+}
+
+// Term is the current leader's term.
+func (r *FakeRaft) Term() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.term
 }
 
 // SetDelay makes every commit wait d first.
@@ -183,6 +196,9 @@ func (r *FakeRaft) commit(e fakeEntry) {
 		for i := range buf {
 			buf[i] = 0xa5
 		}
+		if t, ok := cmd.(replication.Termed); ok {
+			t.SetTerm(e.term)
+		}
 		n.mu.Lock()
 		a := n.appliers[e.key]
 		n.mu.Unlock()
@@ -236,7 +252,7 @@ func (n *FakeNode) Propose(key string, cmd replication.Command, done func(any, e
 		refuse(fmt.Errorf("propose to %s on node %d: %w", key, n.id, replication.ErrNotLeader))
 		return
 	}
-	e := fakeEntry{key: key, kind: kind, payload: slices.Clone(payload), from: n, done: done}
+	e := fakeEntry{key: key, kind: kind, payload: slices.Clone(payload), term: r.term, from: n, done: done}
 	if r.stall {
 		r.held = append(r.held, e)
 	} else {

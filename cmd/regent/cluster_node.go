@@ -354,6 +354,12 @@ func (v *raftView) Brokers() []protocol.BrokerAddr {
 }
 
 func (v *raftView) Leader() int32 { return v.r.Leader() }
+
+// LeaderEpoch is the raft term: the one a leader stamps into what it
+// appends (replication.Termed), and on a follower the term of the leader
+// it follows.
+func (v *raftView) LeaderEpoch() int32 { return v.r.Term() }
+
 func (v *raftView) Serving() bool { return v.r.Ready() }
 
 // StateIndex implements protocol.StateIndexer: a follower's forwarded
