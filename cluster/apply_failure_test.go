@@ -221,3 +221,86 @@ func TestLeaderApplyFailureIsAnUnknownOutcome(t *testing.T) {
 		return len(got) == 21 && slices.IsSorted(got)
 	})
 }
+
+// TestUnreadableEntryStopsTheNode: a node of an older version meets a
+// committed command it cannot read (replication.ErrUnreadable: a newer
+// node wrote it). It stops (OnApplyFailure) rather than skip it and drift
+// from the others: nothing from that entry on is applied, its state index
+// stays before it, no snapshot is taken. Upgraded and restarted, it
+// applies the entry and catches up. A malformed command of a version it
+// reads is refused alike on every node and stops none.
+func TestUnreadableEntryStopsTheNode(t *testing.T) {
+	c := startFailingCluster(t)
+	c.proposeAll(0, 20)
+	var old int32
+	for id, n := range c.nodes {
+		if n != c.leader {
+			old = id
+			break
+		}
+	}
+	testwait.For(t, "the follower to apply the first entries", 10*time.Second, func() bool { return len(c.nodes[old].a.snapshot()) == 20 })
+	// The follower is "downgraded": values from 20 on are a command kind
+	// its version does not know.
+	if err := c.nodes[old].r.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	var p Peer
+	for _, q := range c.peers {
+		if q.ID == old {
+			p = q
+		}
+	}
+	o := c.opts(p)
+	r, err := NewRaft(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fsm.decodeCommand = func(kind string, payload []byte) (Command, error) {
+		cmd, err := DecodeCommand(kind, payload)
+		if c, ok := cmd.(*counterCmd); ok && c.n >= 20 {
+			return nil, fmt.Errorf("no decoder for command kind %q: %w", "test.newer", replication.ErrUnreadable)
+		}
+		return cmd, err
+	}
+	n := &failingNode{r: r, a: &failingApplier{listApplier: newListApplier(o.StateDir, true)}}
+	r.Register("list", n.a)
+	r.Start()
+	c.nodes[old] = n
+	before := n.r.StateIndex()
+
+	c.proposeAll(20, 30)
+	select {
+	case err := <-c.failures[old]:
+		if !errors.Is(err, replication.ErrUnreadable) {
+			t.Fatalf("OnApplyFailure got %v, want ErrUnreadable", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old node did not stop at the entry it cannot read")
+	}
+	c.proposeAll(30, 40)
+	if got := n.a.snapshot(); len(got) != 20 {
+		t.Errorf("the stopped node applied %d values, want the 20 before the unreadable entry", len(got))
+	}
+	if got := n.r.StateIndex(); got != before {
+		t.Errorf("the stopped node's state index moved from %d to %d", before, got)
+	}
+	if err := n.r.raft.Snapshot().Error(); err == nil {
+		t.Error("a snapshot was taken of the stopped node")
+	}
+	for id, ch := range c.failures {
+		if id != old && len(ch) > 0 {
+			t.Errorf("node %d stopped too: %v", id, <-ch)
+		}
+	}
+
+	// Upgraded (the usual decoder), it applies everything.
+	c.restart(old)
+	want := c.leader.a.snapshot()
+	testwait.For(t, "the upgraded node to hold what the leader holds", 20*time.Second, func() bool {
+		return slices.Equal(c.nodes[old].a.snapshot(), want)
+	})
+	if len(want) != 40 {
+		t.Errorf("the leader holds %d values, want 40", len(want))
+	}
+}

@@ -76,6 +76,9 @@ func decodeEntry(data []byte) ([]entryCommand, error) {
 	if len(data) == 0 {
 		return nil, errShortEntry
 	}
+	if data[0] > entryVersion {
+		return nil, fmt.Errorf("raft entry version %d, this node reads up to %d: %w", data[0], entryVersion, replication.ErrUnreadable)
+	}
 	if data[0] != entryVersion {
 		return nil, fmt.Errorf("raft entry version %d, this node reads %d", data[0], entryVersion)
 	}

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -61,6 +62,9 @@ type fsm struct {
 	sinceSnapshot atomic.Int64
 	// snapshotAsked is set while a snapshot asked for by size is pending.
 	snapshotAsked atomic.Bool
+	// decodeCommand, set by tests before the node starts, replaces
+	// DecodeCommand (nil: DecodeCommand).
+	decodeCommand func(kind string, payload []byte) (Command, error)
 }
 
 // markOpened is called once NewRaft is about to hand the state directory
@@ -70,6 +74,15 @@ func (f *fsm) markOpened() {
 	f.opening.Lock()
 	f.opening.opened = true
 	f.opening.Unlock()
+}
+
+// decode is DecodeCommand, or a test's stand-in (a node of an older
+// version).
+func (f *fsm) decode(kind string, payload []byte) (Command, error) {
+	if f.decodeCommand != nil {
+		return f.decodeCommand(kind, payload)
+	}
+	return DecodeCommand(kind, payload)
 }
 
 // Apply implements raft.FSM.
@@ -88,11 +101,20 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		return out
 	}
 	var wg sync.WaitGroup
+	// unreadable is the first entry written by a newer version than this
+	// node's: nothing from it on is applied (stopUnreadable).
+	var unreadable error
+	var unreadableAt uint64
+entries:
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		cmds, err := decodeEntry(l.Data)
+		if errors.Is(err, replication.ErrUnreadable) {
+			unreadable, unreadableAt = err, l.Index
+			break
+		}
 		if err != nil {
 			// Every node reads the same bytes and refuses them alike.
 			f.r.log.Error("undecodable raft entry", "index", l.Index, "err", err)
@@ -102,8 +124,14 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		res := make([]any, len(cmds))
 		out[i] = res
 		for j, c := range cmds {
-			cmd, err := DecodeCommand(c.kind, c.payload)
+			cmd, err := f.decode(c.kind, c.payload)
+			if errors.Is(err, replication.ErrUnreadable) {
+				unreadable, unreadableAt = fmt.Errorf("command for %s: %w", c.key, err), l.Index
+				break entries
+			}
 			if err != nil {
+				// A malformed command of a version this node reads:
+				// every node refuses it alike.
 				f.r.log.Error("undecodable command", "index", l.Index, "key", c.key, "err", err)
 				res[j] = err
 				continue
@@ -135,6 +163,10 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		}
 	}
 	f.wait(&wg)
+	if unreadable != nil {
+		f.stopUnreadable(unreadableAt, unreadable)
+		return out
+	}
 	for i, l := range logs {
 		if err := replication.FailedLocally(out[i]); err != nil {
 			// lastApplied stays before this batch: what the state
@@ -176,6 +208,21 @@ func (f *fsm) stopApplying(index uint64, err error) {
 		"index", index, "state_index", f.lastApplied.Load(), "err", err)
 	if f.r.o.OnApplyFailure != nil {
 		// Not on the FSM goroutine: stopping may wait for it.
+		go f.r.o.OnApplyFailure(err)
+	}
+}
+
+// stopUnreadable is ApplyBatch's answer to a committed entry this node's
+// version cannot read (a newer node wrote it; replication.ErrUnreadable):
+// skipping it would leave this node's state behind the others' for good,
+// silently. As for a storage failure, it applies nothing more, takes no
+// snapshot, and OnApplyFailure stops it; once upgraded and restarted it
+// goes back to its last snapshot and applies the entry.
+func (f *fsm) stopUnreadable(index uint64, err error) {
+	f.stopped.Store(true)
+	f.r.log.Error("a committed raft entry was written by a newer Regent than this node's: this node applies nothing more and stops; upgrade it and restart it, and it applies the entry from its last snapshot (the other nodes carry on)",
+		"index", index, "state_index", f.lastApplied.Load(), "err", err)
+	if f.r.o.OnApplyFailure != nil {
 		go f.r.o.OnApplyFailure(err)
 	}
 }

@@ -56,7 +56,9 @@ func decodePersistCmd(payload []byte) (replication.Command, error) {
 	if len(payload) < 5 {
 		return nil, fmt.Errorf("payload of %d bytes", len(payload))
 	}
-	if v := payload[0]; v != persistCmdVersion {
+	if v := payload[0]; v > persistCmdVersion {
+		return nil, fmt.Errorf("version %d, this node reads up to %d: %w", v, persistCmdVersion, replication.ErrUnreadable)
+	} else if v != persistCmdVersion {
 		return nil, fmt.Errorf("unknown version %d", v)
 	}
 	n := binary.BigEndian.Uint32(payload[1:])

@@ -290,6 +290,9 @@ func commandBodyOf(p []byte, version byte, n int, more bool) ([]byte, error) {
 	if len(p) == 0 {
 		return nil, errShortCommand
 	}
+	if p[0] > version {
+		return nil, fmt.Errorf("command version %d, this node reads up to %d: %w", p[0], version, replication.ErrUnreadable)
+	}
 	if p[0] != version {
 		return nil, fmt.Errorf("command version %d, this node reads %d", p[0], version)
 	}

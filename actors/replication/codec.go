@@ -57,13 +57,21 @@ func EncodeCommand(cmd Command) (string, []byte, error) {
 	return e.CommandKind(), e.AppendCommand(nil), nil
 }
 
+// ErrUnreadable says a command (or entry) was written by a newer version
+// than this node's: an unknown kind, or a newer encoding of a known one.
+// Skipping it would let this node's state drift from the others', so the
+// raft replicator stops the node instead until it is upgraded. Decoders
+// wrap it for an encoding version newer than they know; a malformed
+// command of a known version is another error, refused alike everywhere.
+var ErrUnreadable = errors.New("written by a newer version than this node's")
+
 // DecodeCommand decodes a command of the given kind.
 func DecodeCommand(kind string, payload []byte) (Command, error) {
 	decoders.RLock()
 	dec := decoders.m[kind]
 	decoders.RUnlock()
 	if dec == nil {
-		return nil, fmt.Errorf("replication: no decoder for command kind %q", kind)
+		return nil, fmt.Errorf("replication: no decoder for command kind %q: %w", kind, ErrUnreadable)
 	}
 	cmd, err := dec(payload)
 	if err != nil {

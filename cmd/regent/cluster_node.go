@@ -18,6 +18,7 @@ import (
 	"github.com/regent-broker/regent/actors/group"
 	"github.com/regent-broker/regent/actors/groupconfig"
 	"github.com/regent-broker/regent/actors/quotas"
+	"github.com/regent-broker/regent/actors/replication"
 	"github.com/regent-broker/regent/actors/share"
 	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/actors/txn"
@@ -216,10 +217,19 @@ const applyFailureExit = 74 // EX_IOERR
 // cleanly: what was applied is written, and the raft log holds the entry,
 // which the node applies again after its restart.
 func haltOnApplyFailure(err error) {
+	if errors.Is(err, replication.ErrUnreadable) {
+		slog.Error("stopping: a committed entry was written by a newer Regent than this node's; upgrade this node and restart it",
+			"err", err, "exit_status", unreadableExit)
+		os.Exit(unreadableExit)
+	}
 	slog.Error("stopping: a committed entry could not be applied on this node's storage (full disk? I/O error?); fix it and restart the node",
 		"err", err, "exit_status", applyFailureExit)
 	os.Exit(applyFailureExit)
 }
+
+// unreadableExit is the exit status of a node that stopped at a committed
+// entry of a newer version (haltOnApplyFailure).
+const unreadableExit = 65 // EX_DATAERR
 
 // raftView is the protocol's view of a raft cluster. Voters are cached
 // briefly: asking raft for its configuration is a round trip to its
