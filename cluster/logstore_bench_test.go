@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -153,8 +154,9 @@ type benchNode struct {
 }
 
 // startBenchCluster starts 3 raft nodes on 127.0.0.1 with NewRaft's
-// tuning and the given store.
-func startBenchCluster(b *testing.B, k storeKind) []*benchNode {
+// tuning and the given store; tracked gives raft NewRaft's transport
+// wrapper (quorum.go), as nodes run.
+func startBenchCluster(b *testing.B, k storeKind, tracked bool) []*benchNode {
 	base := b.TempDir()
 	hlog := hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: io.Discard})
 	nodes := make([]*benchNode, 3)
@@ -191,8 +193,17 @@ func startBenchCluster(b *testing.B, k storeKind) []*benchNode {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if n.raft, err = raft.NewRaft(cfg, &countFSM{}, logs, n.store, snaps, n.trans); err != nil {
+		var trans raft.Transport = n.trans
+		var progress *progressTracker
+		if tracked {
+			progress = newProgressTracker(time.Now)
+			trans = &trackingTransport{NetworkTransport: n.trans, progress: progress}
+		}
+		if n.raft, err = raft.NewRaft(cfg, &countFSM{}, logs, n.store, snaps, trans); err != nil {
 			b.Fatal(err)
+		}
+		if progress != nil {
+			progress.setLastIndex(n.raft.LastIndex)
 		}
 		if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
 			b.Fatal(err)
@@ -218,45 +229,59 @@ func stopBenchCluster(nodes []*benchNode) {
 func BenchmarkLogStoreRaft3(b *testing.B) {
 	for _, k := range storeKinds {
 		for _, entry := range []int{256 << 10, maxEntryBytes} {
-			b.Run(fmt.Sprintf("%s/entry-%dKiB", k.name, entry>>10), func(b *testing.B) {
-				nodes := startBenchCluster(b, k)
-				defer stopBenchCluster(nodes)
-				var leader *raft.Raft
-				testwait.For(b, "a leader", 20*time.Second, func() bool {
-					for _, n := range nodes {
-						if n.raft.State() == raft.Leader {
-							leader = n.raft
-							return true
-						}
-					}
-					return false
-				})
-				data := bytes.Repeat([]byte{'r'}, entry)
-				inflight := make(chan raft.ApplyFuture, maxInflightEntries)
-				errs := make(chan error, 1)
-				go func() {
-					var first error
-					for f := range inflight {
-						if err := f.Error(); err != nil && first == nil {
-							first = err
-						}
-					}
-					errs <- first
-				}()
-				b.SetBytes(int64(entry))
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					inflight <- leader.Apply(data, 0)
-				}
-				close(inflight)
-				if err := <-errs; err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(b.N*entry/1024)/b.Elapsed().Seconds(), "records/s")
-			})
+			b.Run(fmt.Sprintf("%s/entry-%dKiB", k.name, entry>>10), func(b *testing.B) { benchRaft3(b, k, entry, true) })
 		}
 	}
+}
+
+// BenchmarkTrackedTransport is BenchmarkLogStoreRaft3 on the wal with and
+// without the transport wrapper that tracks the voters' progress, small
+// entries included (the most AppendEntries per byte).
+func BenchmarkTrackedTransport(b *testing.B) {
+	wal := storeKinds[slices.IndexFunc(storeKinds, func(k storeKind) bool { return k.name == "wal" })]
+	for _, entry := range []int{1 << 10, 64 << 10, maxEntryBytes} {
+		for _, tracked := range []bool{false, true} {
+			b.Run(fmt.Sprintf("entry-%dKiB/tracked=%v", entry>>10, tracked), func(b *testing.B) { benchRaft3(b, wal, entry, tracked) })
+		}
+	}
+}
+
+func benchRaft3(b *testing.B, k storeKind, entry int, tracked bool) {
+	nodes := startBenchCluster(b, k, tracked)
+	defer stopBenchCluster(nodes)
+	var leader *raft.Raft
+	testwait.For(b, "a leader", 20*time.Second, func() bool {
+		for _, n := range nodes {
+			if n.raft.State() == raft.Leader {
+				leader = n.raft
+				return true
+			}
+		}
+		return false
+	})
+	data := bytes.Repeat([]byte{'r'}, entry)
+	inflight := make(chan raft.ApplyFuture, maxInflightEntries)
+	errs := make(chan error, 1)
+	go func() {
+		var first error
+		for f := range inflight {
+			if err := f.Error(); err != nil && first == nil {
+				first = err
+			}
+		}
+		errs <- first
+	}()
+	b.SetBytes(int64(entry))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		inflight <- leader.Apply(data, 0)
+	}
+	close(inflight)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*entry/1024)/b.Elapsed().Seconds(), "records/s")
 }
 
 // TestOpenLogStoreMigratesBolt: a raft directory written by an earlier

@@ -93,6 +93,10 @@ type RaftOptions struct {
 	// TLS must require and verify peer certificates, DialTLS presents
 	// this node's certificate and trusts the cluster CA (tls_transport.go).
 	TLS, DialTLS *tls.Config
+	// ReplicaLagMax is Kafka's replica.lag.time.max.ms: the leader counts
+	// a voter it has not seen caught up for longer out of the ISR
+	// (Lagging). Zero: DefaultReplicaLagMax.
+	ReplicaLagMax time.Duration
 	// LinkSecrets, without TLS, make every raft-port connection (raft
 	// RPCs, snapshot-file fetches) open with a mutual challenge-response
 	// (secret_stream.go): this node proves the first, and a peer must
@@ -128,6 +132,9 @@ type Raft struct {
 	snaps *snapStore
 	fsm   *fsm
 	stats pipeStats
+	// progress is the leader's record of its voters' replication
+	// (quorum.go), fed by the transport raft is given.
+	progress *progressTracker
 
 	// appliers is written by Register/Unregister (any goroutine) and read
 	// by Propose and the FSM goroutine.
@@ -246,6 +253,7 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	}
 	r.appliers.m = map[string]Applier{}
 	r.health.failed = map[int32]bool{}
+	r.progress = newProgressTracker(time.Now)
 	r.fsm = &fsm{r: r, readyCh: make(chan struct{})}
 
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
@@ -316,13 +324,14 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	// cached entries held most of a node's 700 MB RSS, and 256 still held
 	// 600-750 MB in the cluster bench until the cache was bounded by bytes.
 	logs := newLogCache(store, logCacheEntries, logCacheBytes)
-	ra, err := raft.NewRaft(cfg, r.fsm, logs, store, snaps, trans)
+	ra, err := raft.NewRaft(cfg, r.fsm, logs, store, snaps, &trackingTransport{NetworkTransport: trans, progress: r.progress})
 	if err != nil {
 		_ = trans.Close()
 		_ = store.Close()
 		return nil, fmt.Errorf("start raft: %w", err)
 	}
 	r.raft = ra
+	r.progress.setLastIndex(ra.LastIndex)
 	if !existing && !o.Join {
 		var servers []raft.Server
 		for _, p := range o.Peers {
@@ -862,6 +871,25 @@ func (r *Raft) RemoveVoter(id int32) error {
 
 // TransferLeadership asks raft to hand leadership to another voter.
 func (r *Raft) TransferLeadership() error { return r.raft.LeadershipTransfer().Error() }
+
+// TransferLeadershipTo hands leadership to voter id (on the leader). It
+// returns once raft has transferred it or given up (ElectLeaders waits
+// for the new leader to be ready on its own).
+func (r *Raft) TransferLeadershipTo(id int32) error {
+	f := r.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("transfer leadership to node %d: %w", id, err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && parseServerID(s.ID) == id {
+			if err := r.raft.LeadershipTransferToServer(s.ID, s.Address).Error(); err != nil {
+				return fmt.Errorf("transfer leadership to node %d: %w", id, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("transfer leadership to node %d: not a voter", id)
+}
 
 // Shutdown stops taking proposals, stops raft and closes its stores.
 // Appliers stay registered; the caller closes its state afterwards.

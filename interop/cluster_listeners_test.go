@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -100,5 +101,39 @@ func TestClusterMetadataPerListener(t *testing.T) {
 	defer cancel()
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("produce over SASL_PLAINTEXT via %s: %v", seed, err)
+	}
+	// A follower refusing a produce names the leader at the leader's
+	// address on the client's listener (KIP-951 node endpoints).
+	leader := c.LeaderID(t)
+	var follower int32
+	for _, n := range c.Nodes() {
+		if n.ID != leader {
+			follower = n.ID
+		}
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = 11, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "per-listener"
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("per-listener")
+	mreq.Topics = append(mreq.Topics, mt)
+	md, err := mreq.RequestWith(ctx, cl)
+	if err != nil || len(md.Topics) != 1 {
+		t.Fatalf("metadata of per-listener: %v", err)
+	}
+	rt.TopicID = md.Topics[0].TopicID // kgo may send v13+, which names topics by id
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = plainBatch([]string{"to a follower"})
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(follower)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != kerr.NotLeaderForPartition.Code || p.CurrentLeader.LeaderID != leader || len(resp.Brokers) != 1 ||
+		net.JoinHostPort(resp.Brokers[0].Host, strconv.Itoa(int(resp.Brokers[0].Port))) != c.Node(leader).Listeners["SASL_PLAINTEXT"] {
+		t.Fatalf("produce to follower %d: %+v, brokers %+v; want NOT_LEADER_OR_FOLLOWER naming leader %d at %s", follower, p, resp.Brokers, leader, c.Node(leader).Listeners["SASL_PLAINTEXT"])
 	}
 }

@@ -79,7 +79,7 @@ func (s *Server) produce(r *Request) {
 			r.NoResponse()
 			return
 		}
-		s.pointProduceAtLeader(resp, req.Version)
+		s.pointProduceAtLeader(r, resp)
 		r.Respond(resp)
 	}
 	for i, rt := range req.Topics {

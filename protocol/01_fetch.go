@@ -64,7 +64,7 @@ func (s *Server) fetch(r *Request) {
 		// reply charges them before it returns), so the fetch's share is
 		// handed over, not freed early.
 		resp.SetVersion(r.Version)
-		s.pointFetchAtLeader(resp, r.Version)
+		s.pointFetchAtLeader(r, resp)
 		s.countFetched(resp, files)
 		s.throttleFetch(r, resp, files)
 		r.clock.end(&r.clock.work)
@@ -389,6 +389,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 		wait = maxFetchWait
 	}
 	deadline := time.Now().Add(wait)
+	role := s.fetchRoleOf(req)
 
 	var results []kmsg.FetchResponseTopicPartition
 	var waiter *partition.Waiter
@@ -409,7 +410,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			grant = -1 // read nothing: offsets and errors only
 		}
 		releaseRanges(passFiles) // an earlier pass's, not answered
-		results, passFiles, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, useFiles, tr)
+		results, passFiles, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, useFiles, role, tr)
 		held = s.settleFetch(out, held, total)
 		if (total >= int(req.MinBytes) && !starved) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
 			break
@@ -429,6 +430,9 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 		r.clock.end(&r.clock.work) // a long poll's wait is not the request's time
 		s.fetchWait(waiter, deadline, starved, out, tr)
 		r.clock.begin(&r.clock.work)
+	}
+	if role.follower {
+		outOfRangeOnFollower(items, results)
 	}
 
 	// Assemble, dropping unchanged partitions from incremental answers.
@@ -484,7 +488,7 @@ func releaseRanges(rs []*storage.FileRange) {
 // negative: no reads, offsets only); tr (nil: untraced) is told of each
 // read. With useFiles the records are file ranges (files, by item; nil
 // when none was read), else bytes in RecordBatches.
-func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, useFiles bool, tr RequestTrace) (out []kmsg.FetchResponseTopicPartition, files []*storage.FileRange, total int, anyErr bool) {
+func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, useFiles bool, role fetchRole, tr RequestTrace) (out []kmsg.FetchResponseTopicPartition, files []*storage.FileRange, total int, anyErr bool) {
 	out = make([]kmsg.FetchResponseTopicPartition, len(items))
 	for i, it := range items {
 		rp := kmsg.NewFetchResponseTopicPartition()
@@ -513,9 +517,9 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 			anyErr = true
 			continue
 		}
-		if !s.cluster.Serving() {
-			// Followers hold the data but serve nothing: only applied
-			// entries are on them, and clients must follow the leader.
+		if !role.follower && !s.cluster.Serving() {
+			// Followers serve only consumers the leader sent them
+			// (fetch_replica.go); others must follow the leader.
 			rp.ErrorCode = kerr.NotLeaderForPartition.Code
 			out[i] = rp
 			anyErr = true
@@ -537,10 +541,24 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 		if readCommitted {
 			limitOffset = lso
 		}
+		if role.follower && it.offset > hw && it.offset >= rp.LogStartOffset {
+			// Not applied here yet: waited for, then out of range
+			// (outOfRangeOnFollower).
+			out[i] = rp
+			continue
+		}
 		if it.offset < rp.LogStartOffset || it.offset > hw {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
 			out[i] = rp
 			anyErr = true
+			continue
+		}
+		if role.preferred >= 0 {
+			// The consumer's rack has an in-sync follower: it reads
+			// there, and this answer carries no records.
+			rp.PreferredReadReplica = role.preferred
+			out[i] = rp
+			anyErr = true // answer at once
 			continue
 		}
 		limit := int(it.maxBytes)

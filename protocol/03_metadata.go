@@ -49,7 +49,7 @@ func (s *Server) metadata(r *Request) {
 func (s *Server) buildMetadata(r *Request, req *kmsg.MetadataRequest, create bool) *kmsg.MetadataResponse {
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
 	for _, b := range s.cluster.Brokers() {
-		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
+		resp.Brokers = append(resp.Brokers, kmsg.MetadataResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port, Rack: rackPtr(b.Rack)})
 	}
 	cid := s.cluster.ClusterID()
 	resp.ClusterID = &cid

@@ -38,7 +38,7 @@ func (s *Server) describeCluster(r *Request) {
 	}
 	for _, cb := range s.cluster.Brokers() {
 		b := kmsg.NewDescribeClusterResponseBroker()
-		b.NodeID, b.Host, b.Port = cb.ID, cb.Host, cb.Port
+		b.NodeID, b.Host, b.Port, b.Rack = cb.ID, cb.Host, cb.Port, rackPtr(cb.Rack)
 		resp.Brokers = append(resp.Brokers, b)
 	}
 	r.Respond(resp)

@@ -28,11 +28,13 @@ type ClusterView interface {
 	ClusterID() string
 }
 
-// BrokerAddr is one node's advertised Kafka address.
+// BrokerAddr is one node's advertised Kafka address, and its rack ("":
+// none or not known).
 type BrokerAddr struct {
 	ID   int32
 	Host string
 	Port int32
+	Rack string
 }
 
 // ParseBrokerAddr splits host:port ("" host and port -1 when malformed).

@@ -25,8 +25,8 @@ func (s *Server) currentLeader() (BrokerAddr, int32, bool) {
 
 // pointProduceAtLeader fills the current leader of every partition resp
 // refuses as not led here.
-func (s *Server) pointProduceAtLeader(resp *kmsg.ProduceResponse, version int16) {
-	if version < 10 {
+func (s *Server) pointProduceAtLeader(r *Request, resp *kmsg.ProduceResponse) {
+	if r.Version < 10 {
 		return
 	}
 	var b BrokerAddr
@@ -52,11 +52,13 @@ func (s *Server) pointProduceAtLeader(resp *kmsg.ProduceResponse, version int16)
 	}
 	if pointed {
 		resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
+		r.advertiseListener(resp) // the leader's address on the client's listener
 	}
 }
 
 // pointFetchAtLeader is pointProduceAtLeader for a fetch answer.
-func (s *Server) pointFetchAtLeader(resp *kmsg.FetchResponse, version int16) {
+func (s *Server) pointFetchAtLeader(r *Request, resp *kmsg.FetchResponse) {
+	version := r.Version
 	if version < 12 {
 		return
 	}
@@ -83,5 +85,6 @@ func (s *Server) pointFetchAtLeader(resp *kmsg.FetchResponse, version int16) {
 	}
 	if pointed && version >= 16 {
 		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
+		r.advertiseListener(resp)
 	}
 }

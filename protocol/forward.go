@@ -114,6 +114,16 @@ var forwardedKeys = map[int16]bool{
 	57: true, // UpdateFeatures
 }
 
+// leaderReadKeys are requests only the leader can answer that change no
+// replicated state (it alone tracks what DescribeQuorum reports; it alone
+// can hand leadership over): a follower forwards them as it forwards
+// forwardedKeys, and answers as soon as the leader did, with no state
+// change of its own to wait for.
+var leaderReadKeys = map[int16]bool{
+	43: true, // ElectLeaders
+	55: true, // DescribeQuorum
+}
+
 // SetForwarder installs how a follower reaches the leader (nil: requests
 // are served where they arrive, followers answering NOT_CONTROLLER). Call
 // before serving.
@@ -121,10 +131,11 @@ func (s *Server) SetForwarder(f Forwarder) { s.forwarder = f }
 
 // forwardToLeader takes r to the leader when this node is a follower that
 // can forward, and reports whether it did: the handlers of forwardedKeys
-// call it first and return when it is true. Requests served for another
-// node, or after a forward found this node leading, are never forwarded.
+// and leaderReadKeys call it first and return when it is true. Requests
+// served for another node, or after a forward found this node leading,
+// are never forwarded.
 func (s *Server) forwardToLeader(r *Request) bool {
-	if s.forwarder == nil || r.local || s.cluster.Serving() || !forwardedKeys[r.Key] {
+	if s.forwarder == nil || r.local || s.cluster.Serving() || !(forwardedKeys[r.Key] || leaderReadKeys[r.Key]) {
 		return false
 	}
 	go s.runForward(r)
@@ -164,7 +175,9 @@ func (s *Server) runForward(r *Request) {
 		r.Respond(failedResponse(r.Msg, kerr.UnknownServerError.Code, msg))
 		return
 	}
-	s.awaitStateIndex(ctx, index)
+	if !leaderReadKeys[r.Key] {
+		s.awaitStateIndex(ctx, index)
+	}
 	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
 		// The leader measured the client's quota (a mutation quota):
 		// the client's connection here waits its throttle out.
@@ -251,7 +264,7 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 		return nil, 0, ErrNotServing
 	}
 	a, ok := apis[fr.Key]
-	if !(forwardedKeys[fr.Key] || readForwardedKeys[fr.Key]) || !ok || fr.Version < a.min || fr.Version > a.max {
+	if !(forwardedKeys[fr.Key] || leaderReadKeys[fr.Key] || readForwardedKeys[fr.Key]) || !ok || fr.Version < a.min || fr.Version > a.max {
 		return nil, 0, fmt.Errorf("%w: %s v%d is not forwarded here", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version)
 	}
 	msg := kmsg.RequestForKey(fr.Key)

@@ -2,6 +2,7 @@ package protocol
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 
@@ -16,7 +17,9 @@ import (
 // CreateDelegationToken answer with error code 0).
 func TestFailedResponseCoversForwardedKeys(t *testing.T) {
 	code := kerr.RequestTimedOut.Code
-	for key := range forwardedKeys {
+	keys := maps.Clone(forwardedKeys)
+	maps.Copy(keys, leaderReadKeys)
+	for key := range keys {
 		lo, hi, ok := VersionRange(key)
 		if !ok {
 			t.Fatalf("key %d is forwarded but not served", key)

@@ -117,7 +117,7 @@ func (r *Request) RespondSized(resp kmsg.Response, sizeHint int) {
 	}
 	resp.SetVersion(r.Version)
 	switch r.Key {
-	case 3, 10, 60:
+	case 3, 10, 55, 60:
 		r.advertiseListener(resp)
 	}
 	var encodeStart time.Time

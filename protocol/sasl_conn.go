@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -310,7 +311,8 @@ func (c *ConnInfo) listenerName() string {
 
 // advertiseListener puts the connection's listener address in place of
 // this node's default one in the responses that name brokers (Metadata,
-// DescribeCluster, FindCoordinator), so that a client sees the address of
+// DescribeCluster, FindCoordinator, DescribeQuorum's voters, whose
+// listener takes its name too), so that a client sees the address of
 // the listener it connected to, as Kafka answers per listener. It runs as
 // the response is encoded, so the handlers stay listener-blind. Other
 // nodes get their address on the listener of the same name when
@@ -322,6 +324,14 @@ func (r *Request) advertiseListener(resp kmsg.Response) {
 		return
 	}
 	l := r.Conn.Listener
+	if dq, ok := resp.(*kmsg.DescribeQuorumResponse); ok && l.Name != "" {
+		// The voters are reached on the client's listener.
+		for i := range dq.Nodes {
+			for j := range dq.Nodes[i].Listeners {
+				dq.Nodes[i].Listeners[j].Name = l.Name
+			}
+		}
+	}
 	a := l.Advertised
 	if a.Host == "" || a.Port <= 0 {
 		return
@@ -345,6 +355,29 @@ func (r *Request) advertiseListener(resp kmsg.Response) {
 			}
 		}
 	case *kmsg.DescribeClusterResponse:
+		for i := range resp.Brokers {
+			b := &resp.Brokers[i]
+			if to, ok := addr(b.NodeID); ok {
+				b.Host, b.Port = to.Host, to.Port
+			}
+		}
+	case *kmsg.DescribeQuorumResponse:
+		for i := range resp.Nodes {
+			n := &resp.Nodes[i]
+			if to, ok := addr(n.NodeID); ok && to.Port <= math.MaxUint16 {
+				for j := range n.Listeners {
+					n.Listeners[j].Host, n.Listeners[j].Port = to.Host, uint16(to.Port)
+				}
+			}
+		}
+	case *kmsg.ProduceResponse:
+		for i := range resp.Brokers {
+			b := &resp.Brokers[i]
+			if to, ok := addr(b.NodeID); ok {
+				b.Host, b.Port = to.Host, to.Port
+			}
+		}
+	case *kmsg.FetchResponse:
 		for i := range resp.Brokers {
 			b := &resp.Brokers[i]
 			if to, ok := addr(b.NodeID); ok {

@@ -32,6 +32,11 @@ type Config struct {
 	ClusterID string
 	DataDir   string
 	Logger    *slog.Logger
+	// Rack is this node's rack (Kafka's broker.rack; "" none). Set on a
+	// cluster's nodes, it turns on reads from followers (KIP-392): the
+	// leader points a consumer whose client.rack names a follower's rack
+	// at that follower, and the follower serves it (fetch_replica.go).
+	Rack string
 	// Cluster is the cluster's view; nil: a single node (this one).
 	Cluster ClusterView
 	// FetchBudget bounds the bytes fetches read from storage until their
@@ -98,7 +103,7 @@ func NewServer(cfg Config, reg *topics.Registry, pids *ProducerIDs, groups *grou
 	}
 	view := cfg.Cluster
 	if view == nil {
-		view = singleNode{self: BrokerAddr{ID: cfg.NodeID, Host: cfg.Host, Port: cfg.Port}, id: cfg.ClusterID}
+		view = singleNode{self: BrokerAddr{ID: cfg.NodeID, Host: cfg.Host, Port: cfg.Port, Rack: cfg.Rack}, id: cfg.ClusterID}
 	}
 	return &Server{cfg: cfg, log: cfg.Logger, topics: reg, sessions: newFetchSessions(1000), pids: pids, groups: groups, txns: txns, cluster: view}
 }

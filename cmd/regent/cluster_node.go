@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"sync"
@@ -251,6 +253,8 @@ type raftView struct {
 		m map[int32]bool
 	}
 	self int32
+	// rackOf is each node's rack (set once before serving; nil: none).
+	rackOf func(id int32) string
 }
 
 func newRaftView(r *cluster.Raft, nodes *cluster.Nodes, static []cluster.Peer, self int32) *raftView {
@@ -357,13 +361,35 @@ func (v *raftView) Brokers() []protocol.BrokerAddr {
 			continue
 		}
 		if p, ok := v.peer(id); ok {
-			out = append(out, protocol.ParseBrokerAddr(id, p.Kafka))
+			b := protocol.ParseBrokerAddr(id, p.Kafka)
+			if v.rackOf != nil {
+				b.Rack = v.rackOf(id)
+			}
+			out = append(out, b)
 		}
 	}
 	return out
 }
 
 func (v *raftView) Leader() int32 { return v.r.Leader() }
+
+// MoveLeadership implements protocol.LeaderMover: raft hands leadership to
+// id, and this node waits until it sees id lead.
+func (v *raftView) MoveLeadership(ctx context.Context, id int32) error {
+	if err := v.r.TransferLeadershipTo(id); err != nil {
+		return err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for v.r.Leader() != id {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("node %d did not take over: %w", id, ctx.Err())
+		case <-tick.C:
+		}
+	}
+	return nil
+}
 
 // LeaderEpoch is the raft term: the one a leader stamps into what it
 // appends (replication.Termed), and on a follower the term of the leader
@@ -387,14 +413,37 @@ func (v *raftView) Voters() []int32 {
 	return v.cache.voters
 }
 
+// InSync lists the voters whose Kafka port answers and whose heartbeats
+// do not fail; on the leader, also caught up within replica.lag.time.max.ms
+// (cluster.Raft.Lagging, which keeps every voter for that long into a
+// term). A follower tracks no progress: it lists them by heartbeat only.
 func (v *raftView) InSync() []int32 {
+	voters := v.Voters()
+	lagging := v.r.Lagging(voters)
 	var out []int32
-	for _, id := range v.Voters() {
-		if !v.isDown(id) && !v.r.HeartbeatFailing(id) {
+	for _, id := range voters {
+		if !v.isDown(id) && !v.r.HeartbeatFailing(id) && !lagging[id] {
 			out = append(out, id)
 		}
 	}
 	return out
+}
+
+// DescribeQuorum implements protocol.QuorumDescriber.
+func (v *raftView) DescribeQuorum() protocol.QuorumInfo {
+	q := v.r.Quorum()
+	info := protocol.QuorumInfo{LeaderID: q.LeaderID, LeaderEpoch: int32(min(q.Term, math.MaxInt32)), HighWatermark: int64(min(q.CommitIndex, math.MaxInt64)), Leader: q.Leader}
+	for _, vp := range q.Voters {
+		qv := protocol.QuorumVoter{ID: vp.ID, LogEndOffset: -1, LastFetch: vp.LastFetch, LastCaughtUp: vp.LastCaughtUp, Addr: protocol.BrokerAddr{ID: vp.ID, Port: -1}}
+		if vp.LogEndIndex > 0 {
+			qv.LogEndOffset = int64(min(vp.LogEndIndex, math.MaxInt64))
+		}
+		if p, ok := v.peer(vp.ID); ok {
+			qv.Addr = protocol.ParseBrokerAddr(vp.ID, p.Kafka)
+		}
+		info.Voters = append(info.Voters, qv)
+	}
+	return info
 }
 
 func (v *raftView) ClusterID() string { return v.nodes.ClusterID() }

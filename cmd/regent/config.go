@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -117,6 +118,9 @@ type Config struct {
 	Peers       string // initial voters: "1=KAFKA/RAFT/ADMIN,2=..."
 	Join        bool   // wait to be added instead of bootstrapping
 	AdminListen string // HTTP admin host:port (cluster status, voters)
+	// Rack is Kafka's broker.rack ("" none); in a cluster it turns on
+	// reads from followers (protocol.Config.Rack).
+	Rack string
 	// Raft snapshot tuning (0: the defaults).
 	RaftSnapshotThreshold uint64
 	RaftSnapshotInterval  time.Duration
@@ -223,6 +227,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if _, err := c.txnIDExpiration(); err != nil {
+		return err
+	}
+	if _, err := c.replicaLagMax(); err != nil {
 		return err
 	}
 	if c.Authorizer != "" && c.Authorizer != "none" && c.Authorizer != "acl" {
@@ -403,6 +410,26 @@ func (c Config) txnIDExpiration() (time.Duration, error) {
 	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
 	if err != nil || ms < 1 {
 		return 0, fmt.Errorf("--broker-config %s=%q: want a positive number of milliseconds below 2^31", key, v)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// replicaLagMax is --broker-config's replica.lag.time.max.ms (Kafka's
+// default, 30 s, when absent): how long the raft leader keeps a voter it
+// has not seen caught up in the ISR.
+func (c Config) replicaLagMax() (time.Duration, error) {
+	const key = logconfig.ReplicaLagTimeMaxMsKey
+	o, err := c.brokerOverrides()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := o[key]
+	if !ok {
+		return logconfig.DefaultReplicaLagTimeMaxMs * time.Millisecond, nil
+	}
+	ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || ms < 1 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return 0, fmt.Errorf("--broker-config %s=%q: want a positive number of milliseconds", key, v)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }

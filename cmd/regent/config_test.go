@@ -91,6 +91,7 @@ var validEnv = map[string]string{
 	"raft-trailing-logs":               "16",
 	"raft-snapshot-bytes":              "64MiB",
 	"admin-listen":                     "127.0.0.1:19300",
+	"rack":                             "eu-west-1a",
 	"listeners":                        "PLAINTEXT://127.0.0.1:19092,SASL_PLAINTEXT://127.0.0.1:19094",
 	"advertised-listeners":             "PLAINTEXT://broker.example:9092",
 	"sasl-mechanisms":                  "SCRAM-SHA-512",
@@ -158,6 +159,7 @@ var invalidEnv = map[string]string{
 	"sasl-mechanisms":                  "GSSAPI",
 	"connections-max-reauth-ms":        "-5",
 	"admin-listen":                     "admin",
+	"rack":                             "a\tb",
 	"tls-client-auth":                  "optional",
 
 	"sasl-oauthbearer-unsecured": "maybe",
@@ -402,5 +404,31 @@ func TestConnectionFlagsAreBrokerConfigs(t *testing.T) {
 	}
 	if _, err := (Config{BrokerConfigs: "max.connections.per.ip=0"}).brokerOverrides(); err == nil {
 		t.Error("max.connections.per.ip=0 without overrides accepted")
+	}
+}
+
+// TestReplicaLagMax: --broker-config replica.lag.time.max.ms is how long
+// the raft leader keeps a voter it has not seen caught up in the ISR;
+// absent, Kafka's 30 s; a bad value is refused at start.
+func TestReplicaLagMax(t *testing.T) {
+	for _, c := range []struct {
+		broker string
+		want   time.Duration
+		bad    bool
+	}{
+		{"", 30 * time.Second, false},
+		{"replica.lag.time.max.ms=1500", 1500 * time.Millisecond, false},
+		{"replica.lag.time.max.ms=0", 0, true},
+		{"replica.lag.time.max.ms=soon", 0, true},
+	} {
+		cfg := DefaultConfig()
+		cfg.BrokerConfigs = c.broker
+		got, err := cfg.replicaLagMax()
+		if (err != nil) != c.bad || got != c.want {
+			t.Errorf("%q: %v, %v; want %v (error %v)", c.broker, got, err, c.want, c.bad)
+		}
+		if verr := cfg.Validate(); c.bad && verr == nil {
+			t.Errorf("%q: Validate accepted it", c.broker)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/telemetry"
@@ -183,6 +184,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Var(uintValue{p: &c.RaftTrailingLogs}, "raft-trailing-logs", "raft entries kept after a snapshot, for followers that fall behind; 0: 1024")
 	fs.Var(bytesValue{p: &c.RaftSnapshotBytes}, "raft-snapshot-bytes", "also snapshot once this many entry bytes were applied since the last snapshot, bounding what a restart replays (`size`); 0: 256MiB")
 	fs.Var(addrValue{p: &c.AdminListen, optional: true}, "admin-listen", "`host:port` of the HTTP admin endpoint (cluster status and membership)")
+	fs.Var(checkedString{p: &c.Rack, check: checkRack}, "rack", "this node's rack (Kafka's broker.rack), reported in Metadata; on a cluster's nodes it turns on reads from followers: a consumer whose client.rack is a follower's rack reads from that follower (KIP-392)")
 	return fs
 }
 
@@ -205,4 +207,18 @@ func parseConfig(args []string, getenv func(string) string) (Config, error) {
 		return c, usageError{err}
 	}
 	return c, c.Validate()
+}
+
+// checkRack accepts a rack name as Kafka prints and compares it: up to 255
+// printable characters.
+func checkRack(s string) error {
+	if len(s) > 255 {
+		return fmt.Errorf("rack %.20q...: longer than 255 bytes", s)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("rack %q: has a character that does not print", s)
+		}
+	}
+	return nil
 }

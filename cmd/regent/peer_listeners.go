@@ -30,15 +30,22 @@ const (
 	peerListenersTick    = time.Second
 )
 
+// rackHeader carries a node's rack on its GET /cluster/listeners answer
+// (a header, so nodes of versions that read only the body are unaffected).
+const rackHeader = "X-Regent-Rack"
+
 // serveListeners adds GET /cluster/listeners: this node's advertised
-// address of each listener, by name.
-func (a *adminServer) serveListeners(advertised map[string]string) {
+// address of each listener, by name, and its rack.
+func (a *adminServer) serveListeners(advertised map[string]string, rack string) {
 	mux, ok := a.srv.Handler.(*http.ServeMux)
 	if !ok {
 		a.logger.Error("admin endpoint has no mux: peers advertise this node's first listener only")
 		return
 	}
 	mux.HandleFunc("GET /cluster/listeners", func(w http.ResponseWriter, _ *http.Request) {
+		if rack != "" {
+			w.Header().Set(rackHeader, rack)
+		}
 		writeJSON(w, http.StatusOK, advertised)
 	})
 }
@@ -54,6 +61,7 @@ type peerListeners struct {
 	mu struct {
 		sync.RWMutex
 		addrs map[int32]map[string]protocol.BrokerAddr
+		racks map[int32]string
 		at    map[int32]time.Time // when addrs[id] was last read
 	}
 }
@@ -63,6 +71,7 @@ func newPeerListeners(view *raftView, linkCerts *certs.Store) *peerListeners {
 	pl.client, pl.scheme = adminHTTP(linkCerts, peerListenersTick)
 	pl.mu.addrs = map[int32]map[string]protocol.BrokerAddr{}
 	pl.mu.at = map[int32]time.Time{}
+	pl.mu.racks = map[int32]string{}
 	return pl
 }
 
@@ -97,12 +106,12 @@ func (pl *peerListeners) run(stop <-chan struct{}) {
 			if !ok || p.Admin == "" {
 				continue
 			}
-			addrs, err := pl.read(p.ID, p.Admin)
+			addrs, rack, err := pl.read(p.ID, p.Admin)
 			if err != nil {
 				continue // down or restarting: Metadata leaves it out meanwhile
 			}
 			pl.mu.Lock()
-			pl.mu.addrs[id], pl.mu.at[id] = addrs, time.Now()
+			pl.mu.addrs[id], pl.mu.racks[id], pl.mu.at[id] = addrs, rack, time.Now()
 			pl.mu.Unlock()
 		}
 		select {
@@ -113,34 +122,47 @@ func (pl *peerListeners) run(stop <-chan struct{}) {
 	}
 }
 
-// read asks node id's admin endpoint for its listeners.
-func (pl *peerListeners) read(id int32, admin string) (map[string]protocol.BrokerAddr, error) {
+// rackOf returns a lookup of each node's rack: self's is given, the
+// others' are what they last said.
+func (pl *peerListeners) rackOf(self string) func(id int32) string {
+	return func(id int32) string {
+		if id == pl.view.self {
+			return self
+		}
+		pl.mu.RLock()
+		defer pl.mu.RUnlock()
+		return pl.mu.racks[id]
+	}
+}
+
+// read asks node id's admin endpoint for its listeners and rack.
+func (pl *peerListeners) read(id int32, admin string) (map[string]protocol.BrokerAddr, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), peerListenersTick)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pl.scheme+admin+"/cluster/listeners", nil)
 	if err != nil {
-		return nil, fmt.Errorf("node %d listeners: %w", id, err)
+		return nil, "", fmt.Errorf("node %d listeners: %w", id, err)
 	}
 	resp, err := pl.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("node %d listeners: %w", id, err)
+		return nil, "", fmt.Errorf("node %d listeners: %w", id, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound {
 		// A node of a version without the endpoint: its first
 		// listener's address is all there is.
-		return map[string]protocol.BrokerAddr{}, nil
+		return map[string]protocol.BrokerAddr{}, "", nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("node %d listeners: HTTP %d", id, resp.StatusCode)
+		return nil, "", fmt.Errorf("node %d listeners: HTTP %d", id, resp.StatusCode)
 	}
 	var byName map[string]string
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&byName); err != nil {
-		return nil, fmt.Errorf("node %d listeners: %w", id, err)
+		return nil, "", fmt.Errorf("node %d listeners: %w", id, err)
 	}
 	out := make(map[string]protocol.BrokerAddr, len(byName))
 	for name, hp := range byName {
 		out[name] = protocol.ParseBrokerAddr(id, hp)
 	}
-	return out, nil
+	return out, resp.Header.Get(rackHeader), nil
 }

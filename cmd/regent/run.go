@@ -145,6 +145,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		stateDir = filepath.Join(cfg.DataDir, "state")
 		peers, _ := parsePeers(cfg.Peers)
 		self := cluster.Peer{ID: cfg.NodeID, Kafka: adv, Raft: cfg.RaftListen, Admin: cfg.AdminListen}
+		replicaLag, _ := cfg.replicaLagMax() // checked by Validate
 		raftRepl, err2 = cluster.NewRaft(cluster.RaftOptions{
 			Self: self, Dir: filepath.Join(cfg.DataDir, "raft"), StateDir: stateDir,
 			Peers: peers, Join: cfg.Join, Logger: logger,
@@ -157,6 +158,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			SnapshotInterval:  cfg.RaftSnapshotInterval,
 			TrailingLogs:      cfg.RaftTrailingLogs,
 			SnapshotBytes:     cfg.RaftSnapshotBytes,
+			ReplicaLagMax:     replicaLag,
 			// A node with no raft state waits for the leader's first
 			// entries or snapshot before opening its state, so that a
 			// snapshot installs in place instead of restarting the node.
@@ -303,7 +305,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		live.setShare(shareMgr)
 		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
 	}
-	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger}
+	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger, Rack: cfg.Rack}
 	// One memory setting: the edge's request and response budgets and the
 	// fetch budget are shares of it (netio.Budgets).
 	budgets := netio.NewBudgets(cfg.MaxMemory)
@@ -319,18 +321,21 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		defer close(stopProbe)
 		go view.probe(stopProbe)
 		peerLs = newPeerListeners(view, clusterCerts)
+		view.rackOf = peerLs.rackOf(cfg.Rack)
 		go peerLs.run(stopProbe)
 		pcfg.Cluster = view
-		// Followers serve no reads: their appends leave the page cache
-		// once written back (storage/dropbehind.go); the leader keeps
-		// them for its consumers.
-		storage.DefaultFileCache().SetDropBehind(true)
+		// Followers serve no reads unless racks are set (reads from
+		// followers): their appends leave the page cache once written
+		// back (storage/dropbehind.go); the leader keeps them for its
+		// consumers.
+		followersRead := cfg.Rack != ""
+		storage.DefaultFileCache().SetDropBehind(!followersRead)
 		// The first levels are guessed before the new leader takes a
 		// request (a topic created then would read as a state directory
 		// from before finalized features).
 		raftRepl.OnLeaderSettled(featureStore.Guess)
 		raftRepl.OnLeadership(func(leader bool) {
-			storage.DefaultFileCache().SetDropBehind(!leader)
+			storage.DefaultFileCache().SetDropBehind(!leader && !followersRead)
 			if !leader {
 				shareMgr.Deactivate()
 				txns.Deactivate()
@@ -349,7 +354,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			}
 			defer admin.close()
 			admin.serveACLs(aclStore)
-			admin.serveListeners(advertised)
+			admin.serveListeners(advertised, cfg.Rack)
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)

@@ -97,6 +97,13 @@ func secret(d Def) Def {
 // what DescribeConfigs reports, one value.
 const TransactionMaxTimeoutMsDefault = 3600000
 
+// ReplicaLagTimeMaxMsKey is Kafka's replica.lag.time.max.ms, and
+// DefaultReplicaLagTimeMaxMs its default (cluster.DefaultReplicaLagMax).
+const (
+	ReplicaLagTimeMaxMsKey     = "replica.lag.time.max.ms"
+	DefaultReplicaLagTimeMaxMs = 30000
+)
+
 // DefaultTransactionalIDExpirationMs is Kafka's
 // transactional.id.expiration.ms: seven days.
 const DefaultTransactionalIDExpirationMs = 604_800_000
@@ -222,6 +229,8 @@ var brokerDefs = func() []Def {
 			"How long a partition keeps an idle producer's state (idempotence sequences) after its last batch's timestamp; never while it has a transaction open there. The leader's maintenance pass drops it, to the second, through the log."),
 		brokerDef("transactional.id.expiration.ms", TypeInt, strconv.Itoa(DefaultTransactionalIDExpirationMs), true, integralV(TypeInt, bnd(1), nil), ro, enf,
 			"How long the transaction coordinator keeps a transactional id with no transaction in progress after its last change; --broker-config sets it."),
+		brokerDef(ReplicaLagTimeMaxMsKey, TypeLong, strconv.Itoa(DefaultReplicaLagTimeMaxMs), true, integralV(TypeLong, bnd(1), nil), ro, enf,
+			"How long the raft leader keeps a voter in the ISR without seeing it caught up with the leader's log (every voter counts as caught up when a leader begins); --broker-config sets it. A voter whose heartbeats fail leaves the ISR at once."),
 		brokerDef("group.initial.rebalance.delay.ms", TypeInt, "3000", true, nil, ro, enf,
 			"How long a new classic consumer group waits for more members before its first rebalance."),
 		brokerDef("group.min.session.timeout.ms", TypeInt, "6000", true, nil, ro, enf,
