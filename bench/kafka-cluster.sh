@@ -3,11 +3,12 @@
 # the yardstick for issue 12's "3-node cluster at 0.7x the single node".
 #
 # Starts BROKERS Apache Kafka brokers (KRaft, broker and controller in each
-# JVM, as bench/run.sh starts its one), creates a topic of 3 partitions at
-# replication factor BROKERS (min.insync.replicas 2 on a cluster), warms up
-# with 200000 records, then runs ProducerPerformance with the bench's acks=all
-# producer settings and prints its result line, each broker's CPU seconds
-# (utime+stime) per GB produced and disk bytes written per produced byte.
+# JVM, configured by bench/kraft.sh as bench/run.sh --kafka-brokers does),
+# creates a topic of 3 partitions at replication factor BROKERS
+# (min.insync.replicas 2 on a cluster), warms up with 200000 records, then
+# runs ProducerPerformance with the bench's acks=all producer settings and
+# prints its result line, each broker's CPU seconds (utime+stime) per GB
+# produced and disk bytes written per produced byte.
 # Run it with --brokers 1 and then --brokers 3 in one sitting and compare the
 # MB/s: both halves share the machine's cores and disk with the load
 # generator, as Regent's single node and 3-node cluster do in bench/run.sh.
@@ -51,43 +52,26 @@ import socket, sys
 ss = [socket.socket() for _ in range(2 * int(sys.argv[1]))]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in ss))' "$brokers")"
-bootstrap="" controllers=""
+bootstrap="" cports=()
 for ((i = 1; i <= brokers; i++)); do
   bootstrap+="${bootstrap:+,}127.0.0.1:${ports[2 * i - 2]}"
-  controllers+="${controllers:+,}127.0.0.1:${ports[2 * i - 1]}"
+  cports+=("${ports[2 * i - 1]}")
 done
 min_isr=$((brokers >= 2 ? 2 : 1))
 
-# The initial voters: id@host:port:directory-id, a random directory id each.
-voters=$(python3 -c '
-import base64, sys, uuid
-ports = sys.argv[1].split()
-print(",".join(f"{i}@127.0.0.1:{ports[2*i-1]}:" + base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-               for i in range(1, int(sys.argv[2]) + 1)))' "${ports[*]}" "$brokers")
+# The server.properties and the initial voters (id@host:port:directory-id, a
+# random directory id each) come from kraft.sh, as bench/run.sh's do.
+# shellcheck source=bench/kraft.sh
+source "$bench_dir/kraft.sh"
+controllers=$(kraft_quorum "${cports[@]}")
+voters=$(kraft_voters "${cports[@]}")
 cluster_id=$("${J[@]}" kafka.tools.StorageTool random-uuid | tail -n 1)
 
 for ((i = 1; i <= brokers; i++)); do
   dir=$work/broker$i
   mkdir -p "$dir"
-  cat >"$dir/server.properties" <<EOF
-process.roles=broker,controller
-node.id=$i
-controller.quorum.bootstrap.servers=$controllers
-listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]},CONTROLLER://127.0.0.1:${ports[2 * i - 1]}
-advertised.listeners=PLAINTEXT://127.0.0.1:${ports[2 * i - 2]},CONTROLLER://127.0.0.1:${ports[2 * i - 1]}
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-log.dirs=$dir/data
-num.partitions=1
-auto.create.topics.enable=false
-offsets.topic.replication.factor=$brokers
-transaction.state.log.replication.factor=$brokers
-transaction.state.log.min.isr=$min_isr
-share.coordinator.state.topic.replication.factor=$brokers
-share.coordinator.state.topic.min.isr=$min_isr
-group.initial.rebalance.delay.ms=0
-EOF
+  kraft_server_properties "$i" "$brokers" PLAINTEXT "$dir/data" "$controllers" \
+    "${ports[2 * i - 2]}" "${ports[2 * i - 1]}" >"$dir/server.properties"
   if ((brokers == 1)); then format=(--standalone); else format=(--initial-controllers "$voters"); fi
   "${J[@]}" kafka.tools.StorageTool format --config "$dir/server.properties" \
     --cluster-id "$cluster_id" "${format[@]}" >"$dir/format.out" 2>&1 \

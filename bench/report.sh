@@ -112,14 +112,34 @@ machine_info() {
   echo "$(nproc) cores (${cpu:-?}), ${mem:-?} GiB RAM, Linux $(uname -r), work dir on ${fs:-?}"
 }
 
+# cluster_goal KEY GOAL: "RATIO (goal GOAL: VERDICT)" for regent xN over
+# kafka xN on the row KEY.
+cluster_goal() {
+  local r
+  r=$(ratio "${res[cluster:$1]:-}" "${res[kcluster:$1]:-}")
+  echo "$r (goal $2: $(verdict "$r" "$2"))"
+}
+
 report() {
-  local n=$regent_nodes r key label better dec goal reg kaf clu rat crat v met=0 goals=0 missed="" unmeasured=""
+  local n=$regent_nodes kn=$kafka_brokers r key label better dec goal reg kaf clu kclu rat crat krat v met=0 goals=0 missed="" unmeasured=""
   local -a rows
   mapfile -t rows < <(report_rows)
-  local line='%-48s %12s %12s %12s %8s %7s  %s\n' mdh='| metric | regent | kafka | regent/kafka | goal | verdict |' mds='| --- | ---: | ---: | ---: | ---: | --- |'
+  # The metric column fits the longest label.
+  local lw=48
+  for r in "${rows[@]}"; do
+    IFS='|' read -r _ label _ <<<"$r"
+    ((${#label} > lw)) && lw=${#label}
+  done
+  local line="%-${lw}s"' %12s %12s %12s %8s %7s  %s\n' mdh='| metric | regent | kafka | regent/kafka | goal | verdict |' mds='| --- | ---: | ---: | ---: | ---: | --- |'
   local -a head=(metric regent kafka regent/kafka goal verdict better)
-  if ((n > 1)); then
-    line='%-48s %12s %12s %12s %12s %10s %8s %7s  %s\n'
+  if ((kn > 1)); then
+    # kn > 1 only with kn == n (run.sh): both clusters, node for node.
+    line="%-${lw}s"' %12s %12s %12s %12s %12s %10s %12s %8s %7s  %s\n'
+    head=(metric regent "regent x$n" kafka "kafka x$n" regent/kafka "x$n/regent" "x$n/kafka x$n" goal verdict better)
+    mdh="| metric | regent | regent x$n | kafka | kafka x$n | regent/kafka | x$n/regent | x$n/kafka x$n | goal | verdict |"
+    mds='| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |'
+  elif ((n > 1)); then
+    line="%-${lw}s"' %12s %12s %12s %12s %10s %8s %7s  %s\n'
     head=(metric regent "regent x$n" kafka regent/kafka "x$n/regent" goal verdict better)
     mdh="| metric | regent | regent x$n | kafka | regent/kafka | x$n/regent | goal | verdict |"
     mds='| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |'
@@ -129,9 +149,15 @@ report() {
   summary+=" 4x4 $((records / par_clients * par_clients)) over $par_partitions partitions; fsync $fsync_records),"
   summary+=" Apache Kafka $(kafka_version), $rounds round(s)$( ((rounds > 1)) && echo ', medians')"
   local -a notes=("$(security_line)")
-  ((n > 1)) && notes+=("regent ran as one node and then as a $n-node raft cluster on this machine (every write replicated to all $n; leader per round: ${res[cluster:leader]:-?}); kafka as one node")
+  if ((kn > 1)); then
+    notes+=("regent ran as one node and then as a $n-node raft cluster on this machine (every write replicated to all $n, committed on a majority; leader per round: ${res[cluster:leader]:-?})")
+    notes+=("kafka ran as one broker and then as a $kn-broker KRaft cluster on this machine (broker and controller in each JVM; every topic, internal ones too, at replication factor $kn, min.insync.replicas 2; acks=all waits for every in-sync replica; partition leaders spread over the brokers)")
+    notes+=("x$n/kafka x$n: the regent cluster's median over the kafka cluster's; the goal and verdict columns are for regent/kafka (the single nodes)")
+  elif ((n > 1)); then
+    notes+=("regent ran as one node and then as a $n-node raft cluster on this machine (every write replicated to all $n; leader per round: ${res[cluster:leader]:-?}); kafka as one node")
+  fi
   notes+=("CPU and disk rows: each broker process over that phase (utime+stime, /proc/PID/io write_bytes); RSS: VmHWM after the last phase before the fsync one")
-  notes+=("fsync every write: regent --fsync always (a second process), kafka flush.messages=1 on its topic")
+  notes+=("fsync every write: regent --fsync always (a second process), kafka flush.messages=1 on its topic$( ((kn > 1)) && echo "; the clusters: regent's raft log as always (fsynced on a majority before an answer), kafka flush.messages=1 on every replica")")
   local reported_end
   reported_end=$(cat "$reported_kib_file" 2>/dev/null)
   if [[ $reported_kib_start =~ ^[0-9]+$ && $reported_end =~ ^[0-9]+$ ]]; then
@@ -156,7 +182,14 @@ report() {
         *) unmeasured+="${unmeasured:+; }$label" ;;
       esac
     fi
-    if ((n > 1)); then
+    if ((kn > 1)); then
+      clu=$(fmtv "$dec" "${res[cluster:$key]:-}") kclu=$(fmtv "$dec" "${res[kcluster:$key]:-}")
+      crat=$(ratio "${res[cluster:$key]:-}" "${res[regent:$key]:-}")
+      krat=$(ratio "${res[cluster:$key]:-}" "${res[kcluster:$key]:-}")
+      # shellcheck disable=SC2059
+      printf "$line" "$label" "$reg" "$clu" "$kaf" "$kclu" "$rat" "$crat" "$krat" "${goal:--}" "${v:--}" "$better"
+      md+="| $label | $reg | $clu | $kaf | $kclu | $rat | $crat | $krat | ${goal:-} | ${v:-} |"$'\n'
+    elif ((n > 1)); then
       clu=$(fmtv "$dec" "${res[cluster:$key]:-}")
       crat=$(ratio "${res[cluster:$key]:-}" "${res[regent:$key]:-}")
       # shellcheck disable=SC2059
@@ -170,7 +203,9 @@ report() {
   done
   {
     printf '# %s\n' "$(security_line)"
-    if ((n > 1)); then
+    if ((kn > 1)); then
+      printf 'metric\tregent (per round)\tkafka (per round)\tregent x%s cluster (per round)\tkafka x%s cluster (per round)\n' "$n" "$kn"
+    elif ((n > 1)); then
       printf 'metric\tregent (per round)\tkafka (per round)\tregent x%s cluster (per round)\n' "$n"
     else
       printf 'metric\tregent (per round)\tkafka (per round)\n'
@@ -179,12 +214,18 @@ report() {
       IFS='|' read -r key _ <<<"$r"
       v="$key\t${res[regent:$key]:-}\t${res[kafka:$key]:-}"
       ((n > 1)) && v+="\t${res[cluster:$key]:-}"
+      ((kn > 1)) && v+="\t${res[kcluster:$key]:-}"
       printf '%b\n' "$v"
     done
   } >"$cache/last-results.tsv" 2>/dev/null
   local goal_line="bench: goals met $met of $goals${missed:+; missed: $missed}${unmeasured:+; no ratio (a figure missing, or Kafka at 0): $unmeasured}"
   local cluster_line=""
   ((n > 1)) && cluster_line="bench: cluster/single acks=all throughput ratio $(ratio "${res[cluster:pa:rps]:-}" "${res[regent:pa:rps]:-}") ($n-node regent over 1-node regent, same run)"
+  local kcluster_line="" clusters_line=""
+  if ((kn > 1)); then
+    kcluster_line="bench: kafka cluster/single acks=all throughput ratio $(ratio "${res[kcluster:pa:rps]:-}" "${res[kafka:pa:rps]:-}") ($kn-broker kafka over 1-broker kafka, same run)"
+    clusters_line="bench: regent x$n / kafka x$kn: acks=all throughput ratio $(cluster_goal pa:rps '>= 1.5'), acks=all p99 latency ratio $(cluster_goal pa:p99 '<= 0.5')"
+  fi
   local last_line
   last_line="bench: producer throughput ratio $(ratio "${res[regent:p1:rps]:-}" "${res[kafka:p1:rps]:-}"),"
   last_line+=" consumer throughput ratio $(ratio "${res[regent:c:nps]:-}" "${res[kafka:c:nps]:-}"),"
@@ -206,10 +247,14 @@ report() {
     echo
     echo "\`$goal_line\`"
     [[ -n $cluster_line ]] && echo "\`$cluster_line\`"
+    [[ -n $kcluster_line ]] && echo "\`$kcluster_line\`"
+    [[ -n $clusters_line ]] && echo "\`$clusters_line\`"
     echo "\`$last_line\`"
   } >"$cache/last-results.md" 2>/dev/null
   echo
   echo "$goal_line"
   [[ -n $cluster_line ]] && echo "$cluster_line"
+  [[ -n $kcluster_line ]] && echo "$kcluster_line"
+  [[ -n $clusters_line ]] && echo "$clusters_line"
   echo "$last_line"
 }

@@ -5,8 +5,8 @@
 #
 #   bench/run.sh [--records N] [--record-size B] [--partitions P] [--rounds R]
 #                [--latency-records N] [--fsync-records N] [--idle-timeout S]
-#                [--only regent|kafka] [--regent-nodes N] [--security MODE]
-#                [--step-timeout S] [--keep]
+#                [--only regent|kafka] [--regent-nodes N] [--kafka-brokers N]
+#                [--security MODE] [--step-timeout S] [--keep]
 #
 # See bench/README.md for what is measured and the caveats.
 set -uo pipefail # no -e: a failure against one broker must not abort the other
@@ -32,8 +32,13 @@ usage: bench/run.sh [options]
   --regent-nodes N   also run Regent as an N-node raft cluster on this machine,
                      topics replicated to all N, after the single node in the same
                      round: the table gets a column for it and the cluster/single
-                     acks=all ratio (default 1: the single node only); Kafka stays
-                     a single node
+                     acks=all ratio (default 1: the single node only)
+  --kafka-brokers N  also run Kafka as an N-broker KRaft cluster (broker and
+                     controller in each JVM) after its single broker in the same
+                     round, topics and internal topics at replication factor N,
+                     min.insync.replicas 2: the table gets a column for it and a
+                     regent xN / kafka xN ratio column (default 1: the single
+                     broker only); N must equal --regent-nodes
   --security MODE    plaintext (default), ssl (TLS only) or sasl_ssl (TLS and
                      SASL SCRAM-SHA-512): how the clients reach both brokers;
                      a throwaway CA and certificate for 127.0.0.1 are made in
@@ -56,6 +61,7 @@ idle_timeout=30
 rounds=1
 only=both
 regent_nodes=1
+kafka_brokers=1
 security=plaintext
 step_timeout=600
 keep=0
@@ -80,6 +86,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) need_arg "$@"; rounds=$2; shift 2 ;;
     --only) need_arg "$@"; only=$2; shift 2 ;;
     --regent-nodes) need_arg "$@"; regent_nodes=$2; shift 2 ;;
+    --kafka-brokers) need_arg "$@"; kafka_brokers=$2; shift 2 ;;
     --security) need_arg "$@"; security=$2; shift 2 ;;
     --step-timeout) need_arg "$@"; step_timeout=$2; shift 2 ;;
     --keep) keep=1; shift ;;
@@ -89,7 +96,7 @@ while [[ $# -gt 0 ]]; do
 done
 latency_records=${latency_records:-$((records < 10000 ? records : 10000))}
 fsync_records=${fsync_records:-$records}
-for v in records record_size partitions rounds step_timeout regent_nodes latency_records fsync_records idle_timeout; do
+for v in records record_size partitions rounds step_timeout regent_nodes kafka_brokers latency_records fsync_records idle_timeout; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "bench: --${v//_/-} must be a positive integer" >&2; exit 2; }
 done
 case $only in both | regent | kafka) ;; *) echo "bench: --only must be regent or kafka" >&2; exit 2 ;; esac
@@ -99,6 +106,11 @@ case $security in plaintext | ssl | sasl_ssl) ;; *) echo "bench: --security must
 # cluster node's directory): not wired up, so refuse rather than half-measure.
 if ((regent_nodes > 1)) && [[ $security != plaintext ]]; then
   echo "bench: --security $security runs only with --regent-nodes 1" >&2; exit 2
+fi
+# The Kafka cluster is the Regent cluster's counterpart: same node count, so
+# the table's per-node rows and the cluster/cluster ratios line up.
+if ((kafka_brokers > 1 && kafka_brokers != regent_nodes)); then
+  echo "bench: --kafka-brokers $kafka_brokers needs --regent-nodes $kafka_brokers (the clusters are compared node for node)" >&2; exit 2
 fi
 
 JAVA=${JAVA:-java}
@@ -114,7 +126,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/regent-bench.XXXXXX") || exit 1
 
 # ---------------------------------------------------------------- cleanup ----
 server_pid=""  # the broker currently running, if any
-cluster_pids=() # the cluster's nodes while they run
+cluster_pids=() # a cluster's nodes (Regent's or Kafka's) while they run
 child_pid=""   # the client step currently running (a `timeout` process)
 bg_pids=()     # the 4x4 workload's clients while they run (`timeout` processes)
 
@@ -142,6 +154,32 @@ stop_pid() { # stop_pid PID: TERM, wait up to 30 s, then KILL
   return 0
 }
 
+# stop_pids PID...: TERM them all at once, wait up to 30 s for all, then KILL
+# the rest. A KRaft cluster's nodes go down together, so that none is left
+# without a controller quorum for its controlled shutdown (3 brokers stopped
+# in 8 to 13 s here).
+stop_pids() {
+  local pid i alive
+  for pid in "$@"; do [[ -n $pid ]] && kill -TERM "$pid" 2>/dev/null; done
+  for ((i = 0; i < 300; i++)); do
+    alive=0
+    for pid in "$@"; do
+      if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then alive=1; break; fi
+    done
+    ((alive)) || break
+    sleep 0.1
+  done
+  for pid in "$@"; do
+    [[ -n $pid ]] || continue
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "bench: pid $pid did not stop in 30 s, killing it" >&2
+      kill -KILL "$pid" 2>/dev/null
+    fi
+    wait "$pid" 2>/dev/null
+  done
+  return 0
+}
+
 # shellcheck disable=SC2317 # invoked by the EXIT trap
 cleanup() {
   trap - EXIT INT TERM
@@ -149,7 +187,7 @@ cleanup() {
   local pid
   for pid in "${bg_pids[@]}"; do stop_pid "$pid"; done
   bg_pids=()
-  for pid in "${cluster_pids[@]}"; do stop_pid "$pid"; done
+  stop_pids "${cluster_pids[@]}"
   cluster_pids=()
   stop_pid "$server_pid"; server_pid=""
   if ((keep)); then
@@ -334,11 +372,14 @@ security_line() { # how the clients reached the brokers, for the report
   esac
 }
 
-# The workload (bench_broker, phase_fsync) is in phases.sh, the table in report.sh.
+# The workload (bench_broker, phase_fsync) is in phases.sh, the table in
+# report.sh, Kafka's server.properties and voters in kraft.sh.
 # shellcheck source=bench/phases.sh
 source "$bench_dir/phases.sh"
 # shellcheck source=bench/report.sh
 source "$bench_dir/report.sh"
+# shellcheck source=bench/kraft.sh
+source "$bench_dir/kraft.sh"
 
 # ----------------------------------------------------------------- regent ----
 regent_bin=${REGENT_BIN:-$cache/regent}
@@ -490,85 +531,166 @@ run_regent_cluster() {
 }
 
 # ------------------------------------------------------------------ kafka ----
-run_kafka() { # run_kafka ROUND
-  local dir=$work/round$1/kafka port cport cluster_id
-  mkdir -p "$dir/data"
-  cur=kafka
-  read -r port cport <<<"$(free_ports)"
+run_kafka() { # run_kafka ROUND: the single broker, then the cluster if asked
+  run_kafka_single "$1"
+  local rc=$?
+  if ((kafka_brokers > 1)); then
+    run_kafka_cluster "$1" || rc=$?
+  fi
+  return $rc
+}
+
+# start_kafka DIR N: Apache Kafka in KRaft mode, N nodes of broker and
+# controller in one JVM each (server.properties from kraft.sh), on free ports
+# of 127.0.0.1, node i's files in DIR (one node) or DIR/broker<i>. One node is
+# formatted --standalone, a cluster with --initial-controllers naming all N
+# voters. Waits for every client port and, on a cluster, until every broker
+# has registered (kafka_wait_ready). Sets kafka_bs (the bootstrap list),
+# kafka_pids[1..N], broker_pids, server_pid and server_log (node 1) and, on a
+# cluster, cluster_pids, so that cleanup stops every JVM it started.
+kafka_bs=""
+declare -a kafka_pids=()
+start_kafka() {
+  local dir=$1 n=$2 i nd cluster_id quorum
   local ln=${security^^} # the client listener's name: PLAINTEXT, SSL or SASL_SSL
-  cat >"$dir/server.properties" <<EOF
-# single-node KRaft, broker and controller in one JVM; the controller
-# listener stays PLAINTEXT whatever the clients' listener is
-process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=127.0.0.1:$cport
-listeners=$ln://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=$ln://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-listener.security.protocol.map=$ln:$ln,CONTROLLER:PLAINTEXT
-controller.listener.names=CONTROLLER
-inter.broker.listener.name=$ln
-log.dirs=$dir/data
-num.partitions=1
-auto.create.topics.enable=false
-offsets.topic.replication.factor=1
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
-group.initial.rebalance.delay.ms=0
-EOF
-  if [[ $security != plaintext ]]; then
-    # The same certificate as Regent's; the trust store is for the broker's
-    # own inter-broker client (unused on one node, but validated).
-    cat >>"$dir/server.properties" <<EOF
-ssl.keystore.type=PEM
-ssl.keystore.location=$tls_dir/server-keystore.pem
-ssl.truststore.type=PEM
-ssl.truststore.location=$tls_dir/ca.pem
-EOF
+  local -a ports cports=() ndirs=() format scram=()
+  mkdir -p "$dir"
+  read -r -a ports <<<"$(free_ports $((2 * n)))"
+  for ((i = 1; i <= n; i++)); do cports+=("${ports[2 * i - 1]}"); done
+  quorum=$(kraft_quorum "${cports[@]}")
+  if ((n == 1)); then
+    format=(--standalone)
+  else
+    format=(--initial-controllers "$(kraft_voters "${cports[@]}")")
   fi
-  local -a scram=()
-  if [[ $security == sasl_ssl ]]; then
-    cat >>"$dir/server.properties" <<EOF
-sasl.enabled.mechanisms=SCRAM-SHA-512
-sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
-listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$sasl_user" password="$sasl_password";
-EOF
-    scram=(--add-scram "SCRAM-SHA-512=[name=$sasl_user,password=$sasl_password]")
-  fi
+  [[ $security == sasl_ssl ]] && scram=(--add-scram "SCRAM-SHA-512=[name=$sasl_user,password=$sasl_password]")
   kjava "$dir/storage-log4j.log"
   if ! run_step "$dir/uuid.out" "${KJ[@]}" kafka.tools.StorageTool random-uuid; then
     step_failed "kafka-storage random-uuid" "$dir/uuid.out"
     return 1
   fi
   cluster_id=$(tail -n 1 "$dir/uuid.out")
-  if ! run_step "$dir/format.out" "${KJ[@]}" kafka.tools.StorageTool format \
-      --config "$dir/server.properties" --cluster-id "$cluster_id" --standalone "${scram[@]}"; then
-    step_failed "kafka-storage format" "$dir/format.out"
-    return 1
+  kafka_bs=""
+  for ((i = 1; i <= n; i++)); do
+    if ((n == 1)); then nd=$dir; else nd=$dir/broker$i; fi
+    ndirs[i]=$nd
+    mkdir -p "$nd/data"
+    kafka_bs+="${kafka_bs:+,}127.0.0.1:${ports[2 * i - 2]}"
+    kraft_server_properties "$i" "$n" "$ln" "$nd/data" "$quorum" "${ports[2 * i - 2]}" "${ports[2 * i - 1]}" \
+      >"$nd/server.properties"
+    if [[ $security != plaintext ]]; then
+      # The same certificate as Regent's; the trust store is for the broker's
+      # own inter-broker client (unused on one node, but validated).
+      cat >>"$nd/server.properties" <<EOF
+ssl.keystore.type=PEM
+ssl.keystore.location=$tls_dir/server-keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls_dir/ca.pem
+EOF
+    fi
+    if [[ $security == sasl_ssl ]]; then
+      cat >>"$nd/server.properties" <<EOF
+sasl.enabled.mechanisms=SCRAM-SHA-512
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="$sasl_user" password="$sasl_password";
+EOF
+    fi
+    if ! run_step "$nd/format.out" "${KJ[@]}" kafka.tools.StorageTool format \
+        --config "$nd/server.properties" --cluster-id "$cluster_id" "${format[@]}" "${scram[@]}"; then
+      step_failed "kafka-storage format (node $i)" "$nd/format.out"
+      return 1
+    fi
+  done
+  kafka_pids=()
+  for ((i = 1; i <= n; i++)); do
+    kjava "${ndirs[i]}/server-log4j.log"
+    # shellcheck disable=SC2086 # KAFKA_HEAP is a list of flags
+    "${KJ[@]}" $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+      -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
+      kafka.Kafka "${ndirs[i]}/server.properties" >"${ndirs[i]}/server.out" 2>&1 &
+    kafka_pids[i]=$!
+    ((n > 1)) && cluster_pids+=("$!")
+  done
+  server_pid=${kafka_pids[1]} server_log=${ndirs[1]}/server.out
+  if ((n == 1)); then
+    say "[$cur] started Apache Kafka $(kafka_version) pid $server_pid on $kafka_bs ($security)"
+  else
+    say "[$cur] started a $n-broker Apache Kafka $(kafka_version) KRaft cluster (pids ${kafka_pids[*]}) on $kafka_bs ($security)"
   fi
-  server_log=$dir/server.out
-  kjava "$dir/server-log4j.log"
-  # shellcheck disable=SC2086 # KAFKA_HEAP is a list of flags
-  "${KJ[@]}" $KAFKA_HEAP -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent \
-    kafka.Kafka "$dir/server.properties" >"$server_log" 2>&1 &
-  server_pid=$!
-  say "[kafka] started Apache Kafka $(kafka_version) pid $server_pid on 127.0.0.1:$port ($security)"
-  if ! wait_port "$port" "$server_pid" "$server_log"; then
+  local ok=1
+  for ((i = 1; i <= n && ok; i++)); do
+    wait_port "${ports[2 * i - 2]}" "${kafka_pids[i]}" "${ndirs[i]}/server.out" || ok=0
+  done
+  if ((ok && n > 1)); then kafka_wait_ready "$dir" "$n" || ok=0; fi
+  if ((!ok)); then
     failures=$((failures + 1))
-    stop_pid "$server_pid"; server_pid=""
+    stop_kafka
     return 1
   fi
-  broker_pids=([1]="$server_pid")
-  bench_broker kafka "127.0.0.1:$port" "$dir"
-  local rc=$?
+  broker_pids=()
+  for ((i = 1; i <= n; i++)); do broker_pids[i]=${kafka_pids[i]}; done
+}
+
+# kafka_wait_ready DIR N: until a topic of replication factor N can be
+# created, i.e. every broker has registered with the controller quorum and is
+# unfenced (its port opens before that), bounded by the start timeout. The
+# topic, bench-ready (one partition), stays.
+kafka_wait_ready() {
+  local dir=$1 n=$2 deadline=$(($(now_ms) + start_timeout * 1000)) step_timeout out=$1/ready.out
+  kjava "$dir/tools-log4j.log"
+  while :; do
+    # run_step bounds each try by step_timeout: here, what is left.
+    step_timeout=$(((deadline - $(now_ms)) / 1000))
+    ((step_timeout > 0)) || break
+    if run_step "$out" "${KJ[@]}" org.apache.kafka.tools.TopicCommand --bootstrap-server "$kafka_bs" \
+        "${client_conf[@]}" --create --topic bench-ready --partitions 1 --replication-factor "$n" ||
+        grep -q 'already exists' "$out"; then
+      return 0
+    fi
+    sleep 1
+  done
+  echo "bench: [$cur] the $n brokers did not all register in ${start_timeout}s; last lines of $out:" >&2
+  tail -n 10 "$out" >&2
+  return 1
+}
+
+stop_kafka() { # stop every node start_kafka started, all at once
+  stop_pids "${kafka_pids[@]}"
+  kafka_pids=() cluster_pids=() server_pid=""
+}
+
+# run_kafka_single ROUND: every phase against one broker, then the fsync
+# phase on the same broker.
+run_kafka_single() {
+  local dir=$work/round$1/kafka rc
+  cur=kafka
+  start_kafka "$dir" 1 || return 1
+  bench_broker kafka "$kafka_bs" "$dir"
+  rc=$?
   # Kafka's durability-equal pairing for Regent's --fsync always: this topic
   # flushes after every append (flush.messages=1, the per-topic form of
   # log.flush.interval.messages=1), on the same broker.
-  phase_fsync kafka "127.0.0.1:$port" "$dir" 1 --config flush.messages=1 || rc=1
-  stop_pid "$server_pid"; server_pid=""
+  phase_fsync kafka "$kafka_bs" "$dir" 1 --config flush.messages=1 || rc=1
+  stop_kafka
   drop_data "$dir/data"
+  return $rc
+}
+
+# run_kafka_cluster ROUND: kafka_brokers brokers, every topic replicated to
+# all of them (min.insync.replicas 2, the brokers' default); partition
+# leaders spread over the brokers, so the clients talk to all of them.
+run_kafka_cluster() {
+  local dir=$work/round$1/kcluster rc i
+  cur=kcluster
+  start_kafka "$dir" "$kafka_brokers" || return 1
+  bench_broker kcluster "$kafka_bs" "$dir" "$kafka_brokers"
+  rc=$?
+  # The pairing for the Regent cluster's fsync phase (its raft log is fsynced
+  # on a majority before an answer): flush.messages=1, which every replica
+  # applies to its own appends; acks=all waits for every in-sync replica.
+  phase_fsync kcluster "$kafka_bs" "$dir" "$kafka_brokers" --config flush.messages=1 || rc=1
+  stop_kafka
+  for ((i = 1; i <= kafka_brokers; i++)); do drop_data "$dir/broker$i/data"; done
   return $rc
 }
 
