@@ -3,8 +3,6 @@ package interop_test
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -119,13 +117,4 @@ func metadataLeader(t *testing.T, ctx context.Context, cl *kgo.Client, topic str
 		return kmsg.MetadataResponseTopicPartition{Leader: -1, LeaderEpoch: -1}
 	}
 	return resp.Topics[0].Partitions[0]
-}
-
-// kafkaToolResult runs one of Kafka's tools and returns its output and
-// exit error, for tools whose failures a test checks.
-func kafkaToolResult(ctx context.Context, lib, class string, args ...string) (string, error) {
-	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
-	full := append([]string{"-Xmx256m", "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile=" + log4j, class}, args...)
-	out, err := exec.CommandContext(ctx, "java", full...).CombinedOutput()
-	return string(out), err
 }

@@ -19,13 +19,11 @@ const featureCommand = "org.apache.kafka.tools.FeatureCommand"
 // returns its output.
 func kafkaToolFails(t *testing.T, ctx context.Context, lib, class string, args ...string) string {
 	t.Helper()
-	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
-	full := append([]string{"-Xmx256m", "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile=" + log4j, class}, args...)
-	out, err := exec.CommandContext(ctx, "java", full...).CombinedOutput()
+	out, err := kafkaToolResult(ctx, lib, class, args...)
 	if err == nil {
 		t.Fatalf("%s %s succeeded, want a failure:\n%s", class, strings.Join(args, " "), out)
 	}
-	return string(out)
+	return out
 }
 
 // finalizedLevel reads "FinalizedVersionLevel" and "Epoch" of a feature

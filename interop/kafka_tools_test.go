@@ -34,13 +34,20 @@ func kafkaLib(t *testing.T) string {
 // kafkaTool runs one of Kafka's command-line tools by class name.
 func kafkaTool(t *testing.T, ctx context.Context, lib, class string, args ...string) string {
 	t.Helper()
-	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
-	full := append([]string{"-Xmx256m", "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile=" + log4j, class}, args...)
-	out, err := exec.CommandContext(ctx, "java", full...).CombinedOutput()
+	out, err := kafkaToolResult(ctx, lib, class, args...)
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", class, strings.Join(args, " "), err, out)
 	}
-	return string(out)
+	return out
+}
+
+// kafkaToolResult runs one of Kafka's tools and returns its output and
+// exit error, for tests that check a tool's failures.
+func kafkaToolResult(ctx context.Context, lib, class string, args ...string) (string, error) {
+	log4j, _ := filepath.Abs(filepath.Join("..", "bench", "log4j2.properties"))
+	full := append([]string{"-Xmx256m", "-cp", filepath.Join(lib, "*"), "-Dlog4j2.configurationFile=" + log4j, class}, args...)
+	out, err := exec.CommandContext(ctx, "java", full...).CombinedOutput()
+	return string(out), err
 }
 
 // TestKafkaCommandLineTools runs kafka-topics and kafka-configs (Kafka

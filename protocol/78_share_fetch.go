@@ -517,7 +517,7 @@ func (s *Server) shareAcquireAll(reqs []share.AcquireRequest, reply func(i int, 
 // error or acknowledgements, as Kafka leaves the others out of later
 // fetches of a session.
 func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shareItem, full bool) {
-	leaders := s.newShareLeaders()
+	leaders := s.newCurrentLeaders()
 	topicAt := map[[16]byte]int{}
 	for _, it := range items {
 		if !full && len(it.acquired) == 0 && it.err == 0 && !it.hasAcks {
@@ -532,7 +532,7 @@ func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shar
 		p.Partition = it.part.partition
 		p.ErrorCode = it.err
 		p.AcknowledgeErrorCode = it.ackErr
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err)
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err, false)
 		p.Records = it.records
 		if p.Records == nil {
 			p.Records = []byte{}

@@ -105,7 +105,7 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 		}
 	}
 
-	leaders := s.newShareLeaders()
+	leaders := s.newCurrentLeaders()
 	topicAt := map[[16]byte]int{}
 	for _, it := range items {
 		ti := shareTopicSlot(&resp.Topics, topicAt, it.part.topicID, func(id [16]byte) kmsg.ShareAcknowledgeResponseTopic {
@@ -116,7 +116,7 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
 		p.Partition = it.part.partition
 		p.ErrorCode = it.ackErr
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err)
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err, false)
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
 	}
 	if b, ok := leaders.endpoint(); ok {

@@ -346,20 +346,32 @@ func (r *Request) advertiseListener(resp kmsg.Response) {
 		p, ok := l.Peer(id)
 		return p, ok && p.Host != "" && p.Port > 0
 	}
+	// move points node id's address at its address on this listener.
+	move := func(id int32, host *string, port *int32) {
+		if to, ok := addr(id); ok {
+			*host, *port = to.Host, to.Port
+		}
+	}
 	switch resp := resp.(type) {
 	case *kmsg.MetadataResponse:
 		for i := range resp.Brokers {
 			b := &resp.Brokers[i]
-			if to, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = to.Host, to.Port
-			}
+			move(b.NodeID, &b.Host, &b.Port)
 		}
 	case *kmsg.DescribeClusterResponse:
 		for i := range resp.Brokers {
 			b := &resp.Brokers[i]
-			if to, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = to.Host, to.Port
-			}
+			move(b.NodeID, &b.Host, &b.Port)
+		}
+	case *kmsg.ProduceResponse:
+		for i := range resp.Brokers {
+			b := &resp.Brokers[i]
+			move(b.NodeID, &b.Host, &b.Port)
+		}
+	case *kmsg.FetchResponse:
+		for i := range resp.Brokers {
+			b := &resp.Brokers[i]
+			move(b.NodeID, &b.Host, &b.Port)
 		}
 	case *kmsg.DescribeQuorumResponse:
 		for i := range resp.Nodes {
@@ -370,33 +382,13 @@ func (r *Request) advertiseListener(resp kmsg.Response) {
 				}
 			}
 		}
-	case *kmsg.ProduceResponse:
-		for i := range resp.Brokers {
-			b := &resp.Brokers[i]
-			if to, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = to.Host, to.Port
-			}
-		}
-	case *kmsg.FetchResponse:
-		for i := range resp.Brokers {
-			b := &resp.Brokers[i]
-			if to, ok := addr(b.NodeID); ok {
-				b.Host, b.Port = to.Host, to.Port
-			}
-		}
 	case *kmsg.FindCoordinatorResponse:
 		if resp.ErrorCode == 0 {
-			if to, ok := addr(resp.NodeID); ok {
-				resp.Host, resp.Port = to.Host, to.Port
-			}
+			move(resp.NodeID, &resp.Host, &resp.Port)
 		}
 		for i := range resp.Coordinators {
-			c := &resp.Coordinators[i]
-			if c.ErrorCode != 0 {
-				continue
-			}
-			if to, ok := addr(c.NodeID); ok {
-				c.Host, c.Port = to.Host, to.Port
+			if c := &resp.Coordinators[i]; c.ErrorCode == 0 {
+				move(c.NodeID, &c.Host, &c.Port)
 			}
 		}
 	}

@@ -320,38 +320,6 @@ func (s *Server) shareTopicCheck(r *Request, op kmsg.ACLOperation, name string) 
 	return t, 0
 }
 
-// shareLeaders is what a ShareFetch or ShareAcknowledge answer says of
-// the leader: a partition refused with NOT_LEADER_OR_FOLLOWER points at
-// the cluster's leader (at the current leader epoch), any other at none (-1, -1), and the
-// answer then carries the leader's endpoint. One answer's goroutine.
-type shareLeaders struct {
-	s      *Server
-	leader int32
-	need   bool
-}
-
-func (s *Server) newShareLeaders() *shareLeaders {
-	return &shareLeaders{s: s, leader: s.cluster.Leader()}
-}
-
-// of returns the current leader to answer for a partition whose error
-// code is code.
-func (l *shareLeaders) of(code int16) (id, epoch int32) {
-	if code != kerr.NotLeaderForPartition.Code {
-		return -1, -1
-	}
-	l.need = l.leader >= 0
-	return l.leader, l.s.cluster.LeaderEpoch()
-}
-
-// endpoint returns the leader's address when a partition pointed at it.
-func (l *shareLeaders) endpoint() (BrokerAddr, bool) {
-	if !l.need {
-		return BrokerAddr{}, false
-	}
-	return l.s.broker(l.leader)
-}
-
 // shareTopicSlot returns the index in *topics of topic id's entry, which
 // mk makes (appended) the first time; at maps ids to indexes.
 func shareTopicSlot[T any](topics *[]T, at map[[16]byte]int, id [16]byte, mk func([16]byte) T) int {
