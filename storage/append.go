@@ -190,6 +190,8 @@ func (l *Log) writeRun(seg *segment, batches, heads [][]byte, hs []recordbatch.H
 	l.mu.Unlock()
 	if l.files.DropBehind() {
 		seg.dropBehind(pos)
+	} else if l.files.writeBehind.Load() {
+		seg.writeBehind(pos)
 	}
 	return nil
 }

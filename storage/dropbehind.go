@@ -28,6 +28,31 @@ func (c *FileCache) SetDropBehind(on bool) { c.dropBehind.Store(on) }
 // DropBehind reports SetDropBehind's last setting.
 func (c *FileCache) DropBehind() bool { return c.dropBehind.Load() }
 
+// writeBehindStep is how much a log appends between two starts of
+// writeback under write-behind.
+const writeBehindStep = 4 << 20
+
+// SetWriteBehind says whether the logs sharing this cache start the
+// writeback of what they append as they go (where they keep it cached:
+// drop-behind starts its own). A cluster node's partition segments are
+// not fsynced as they are written (the raft log is what is durable), but
+// every raft snapshot fsyncs all of them: left to the kernel's lazy
+// writeback, each snapshot then flushed the ~256 MiB applied since the
+// last one at once, on every node together, stalling the raft log's own
+// fsyncs behind it. Any goroutine.
+func (c *FileCache) SetWriteBehind(on bool) { c.writeBehind.Store(on) }
+
+// writeBehind, after an append to s that ends at end, starts writeback of
+// what was appended since the last start, a step at a time. Owner-only.
+func (s *segment) writeBehind(end int64) {
+	if end-s.writtenBack < writeBehindStep {
+		return
+	}
+	to := end / writeBehindStep * writeBehindStep
+	s.log.startWriteback(s.writtenBack, to)
+	s.writtenBack = to
+}
+
 // dropBehind, after an append to s that ends at end, drops from the page
 // cache the bytes a window back and starts writeback of those half a window
 // back. Owner-only.

@@ -28,6 +28,17 @@ func (lf *lazyFile) dropCache(from, to, writeTo int64) {
 	}
 }
 
+// startWriteback starts writeback of [from, to) without waiting for it.
+// Advisory: errors are ignored.
+func (lf *lazyFile) startWriteback(from, to int64) {
+	f, err := lf.get()
+	if err != nil {
+		return
+	}
+	defer lf.put()
+	_ = unix.SyncFileRange(int(f.Fd()), from, to-from, unix.SYNC_FILE_RANGE_WRITE)
+}
+
 // CachedBytes is how many bytes of the file at path are in the page cache
 // (whole pages, by mincore(2) of a mapping, which reads nothing in), and
 // its size. For tests and diagnostics.

@@ -43,6 +43,9 @@ type FileCache struct {
 	// dropBehind: appends let their pages go once written back
 	// (dropbehind.go).
 	dropBehind atomic.Bool
+	// writeBehind: appends start their pages' writeback as they go
+	// (SetWriteBehind).
+	writeBehind atomic.Bool
 
 	mu struct {
 		sync.Mutex

@@ -84,6 +84,7 @@ type segment struct {
 	bytesSinceIndex int64
 	lastTimeTS      int64 // newest time-index key, MinInt64 when none
 	dropped         int64 // drop-behind let the page cache go below here
+	writtenBack     int64 // write-behind started writeback below here
 }
 
 // openSegment opens (creating if asked) the three files of a segment.

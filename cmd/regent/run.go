@@ -330,6 +330,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		// consumers.
 		followersRead := cfg.Rack != ""
 		storage.DefaultFileCache().SetDropBehind(!followersRead)
+		storage.DefaultFileCache().SetWriteBehind(true)
 		// The first levels are guessed before the new leader takes a
 		// request (a topic created then would read as a state directory
 		// from before finalized features).
