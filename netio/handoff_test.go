@@ -172,29 +172,56 @@ func readRangeResponses(t *testing.T, c net.Conn, l *storage.Log, n int32, size 
 // The handoff's wait for gnet's outbound buffer, made certain: responses
 // of bytes (copyHandler), unlike file ranges, stay in gnet's buffer once
 // the socket is full, and the client reads nothing until the handoff has
-// waited for them. Then every response arrives in order, whole.
+// waited for them. It keeps sending until then (a fixed count was all
+// read, now and then, before the output reached the pause, and nothing
+// was handed off: 1 run in 20). Then every response arrives in order,
+// whole.
 func TestHandoffWaitsForGnetsBuffer(t *testing.T) {
-	l := bigLog(t, 200, 20<<10, 64<<20)
+	const stored = 200
+	l := bigLog(t, stored, 20<<10, 64<<20)
 	addr, srv := startServerWith(t, Config{MaxPendingBytes: 8 << 20, MaxMemory: 256 << 20}, copyHandler{rangeHandler{log: l}})
 	c := dial(t, addr)
 	_ = c.(*net.TCPConn).SetReadBuffer(256 << 10)
-	const n = 200
+	const most = 2000
 	size := func(i int32) int { return 64<<10 + int(i%5)*32<<10 }
+	var stop atomic.Bool
+	var sent atomic.Int32
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		_ = c.SetWriteDeadline(time.Now().Add(60 * time.Second))
-		for i := range int32(n) {
-			if _, err := c.Write(paddedFrame(rangeFrame(i, int64(i), size(i)), 64<<10)); err != nil {
+		for i := int32(0); i < most && !stop.Load(); i++ {
+			if _, err := c.Write(paddedFrame(rangeFrame(i, int64(i%stored), size(i)), 64<<10)); err != nil {
 				return
 			}
+			sent.Store(i + 1)
 		}
 	}()
 	// 8 MiB of output pause the connection; the sockets take at most a
 	// few MiB of it, so gnet holds the rest when the handoff begins.
-	if !pollUntil(10*time.Second, func() bool { return srv.handoffWaits.Load() > 0 }) {
-		t.Fatalf("the handoff did not wait for gnet's buffer: handed off %d, request budget %d, response %d",
-			srv.MemoryStats().HandedOff, budgetUse(srv, "request"), budgetUse(srv, "response"))
+	if !pollUntil(20*time.Second, func() bool { return srv.handoffWaits.Load() > 0 }) {
+		t.Fatalf("the handoff did not wait for gnet's buffer: %d requests sent, handed off %d, request budget %d, response %d",
+			sent.Load(), srv.MemoryStats().HandedOff, budgetUse(srv, "request"), budgetUse(srv, "response"))
 	}
-	readRangeResponses(t, c, l, n, size)
+	stop.Store(true)
+	r := bufio.NewReader(c)
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	for i := int32(0); ; i++ {
+		if i == sent.Load() {
+			<-done // the last request may be on its way still
+			if i == sent.Load() {
+				break
+			}
+		}
+		corr, body := readFrame(t, r)
+		if corr != i {
+			t.Fatalf("response %d has correlation %d", i, corr)
+		}
+		if !bytes.Equal(body, mustRead(t, l, int64(i%stored), size(i))) {
+			t.Fatalf("response %d: %d bytes differ from the stored batches", i, len(body))
+		}
+	}
+	t.Logf("%d requests sent before the handoff waited", sent.Load())
 	if k := closedFor(srv, "inbound_flood") + closedFor(srv, "request_budget") + closedFor(srv, "write_stall"); k != 0 {
 		t.Fatalf("%d connections closed", k)
 	}
