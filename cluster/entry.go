@@ -10,7 +10,14 @@ import (
 
 // entryVersion is the first byte of every raft entry Regent writes; a node
 // that reads another version refuses it loudly instead of guessing.
-const entryVersion = 1
+// Version 2 entries, written by partition raft groups, carry after the
+// version the metadata group's state index the proposer's state held
+// (fsm.awaitMetadata): a follower applies them only once its own metadata
+// state holds as much, so every partition the proposer knew exists here.
+const (
+	entryVersion      = 1
+	entryVersionAfter = 2
+)
 
 // entryCommand is one command inside a raft entry. The replicator coalesces
 // many proposals into one entry: raft's cost is per entry, not per byte.
@@ -55,13 +62,22 @@ func appendEntryCommand(b []byte, c entryCommand) []byte {
 }
 
 // encodeEntry frames commands as one raft entry.
-func encodeEntry(cmds []entryCommand) []byte {
-	size := 1 + binary.MaxVarintLen64
+func encodeEntry(cmds []entryCommand) []byte { return encodeEntryAfter(cmds, false, 0) }
+
+// encodeEntryAfter frames commands as one raft entry; withAfter writes a
+// version 2 entry carrying the metadata state index after.
+func encodeEntryAfter(cmds []entryCommand, withAfter bool, after uint64) []byte {
+	size := 1 + 2*binary.MaxVarintLen64
 	for _, c := range cmds {
 		size += 3*binary.MaxVarintLen64 + 4 + len(c.key) + len(c.kind) + len(c.trace) + len(c.payload) + c.size
 	}
 	b := make([]byte, 0, size)
-	b = append(b, entryVersion)
+	if withAfter {
+		b = append(b, entryVersionAfter)
+		b = binary.AppendUvarint(b, after)
+	} else {
+		b = append(b, entryVersion)
+	}
 	b = binary.AppendUvarint(b, uint64(len(cmds)))
 	for _, c := range cmds {
 		b = appendEntryCommand(b, c)
@@ -73,16 +89,38 @@ var errShortEntry = errors.New("raft entry truncated")
 
 // decodeEntry splits a raft entry into its commands; payloads alias data.
 func decodeEntry(data []byte) ([]entryCommand, error) {
+	cmds, _, err := decodeEntryAfter(data)
+	return cmds, err
+}
+
+// decodeEntryAfter is decodeEntry, also returning the metadata state index
+// a version 2 entry carries (0 for version 1).
+func decodeEntryAfter(data []byte) ([]entryCommand, uint64, error) {
 	if len(data) == 0 {
-		return nil, errShortEntry
+		return nil, 0, errShortEntry
 	}
-	if data[0] > entryVersion {
-		return nil, fmt.Errorf("raft entry version %d, this node reads up to %d: %w", data[0], entryVersion, replication.ErrUnreadable)
+	var after uint64
+	switch v := data[0]; {
+	case v > entryVersionAfter:
+		return nil, 0, fmt.Errorf("raft entry version %d, this node reads up to %d: %w", v, entryVersionAfter, replication.ErrUnreadable)
+	case v == entryVersionAfter:
+		a, w := binary.Uvarint(data[1:])
+		if w <= 0 {
+			return nil, 0, errShortEntry
+		}
+		after = a
+		data = data[1+w:]
+	case v == entryVersion:
+		data = data[1:]
+	default:
+		return nil, 0, fmt.Errorf("raft entry version %d, this node reads %d and %d", v, entryVersion, entryVersionAfter)
 	}
-	if data[0] != entryVersion {
-		return nil, fmt.Errorf("raft entry version %d, this node reads %d", data[0], entryVersion)
-	}
-	data = data[1:]
+	cmds, err := decodeEntryCommands(data)
+	return cmds, after, err
+}
+
+// decodeEntryCommands decodes an entry's commands, after its header.
+func decodeEntryCommands(data []byte) ([]entryCommand, error) {
 	n, w := binary.Uvarint(data)
 	if w <= 0 || n > uint64(len(data)) {
 		return nil, errShortEntry

@@ -39,6 +39,13 @@ type fsm struct {
 	// FSM never sees (no-ops, barriers) do not move it, so two nodes that
 	// applied the same commands report the same value.
 	lastApplied atomic.Uint64
+	// applied signals every store of lastApplied (awaitMetadata).
+	applied appliedSignal
+	// meta and gate are set on a partition group (Raft.FollowMetadata):
+	// meta is the metadata group, gate is held shared while a batch
+	// applies. Nil on the metadata group. Set before Start.
+	meta *Raft
+	gate *sync.RWMutex
 
 	// opening serializes a snapshot restore with the caller opening the
 	// state directory: until markOpened, an installed snapshot is restored
@@ -99,6 +106,24 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	if f.restarting.Load() || f.stopped.Load() {
 		return out
+	}
+	if f.meta != nil {
+		// The metadata state every entry needs, waited for before the
+		// gate: a metadata install holds the gate exclusively and must
+		// not wait on this batch.
+		var need uint64
+		for _, l := range logs {
+			if l.Type == raft.LogCommand && len(l.Data) > 0 && l.Data[0] == entryVersionAfter {
+				if _, after, err := decodeEntryAfter(l.Data); err == nil {
+					need = max(need, after)
+				}
+			}
+		}
+		if !f.awaitMetadata(need) {
+			return out
+		}
+		f.gate.RLock()
+		defer f.gate.RUnlock()
 	}
 	var wg sync.WaitGroup
 	// unreadable is the first entry written by a newer version than this
@@ -181,6 +206,7 @@ entries:
 	if n := len(logs); n > 0 {
 		// Invariant: lastApplied only grows (entries come in log order).
 		f.lastApplied.Store(logs[n-1].Index)
+		f.applied.changed()
 	}
 	var applied int64
 	for _, l := range logs {
@@ -291,6 +317,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 		f.r.log.Info("restored the state from a snapshot", "snapshot", m.ID, "state_index", m.StateIndex,
 			"kept", st.kept, "truncated", st.truncated, "linked", st.linked, "removed", st.removed)
 		f.lastApplied.Store(m.StateIndex)
+		f.applied.changed()
 		f.sinceSnapshot.Store(0)
 		f.opening.restored = true
 		return nil
@@ -365,6 +392,7 @@ func (f *fsm) installInPlace(m *manifest) error {
 	// Invariant: the state directory and the objects reading it hold
 	// exactly the snapshot, whose commands end at StateIndex.
 	f.lastApplied.Store(m.StateIndex)
+	f.applied.changed()
 	f.sinceSnapshot.Store(0)
 	f.r.log.Info("installed a snapshot from the leader in place, without a restart", "snapshot", m.ID,
 		"state_index", m.StateIndex, "took", time.Since(start).Round(time.Millisecond), "restore", took.Round(time.Microsecond),

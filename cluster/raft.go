@@ -103,6 +103,18 @@ type RaftOptions struct {
 	// prove one of them, or is refused. Nodes share the first, or accept
 	// each other's while it is being rotated; none leaves the port open.
 	LinkSecrets [][]byte
+	// Port, when set, is the node's raft port shared by its raft groups
+	// (OpenRaftPort): this group's RPCs and snapshot fetches go through
+	// it, as group Group, instead of a listener of NewRaft's own on
+	// Self.Raft, which must be the port's advertised address. TLS,
+	// DialTLS and LinkSecrets are then the port's (these are not used).
+	// Shutdown closes only the group; the caller closes the port after
+	// every group's Shutdown.
+	Port *RaftPort
+	// Group is this raft group's number on Port. Group 0 is the metadata
+	// group: it speaks what a node without a Port does on its own
+	// listener, so the two interoperate.
+	Group uint8
 }
 
 // ApplyObserver traces commands applied on this node. StartApply is
@@ -251,6 +263,10 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		stop:     make(chan struct{}),
 		notify:   make(chan bool, 16),
 	}
+	if o.Port != nil {
+		// Several groups log through one logger.
+		r.log = r.log.With("raft_group", o.Group)
+	}
 	r.appliers.m = map[string]Applier{}
 	r.health.failed = map[int32]bool{}
 	r.progress = newProgressTracker(time.Now)
@@ -291,10 +307,19 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 		return nil, fmt.Errorf("raft address %q: %w", o.Self.Raft, err)
 	}
 	// The raft port also serves snapshot files to followers (snapmux.go).
-	trans, err := newRaftTransport(o, adv, snaps, r.log, hlog)
+	var trans *raft.NetworkTransport
+	if o.Port != nil {
+		if port := o.Port.Addr(); port != adv.String() {
+			err = fmt.Errorf("raft group %d: address %s is not the shared port's advertised %s", o.Group, o.Self.Raft, port)
+		} else {
+			trans, err = o.Port.transport(o.Group, o.Self.Raft, o.StateDir, snaps, hlog)
+		}
+	} else if trans, err = newRaftTransport(o, adv, snaps, r.log, hlog); err != nil {
+		err = fmt.Errorf("raft listen %s: %w", o.Self.Raft, err)
+	}
 	if err != nil {
 		_ = store.Close()
-		return nil, fmt.Errorf("raft listen %s: %w", o.Self.Raft, err)
+		return nil, err
 	}
 	r.trans = trans
 
@@ -539,7 +564,8 @@ func (r *Raft) batcher() {
 			for i, p := range props {
 				cmds[i] = p.ec
 			}
-			data := encodeEntry(cmds)
+			after, withAfter := r.fsm.metadataIndex()
+			data := encodeEntryAfter(cmds, withAfter, after)
 			now := time.Now()
 			r.stats.proposed(props, len(data), now)
 			e := &pendingEntry{f: r.raft.Apply(data, 0), at: now, props: props, answered: make(chan struct{})}

@@ -67,7 +67,7 @@ func newSecretStream(inner raft.StreamLayer, secrets [][]byte, log *slog.Logger)
 }
 
 // Accept returns the next connection; its exchange runs on its first Read
-// or Write, on the goroutine that reads it (muxStream's classify, under
+// or Write, on the goroutine that reads it (RaftPort's classify, under
 // its first-byte deadline), so a slow or silent peer holds no accept.
 func (s *secretStream) Accept() (net.Conn, error) {
 	c, err := s.StreamLayer.Accept()

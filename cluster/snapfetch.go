@@ -19,7 +19,8 @@ import (
 // Snapshot-file fetch: the side channel a follower installing a snapshot
 // uses to pull, from the leader's snapshot store, the file bytes it does
 // not already hold (see snapSink.receiveFiles). It runs on the raft port
-// (muxStream): the client sends fetchByte, then requests, one at a time,
+// (muxStream): the client sends fetchByte (for a raft group g > 0:
+// groupFetchByte then g, raftport.go), then requests, one at a time,
 // each answered before the next:
 //
 //	request:  op u8, id u16+bytes, path u16+bytes, offset u64, length u64
@@ -98,7 +99,7 @@ type fetchServer struct {
 }
 
 // serve answers c's requests until it closes or errs; on its own
-// goroutine (muxStream.classify's).
+// goroutine (RaftPort.classify's).
 func (s *fetchServer) serve(c net.Conn) {
 	defer c.Close()
 	if s.conns.Add(1) > maxFetchConns {

@@ -1,9 +1,7 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -22,24 +20,30 @@ const fetchByte byte = 0xF7
 // peer does not hold a goroutine forever.
 const firstByteWait = 30 * time.Second
 
-// muxStream is raft's stream layer with a side channel on the same port:
-// each accepted connection is classified by its first byte, raft's go to
-// raft (the byte replayed), fetch connections to the snapshot-file server
-// (snapfetch.go). With TLS below it, both kinds are on mutual TLS: the
-// handshake runs on the first read here, and fails there for a peer
-// without a certificate of the cluster CA.
+// muxStream is one raft group's stream layer on a RaftPort: the port's
+// classify goroutines hand it the group's raft connections (Accept) and
+// its snapshot fetches (served by serveFetch, snapfetch.go). Group 0
+// dials without a preamble and fetches with fetchByte, as every node did
+// before groups; group g > 0 opens its connections with the marker and g.
+// With TLS below the port, both kinds are on mutual TLS: the handshake
+// runs on the port's first read, and fails there for a peer without a
+// certificate of the cluster CA.
 type muxStream struct {
-	inner raft.StreamLayer
+	port  *RaftPort
+	group uint8
 	log   *slog.Logger
-	// serveFetch handles one fetch connection on its own goroutine (after
-	// the first byte); nil refuses them. Set before the first Accept.
+	// serveFetch handles one fetch connection on its classify goroutine
+	// (after the preamble); nil refuses them. Immutable.
 	serveFetch func(net.Conn)
+	// ownsPort: the port is this layer's alone (newMuxStream, NewRaft
+	// without RaftOptions.Port), and Close closes it too.
+	ownsPort bool
 
 	raftCh    chan net.Conn
-	done      chan struct{}
+	done      chan struct{} // closed by shut
 	closeOnce sync.Once
 
-	// fetches holds the fetch connections being served, closed by Close
+	// fetches holds the fetch connections being served, closed by shut
 	// (raft's own connections are raft's to close).
 	fetches struct {
 		sync.Mutex
@@ -48,65 +52,35 @@ type muxStream struct {
 	}
 }
 
+// newMuxStream is a port over inner with one group, 0, whose layer owns
+// the port: the raft port of a node without a shared RaftPort.
 func newMuxStream(inner raft.StreamLayer, log *slog.Logger, serveFetch func(net.Conn)) *muxStream {
-	s := &muxStream{inner: inner, log: log, serveFetch: serveFetch, raftCh: make(chan net.Conn), done: make(chan struct{})}
-	go s.acceptLoop()
+	p := newRaftPort(inner, log)
+	s := p.layer(0, serveFetch, true)
+	p.mu.Lock()
+	p.groups[0] = s
+	p.mu.Unlock()
 	return s
 }
 
-// acceptLoop owns the inner listener's Accept until Close.
-func (s *muxStream) acceptLoop() {
-	backoff := time.Duration(0)
-	for {
-		c, err := s.inner.Accept()
-		if err != nil {
-			select {
-			case <-s.done:
-				return
-			default:
-			}
-			// A transient accept error (out of descriptors): back off as
-			// net/http does rather than spin.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			s.log.Warn("raft accept failed", "err", err, "retry_in", backoff)
-			select {
-			case <-time.After(backoff):
-			case <-s.done:
-				return
-			}
-			continue
-		}
-		backoff = 0
-		go s.classify(c)
-	}
-}
-
-// classify reads c's first byte and hands c to raft or the fetch server.
-func (s *muxStream) classify(c net.Conn) {
-	var b [1]byte
-	_ = c.SetReadDeadline(time.Now().Add(firstByteWait))
-	if _, err := io.ReadFull(c, b[:]); err != nil {
-		if !errors.Is(err, io.EOF) {
-			s.log.Debug("raft connection closed before its first byte", "remote", c.RemoteAddr().String(), "err", err)
-		}
-		_ = c.Close()
-		return
-	}
-	_ = c.SetReadDeadline(time.Time{})
-	if b[0] == fetchByte {
-		if s.serveFetch == nil || !s.track(c) {
-			_ = c.Close()
-			return
-		}
-		defer s.untrack(c)
-		s.serveFetch(c)
-		return
-	}
+// deliver hands raft connection c to Accept, on c's classify goroutine.
+func (s *muxStream) deliver(c net.Conn) {
 	select {
-	case s.raftCh <- &replayConn{Conn: c, first: b[0], pending: true}:
+	case s.raftCh <- c:
 	case <-s.done:
 		_ = c.Close()
 	}
+}
+
+// serve answers fetch connection c, on its classify goroutine.
+func (s *muxStream) serve(c net.Conn) {
+	if s.serveFetch == nil || !s.track(c) {
+		s.log.Debug("snapshot fetch refused: no fetch server for this raft group", "remote", c.RemoteAddr().String())
+		_ = c.Close()
+		return
+	}
+	defer s.untrack(c)
+	s.serveFetch(c)
 }
 
 func (s *muxStream) track(c net.Conn) bool {
@@ -128,7 +102,7 @@ func (s *muxStream) untrack(c net.Conn) {
 	s.fetches.Unlock()
 }
 
-// Accept implements net.Listener for raft: its connections only.
+// Accept implements net.Listener for raft: its group's connections only.
 func (s *muxStream) Accept() (net.Conn, error) {
 	select {
 	case c := <-s.raftCh:
@@ -138,12 +112,22 @@ func (s *muxStream) Accept() (net.Conn, error) {
 	}
 }
 
-// Close implements net.Listener.
+// Close implements net.Listener: it stops this group (its Accept, its
+// fetches) and frees its number on the port; the port, and its other
+// groups, go on unless this layer owns it.
 func (s *muxStream) Close() error {
-	var err error
+	s.shut()
+	s.port.unregister(s)
+	if s.ownsPort {
+		return s.port.Close()
+	}
+	return nil
+}
+
+// shut ends Accept and closes the fetches being served (once).
+func (s *muxStream) shut() {
 	s.closeOnce.Do(func() {
 		close(s.done)
-		err = s.inner.Close()
 		s.fetches.Lock()
 		s.fetches.closed = true
 		for c := range s.fetches.m {
@@ -151,31 +135,53 @@ func (s *muxStream) Close() error {
 		}
 		s.fetches.Unlock()
 	})
-	return err
 }
 
-// Addr implements net.Listener: the advertised address.
-func (s *muxStream) Addr() net.Addr { return s.inner.Addr() }
+// Addr implements net.Listener: the port's advertised address.
+func (s *muxStream) Addr() net.Addr { return s.port.inner.Addr() }
 
-// Dial implements raft.StreamLayer.
+// Dial implements raft.StreamLayer: a link to addr's port (TLS or
+// authenticated when the port is), then the group's preamble.
 func (s *muxStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return s.inner.Dial(addr, timeout)
+	c, err := s.port.inner.Dial(addr, timeout)
+	if err != nil || s.group == 0 {
+		return c, err
+	}
+	if err := writePreamble(c, timeout, groupRaftByte, s.group); err != nil {
+		return nil, fmt.Errorf("open raft group %d connection to %s: %w", s.group, addr, err)
+	}
+	return c, nil
 }
 
-// dialFetch opens a fetch connection to addr: a raft dial (TLS when the
-// transport is) followed by the fetch byte.
+// dialFetch opens a fetch connection to addr's group: a raft dial (TLS
+// when the transport is) followed by the fetch preamble.
 func (s *muxStream) dialFetch(addr string, timeout time.Duration) (net.Conn, error) {
-	c, err := s.inner.Dial(raft.ServerAddress(addr), timeout)
+	c, err := s.port.inner.Dial(raft.ServerAddress(addr), timeout)
 	if err != nil {
 		return nil, err
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(timeout))
-	if _, err := c.Write([]byte{fetchByte}); err != nil {
-		_ = c.Close()
+	pre := []byte{fetchByte}
+	if s.group != 0 {
+		pre = []byte{groupFetchByte, s.group}
+	}
+	if err := writePreamble(c, timeout, pre...); err != nil {
 		return nil, fmt.Errorf("open snapshot fetch to %s: %w", addr, err)
 	}
-	_ = c.SetWriteDeadline(time.Time{})
 	return c, nil
+}
+
+// writePreamble writes pre to c within timeout (none: zero); it closes c
+// on error.
+func writePreamble(c net.Conn, timeout time.Duration, pre ...byte) error {
+	if timeout > 0 {
+		_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	}
+	if _, err := c.Write(pre); err != nil {
+		_ = c.Close()
+		return err
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return nil
 }
 
 // replayConn gives back the byte classify read before the rest. Read

@@ -75,22 +75,20 @@ func (s *snapStore) setFetch(self, stateDir string, dial func(addr string, timeo
 // (authenticated by o.LinkSecrets when set), or mutual TLS when o.TLS is
 // set, below a muxStream that also serves this
 // node's snapshot files to followers (and lets snaps pull from peers).
+// It is group 0 of a port of its own (a shared one: RaftPort.transport).
 func newRaftTransport(o RaftOptions, adv net.Addr, snaps *snapStore, log *slog.Logger, hlog hclog.Logger) (*raft.NetworkTransport, error) {
-	var inner raft.StreamLayer
-	var err error
-	if o.TLS != nil {
-		inner, err = newTLSStream(o.Self.Raft, adv, o.TLS, o.DialTLS)
-	} else {
-		inner, err = newTCPStream(o.Self.Raft, adv)
-	}
+	inner, err := newPortStream(o.Self.Raft, adv, o.TLS, o.DialTLS, o.LinkSecrets, log)
 	if err != nil {
 		return nil, err
 	}
-	if o.TLS == nil && len(o.LinkSecrets) > 0 {
-		inner = newSecretStream(inner, o.LinkSecrets, log)
-	}
 	snaps.setFetch(o.Self.Raft, o.StateDir, nil)
-	mux := newMuxStream(inner, log, snaps.server.serve)
+	return newGroupTransport(newMuxStream(inner, log, snaps.server.serve), snaps, hlog), nil
+}
+
+// newGroupTransport is a raft group's transport on mux, whose fetch
+// server is snaps's; snaps pulls through mux from peers' same group.
+// Each group has its own connection pool.
+func newGroupTransport(mux *muxStream, snaps *snapStore, hlog hclog.Logger) *raft.NetworkTransport {
 	snaps.dialFetch = mux.dialFetch
 	// MaxRPCsInFlight stays raft's 2: a follower stores one AppendEntries
 	// at a time (one fsync each), so more in flight only queue there; 8
@@ -100,7 +98,7 @@ func newRaftTransport(o RaftOptions, adv net.Addr, snaps *snapStore, log *slog.L
 	// Followers pull a snapshot's files inside the InstallSnapshot RPC:
 	// its deadline follows the data, through the pad (installDeadline).
 	trans.TimeoutScale = snapTimeoutScale
-	return trans, nil
+	return trans
 }
 
 // receiveFiles fills the sink's files directory for the manifest a
