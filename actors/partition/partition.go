@@ -58,6 +58,12 @@ type Partition struct {
 	}
 
 	traffic traffic // clients' produce and fetch bytes (traffic.go)
+
+	// guards are the markers proposed per producer (txn_guard.go).
+	guards struct {
+		sync.Mutex
+		g txnGuards
+	}
 }
 
 // Options configures a partition.
@@ -76,9 +82,22 @@ type Options struct {
 	// Budget, shared by the node's partitions, bounds the producer state
 	// they hold together; nil: no bound.
 	Budget *ProducerBudget
+	// ReplKey is the key the partition's commands carry in Repl ("":
+	// partition/TOPIC/INDEX). A partition raft group names the topic id
+	// too, so that a command committed for a deleted topic can never
+	// apply to a new topic of the same name.
+	ReplKey string
 	// syncLog, when set, stands in for the log's Sync (tests: slow and
 	// failing fsyncs).
 	syncLog func(*storage.Log) error
+}
+
+// replKeyOf is the key of o's commands (Options.ReplKey).
+func replKeyOf(o Options) string {
+	if o.ReplKey != "" {
+		return o.ReplKey
+	}
+	return fmt.Sprintf("partition/%s/%d", o.Topic, o.Index)
 }
 
 // Open opens (recovering) the partition's log and spawns its actor.
@@ -114,7 +133,7 @@ func Open(root *actor.RootContext, o Options) (*Partition, error) {
 	if repl == nil {
 		repl = replication.NewLocal()
 	}
-	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: fmt.Sprintf("partition/%s/%d", o.Topic, o.Index), logger: logger, budget: o.Budget}
+	a := &partitionActor{p: p, sl: sl, sync: o.Sync, repl: repl, key: replKeyOf(o), logger: logger, budget: o.Budget}
 	a.noteProducers()
 	_, a.freeAtDone = repl.(replication.FreeAtDone)
 	// Local applies a command inside Propose, on this goroutine: checking
@@ -382,6 +401,12 @@ type produceMsg struct {
 	reply   func(ProduceResult)
 	tr      Tracer    // nil: untraced
 	sent    time.Time // set only when traced
+	// guarded: a transactional batch checked by a coordinator on another
+	// node, appended only if no marker of guardPID was proposed since
+	// guard (txn_guard.go).
+	guarded  bool
+	guardPID int64
+	guard    uint64
 	// Set by the actor.
 	wt  WorkTrace
 	cmd appendCmd
@@ -566,6 +591,14 @@ func (a *partitionActor) produce(m *produceMsg) {
 			return
 		}
 	}
+	if !a.guardHolds(m) {
+		if m.wt != nil {
+			m.wt.StorageDone()
+			m.wt.Done(-1, kerr.InvalidTxnState)
+		}
+		m.reply(guardFailed(m.guardPID))
+		return
+	}
 	// Over the producer budget, room is made before the batch that may
 	// add one more.
 	a.proposeEviction()
@@ -639,6 +672,7 @@ func (a *partitionActor) writeMarker(m *markerMsg) {
 	if m.wt != nil {
 		m.wt.StorageStart()
 	}
+	a.markerProposed(m.pid)
 	m.cmd = markerCmd{pid: m.pid, epoch: m.epoch, commit: m.commit, coordinatorEpoch: m.coordinatorEpoch, now: time.Now().UnixNano()}
 	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*markedMsg)(m))
 }

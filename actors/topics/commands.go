@@ -19,6 +19,12 @@ const (
 	kindSetConfigs    = "topics.set_configs"
 	kindSetBroker     = "topics.set_broker"
 	kindReassign      = "topics.reassign"
+	// The grouped kinds are create and add_partitions placing partitions
+	// on partition raft groups: a node of a release without groups does
+	// not know them and stops (replication.ErrUnreadable) rather than
+	// open the partitions in the metadata group.
+	kindCreateGrouped        = "topics.create_grouped"
+	kindAddPartitionsGrouped = "topics.add_partitions_grouped"
 )
 
 // The commands carry everything Apply needs that is not already in the
@@ -34,6 +40,8 @@ type createCmd struct {
 	Configs    map[string]string `json:"configs"`
 	// Assignments: the replica lists given, by partition (Topic.Assignments).
 	Assignments [][]int32 `json:"assignments,omitempty"`
+	// Groups: the partition raft group of each partition (Topic.Groups).
+	Groups []uint8 `json:"groups,omitempty"`
 }
 
 type deleteCmd struct {
@@ -47,6 +55,9 @@ type addPartitionsCmd struct {
 	Total int32    `json:"total"`
 	// Assignments: the replica lists given for the new partitions, in order.
 	Assignments [][]int32 `json:"assignments,omitempty"`
+	// Groups: the partition raft group of every partition, the existing
+	// ones included (nil: the topic keeps none).
+	Groups []uint8 `json:"groups,omitempty"`
 }
 
 type setConfigsCmd struct {
@@ -75,12 +86,22 @@ type setBrokerCmd struct {
 	Overrides map[string]string `json:"overrides"`
 }
 
-func (*createCmd) CommandKind() string        { return kindCreate }
-func (*deleteCmd) CommandKind() string        { return kindDelete }
-func (*addPartitionsCmd) CommandKind() string { return kindAddPartitions }
-func (*setConfigsCmd) CommandKind() string    { return kindSetConfigs }
-func (*setBrokerCmd) CommandKind() string     { return kindSetBroker }
-func (*reassignCmd) CommandKind() string      { return kindReassign }
+func (c *createCmd) CommandKind() string {
+	if c.Groups != nil {
+		return kindCreateGrouped
+	}
+	return kindCreate
+}
+func (*deleteCmd) CommandKind() string { return kindDelete }
+func (c *addPartitionsCmd) CommandKind() string {
+	if c.Groups != nil {
+		return kindAddPartitionsGrouped
+	}
+	return kindAddPartitions
+}
+func (*setConfigsCmd) CommandKind() string { return kindSetConfigs }
+func (*setBrokerCmd) CommandKind() string  { return kindSetBroker }
+func (*reassignCmd) CommandKind() string   { return kindReassign }
 
 func (c *createCmd) AppendCommand(b []byte) []byte        { return appendJSON(b, c) }
 func (c *deleteCmd) AppendCommand(b []byte) []byte        { return appendJSON(b, c) }
@@ -101,6 +122,8 @@ func appendJSON(b []byte, v any) []byte {
 
 func init() {
 	replication.RegisterDecoder(kindCreate, decodeJSON(func(c *createCmd) { c.Configs = nonNil(c.Configs) }))
+	replication.RegisterDecoder(kindCreateGrouped, decodeJSON(func(c *createCmd) { c.Configs = nonNil(c.Configs) }))
+	replication.RegisterDecoder(kindAddPartitionsGrouped, decodeJSON[addPartitionsCmd](nil))
 	replication.RegisterDecoder(kindDelete, decodeJSON[deleteCmd](nil))
 	replication.RegisterDecoder(kindAddPartitions, decodeJSON[addPartitionsCmd](nil))
 	replication.RegisterDecoder(kindSetConfigs, decodeJSON(func(c *setConfigsCmd) { c.Configs = nonNil(c.Configs) }))

@@ -8,6 +8,7 @@ package topics
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,17 +47,44 @@ type Topic struct {
 	// every voter whatever they say; they order the replicas reported
 	// (ReplicaOrder), the first being the preferred leader a client expects.
 	Assignments [][]int32
+	// Groups are the raft groups holding the partitions, by partition
+	// (PartitionGroup); nil or short: the metadata group, 0.
+	Groups []uint8
+}
+
+// PartitionGroup is the raft group that orders partition p's writes: 0,
+// the metadata group, unless the cluster runs partition groups
+// (--raft-groups) and placed p on one when it was created.
+func (t *Topic) PartitionGroup(p int32) uint8 {
+	if p < 0 || int(p) >= len(t.Groups) {
+		return 0
+	}
+	return t.Groups[p]
 }
 
 // ReplicaOrder orders voters for partition p: the replicas its assignment
 // named that are voters, in the order given, then the other voters in the
 // order of voters (they hold the partition too).
+//
+// A partition on a partition raft group is led by the group's leader,
+// whose preferred node (PreferredLeader) comes first whatever an
+// assignment said: it is the node the group's leadership goes back to.
 func (t *Topic) ReplicaOrder(p int32, voters []int32) []int32 {
-	if int(p) >= len(t.Assignments) || len(t.Assignments[p]) == 0 {
+	var first []int32
+	if g := t.PartitionGroup(p); g > 0 {
+		if l := PreferredLeader(g, voters); l >= 0 {
+			first = []int32{l}
+		}
+	}
+	if (int(p) >= len(t.Assignments) || len(t.Assignments[p]) == 0) && first == nil {
 		return voters
 	}
 	out := make([]int32, 0, len(voters))
-	for _, b := range t.Assignments[p] {
+	var given []int32
+	if int(p) < len(t.Assignments) {
+		given = t.Assignments[p]
+	}
+	for _, b := range slices.Concat(first, given) {
 		if slices.Contains(voters, b) && !slices.Contains(out, b) {
 			out = append(out, b)
 		}
@@ -77,6 +105,8 @@ type Registry struct {
 	repl    replication.Replicator
 	voters  func() int
 	logger  *slog.Logger
+	// groups is Options.Groups (nil: none).
+	groups *PartitionGroups
 	// producers bounds the producer state of every partition; nil: none.
 	producers *partition.ProducerBudget
 	// maxPartitions is Options.MaxPartitions; refusedLog spaces the
@@ -126,6 +156,9 @@ type Options struct {
 	// replication factor and min.insync.replicas; nil means one (a single
 	// node).
 	Voters func() int
+	// Groups places new partitions on partition raft groups (nil or
+	// Count 0: every partition is ordered by Repl, the metadata group).
+	Groups *PartitionGroups
 	// Producers bounds the producer state every partition holds
 	// together; nil: no bound.
 	Producers *partition.ProducerBudget
@@ -160,12 +193,13 @@ type persistedTopic struct {
 	Partitions  int32             `json:"partitions"`
 	Configs     map[string]string `json:"configs,omitempty"`
 	Assignments [][]int32         `json:"assignments,omitempty"`
+	Groups      []uint8           `json:"groups,omitempty"`
 }
 
 // Open loads persisted topics, opens their partitions and registers the
 // registry as the replicator's applier for topic changes.
 func Open(o Options) (*Registry, error) {
-	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker, producers: o.Producers, maxPartitions: o.MaxPartitions}
+	r := &Registry{dataDir: o.DataDir, root: o.Root, sync: o.Sync, repl: o.Repl, voters: o.Voters, logger: o.Logger, base: o.Broker, producers: o.Producers, maxPartitions: o.MaxPartitions, groups: o.Groups}
 	// The command line's values are what DescribeConfigs calls static.
 	r.base.Static = r.base.Overrides
 	if r.repl == nil {
@@ -225,7 +259,7 @@ func (r *Registry) load() (logconfig.Broker, *snapshot, error) {
 				closePartitions(snap)
 				return broker, nil, fmt.Errorf("topic %s config: %w", pt.Name, err)
 			}
-			t := &Topic{Name: pt.Name, ID: pt.ID, Configs: pt.Configs, Config: cfg, Assignments: pt.Assignments}
+			t := &Topic{Name: pt.Name, ID: pt.ID, Configs: pt.Configs, Config: cfg, Assignments: pt.Assignments, Groups: pt.Groups}
 			// Published before its partitions open, so that a failure
 			// below closes those already open.
 			snap.byName[t.Name] = t
@@ -280,13 +314,21 @@ func (r *Registry) Reopen() error {
 	return nil
 }
 
-func (r *Registry) partitionDir(topic string, i int32) string {
-	return filepath.Join(r.dataDir, fmt.Sprintf("%s-%d", topic, i))
+// partitionDir is where partition i of t keeps its log: in the state
+// directory, or for a partition group's partition in that group's, under
+// the topic id (a deleted topic's directory, which the group's snapshot
+// may bring back at a restart, is never opened as a new topic's).
+func (r *Registry) partitionDir(t *Topic, i int32) string {
+	name := fmt.Sprintf("%s-%d", t.Name, i)
+	if g := t.PartitionGroup(i); g > 0 {
+		return filepath.Join(r.groups.Dir(g), hex.EncodeToString(t.ID[:]), name)
+	}
+	return filepath.Join(r.dataDir, name)
 }
 
 func (r *Registry) openPartition(t *Topic, i int32) (*partition.Partition, error) {
-	return partition.Open(r.root, partition.Options{
-		Dir:    r.partitionDir(t.Name, i),
+	o := partition.Options{
+		Dir:    r.partitionDir(t, i),
 		Topic:  t.Name,
 		Index:  i,
 		Config: t.Config,
@@ -294,7 +336,15 @@ func (r *Registry) openPartition(t *Topic, i int32) (*partition.Partition, error
 		Repl:   r.repl,
 		Logger: r.logger,
 		Budget: r.producers,
-	})
+	}
+	if g := t.PartitionGroup(i); g > 0 {
+		if r.groups == nil || int(g) > r.groups.Count {
+			return nil, fmt.Errorf("partition %s-%d is in raft group %d, and this node runs %d partition groups (--raft-groups must be the same on every node)", t.Name, i, g, r.groups.count())
+		}
+		o.Repl = r.groups.Repl(g)
+		o.ReplKey = fmt.Sprintf("partition/%s/%x/%d", t.Name, t.ID, i)
+	}
+	return partition.Open(r.root, o)
 }
 
 // Get returns the topic by name, or nil.
@@ -404,6 +454,7 @@ func (r *Registry) Create(spec CreateSpec) (*Topic, error) {
 	if _, err := rand.Read(cmd.ID[:]); err != nil {
 		return nil, fmt.Errorf("topic id: %w", err)
 	}
+	cmd.Groups = r.groups.place(cmd.ID, 0, parts)
 	res, err := r.propose(cmd)
 	if err != nil {
 		return nil, err
@@ -528,7 +579,16 @@ func (r *Registry) AddPartitions(name string, total int32, assignments [][]int32
 	if err != nil || validateOnly {
 		return err
 	}
-	_, err = r.propose(&addPartitionsCmd{Name: name, ID: t.ID, Total: total, Assignments: assignments})
+	var groups []uint8
+	if placed := r.groups.place(t.ID, int32(len(t.Partitions)), total); placed != nil {
+		// The existing partitions keep theirs (0 where the topic has none).
+		groups = make([]uint8, len(t.Partitions), total)
+		for i := range groups {
+			groups[i] = t.PartitionGroup(int32(i))
+		}
+		groups = append(groups, placed...)
+	}
+	_, err = r.propose(&addPartitionsCmd{Name: name, ID: t.ID, Total: total, Assignments: assignments, Groups: groups})
 	return err
 }
 
@@ -717,7 +777,7 @@ func (r *Registry) applyCreate(c *createCmd) (*Topic, error) {
 	if err != nil {
 		return nil, errf(kerr.InvalidConfig, "%s", err.Error())
 	}
-	t := &Topic{Name: c.Name, ID: c.ID, Configs: c.Configs, Config: cfg, Assignments: c.Assignments}
+	t := &Topic{Name: c.Name, ID: c.ID, Configs: c.Configs, Config: cfg, Assignments: c.Assignments, Groups: c.Groups}
 	nw, err := r.openNew(t, 0, c.Partitions)
 	if err != nil {
 		return nil, err
@@ -749,7 +809,7 @@ type newPartitions struct {
 func (r *Registry) openNew(t *Topic, from, to int32) (*newPartitions, error) {
 	nw := &newPartitions{r: r, topic: t.Name}
 	for i := from; i < to; i++ {
-		dir := r.partitionDir(t.Name, i)
+		dir := r.partitionDir(t, i)
 		if _, err := os.Lstat(dir); errors.Is(err, os.ErrNotExist) {
 			nw.made = append(nw.made, dir)
 		}
@@ -807,6 +867,9 @@ func (r *Registry) applyAddPartitions(c *addPartitionsCmd) error {
 		return err
 	}
 	nt := *t
+	if c.Groups != nil {
+		nt.Groups = c.Groups
+	}
 	nw, err := r.openNew(&nt, have, c.Total)
 	if err != nil {
 		return err
@@ -938,7 +1001,7 @@ func (r *Registry) publishWith(change func(*snapshot), roomFor string) error {
 func (r *Registry) persist(s *snapshot) error {
 	pts := make([]persistedTopic, 0, len(s.byName))
 	for _, t := range s.byName {
-		pts = append(pts, persistedTopic{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Configs: t.Configs, Assignments: t.Assignments})
+		pts = append(pts, persistedTopic{Name: t.Name, ID: t.ID, Partitions: int32(len(t.Partitions)), Configs: t.Configs, Assignments: t.Assignments, Groups: t.Groups})
 	}
 	sort.Slice(pts, func(i, j int) bool { return pts[i].Name < pts[j].Name })
 	raw, err := json.MarshalIndent(pts, "", "  ")
