@@ -132,13 +132,16 @@ func (s *Server) produce(r *Request) {
 				}
 				continue
 			}
-			if !s.cluster.Serving() {
+			// The partition's raft group orders its appends: only that
+			// group's leader takes them.
+			g := s.partitionGroup(t, rp.Partition)
+			if !g.Serving() {
 				po.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
 			// acks=all promises min.insync.replicas copies, as Kafka does;
 			// raft's majority is the floor beneath it.
-			if req.Acks == -1 && t.Config.MinInsyncReplicas > 1 && len(s.cluster.InSync()) < int(t.Config.MinInsyncReplicas) {
+			if req.Acks == -1 && t.Config.MinInsyncReplicas > 1 && len(g.InSync()) < int(t.Config.MinInsyncReplicas) {
 				po.ErrorCode = kerr.NotEnoughReplicas.Code
 				continue
 			}

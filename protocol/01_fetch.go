@@ -43,6 +43,10 @@ type fetchItem struct {
 	epoch    int32
 	cached   *sessionPartition // nil when sessionless
 	denied   bool              // the principal may not READ the topic
+	// group is the view of the partition's raft group, which leads it;
+	// role how this node serves the partition as that group's member.
+	group GroupView
+	role  fetchRole
 }
 
 func (s *Server) fetch(r *Request) {
@@ -389,7 +393,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 		wait = maxFetchWait
 	}
 	deadline := time.Now().Add(wait)
-	role := s.fetchRoleOf(req)
+	s.fetchRoles(req, items)
 
 	var results []kmsg.FetchResponseTopicPartition
 	var waiter *partition.Waiter
@@ -410,7 +414,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 			grant = -1 // read nothing: offsets and errors only
 		}
 		releaseRanges(passFiles) // an earlier pass's, not answered
-		results, passFiles, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, useFiles, role, tr)
+		results, passFiles, total, anyErr = s.fetchPass(items, grant, byID, req.IsolationLevel == 1, useFiles, tr)
 		held = s.settleFetch(out, held, total)
 		if (total >= int(req.MinBytes) && !starved) || anyErr || wait <= 0 || !time.Now().Before(deadline) || len(items) == 0 {
 			break
@@ -431,9 +435,7 @@ func (s *Server) doFetch(r *Request, req *kmsg.FetchRequest, out *Budget, tr Req
 		s.fetchWait(waiter, deadline, starved, out, tr)
 		r.clock.begin(&r.clock.work)
 	}
-	if role.follower {
-		outOfRangeOnFollower(items, results)
-	}
+	outOfRangeOnFollower(items, results)
 
 	// Assemble, dropping unchanged partitions from incremental answers.
 	var lastTopic *kmsg.FetchResponseTopic
@@ -488,7 +490,7 @@ func releaseRanges(rs []*storage.FileRange) {
 // negative: no reads, offsets only); tr (nil: untraced) is told of each
 // read. With useFiles the records are file ranges (files, by item; nil
 // when none was read), else bytes in RecordBatches.
-func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, useFiles bool, role fetchRole, tr RequestTrace) (out []kmsg.FetchResponseTopicPartition, files []*storage.FileRange, total int, anyErr bool) {
+func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, useFiles bool, tr RequestTrace) (out []kmsg.FetchResponseTopicPartition, files []*storage.FileRange, total int, anyErr bool) {
 	out = make([]kmsg.FetchResponseTopicPartition, len(items))
 	for i, it := range items {
 		rp := kmsg.NewFetchResponseTopicPartition()
@@ -517,7 +519,8 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 			anyErr = true
 			continue
 		}
-		if !role.follower && !s.cluster.Serving() {
+		role := it.role
+		if !role.follower && !it.group.Serving() {
 			// Followers serve only consumers the leader sent them
 			// (fetch_replica.go); others must follow the leader.
 			rp.ErrorCode = kerr.NotLeaderForPartition.Code
@@ -525,7 +528,7 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 			anyErr = true
 			continue
 		}
-		if code := s.leaderEpochError(it.epoch); code != 0 {
+		if code := leaderEpochError(it.group, it.epoch); code != 0 {
 			rp.ErrorCode = code
 			out[i] = rp
 			anyErr = true

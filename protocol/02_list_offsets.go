@@ -57,11 +57,13 @@ func (s *Server) listOffset(req *kmsg.ListOffsetsRequest, topic string, rp kmsg.
 		}
 		return op
 	}
-	if !s.cluster.Serving() {
+	// Each partition is answered by its raft group's leader.
+	g := s.topicGroup(topic, rp.Partition)
+	if !g.Serving() {
 		op.ErrorCode = kerr.NotLeaderForPartition.Code
 		return op
 	}
-	if code := s.leaderEpochError(rp.CurrentLeaderEpoch); code != 0 {
+	if code := leaderEpochError(g, rp.CurrentLeaderEpoch); code != 0 {
 		op.ErrorCode = code
 		return op
 	}

@@ -164,31 +164,32 @@ func (s *Server) topicMetadata(t *topics.Topic) kmsg.MetadataResponseTopic {
 	mt.Topic = &name
 	mt.TopicID = t.ID
 	mt.AuthorizedOperations = -2147483648
-	leader, voters, isr := s.cluster.Leader(), s.cluster.Voters(), s.cluster.InSync()
-	epoch := s.cluster.LeaderEpoch()
-	if _, ok := s.broker(leader); !ok {
-		leader = -1
-	}
+	// A partition is led by its raft group's leader, in the group's term;
+	// its ISR is the group's in-sync voters. Every group has every voter.
+	voters, groups := s.cluster.Voters(), s.newGroupStates()
 	for i := range t.Partitions {
+		g := groups.of(t, int32(i))
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
-		mp.Leader = leader
-		if leader < 0 {
-			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		mp.Leader = g.leader
+		if !g.known {
+			mp.Leader, mp.ErrorCode = -1, kerr.LeaderNotAvailable.Code
 		}
-		mp.LeaderEpoch = epoch
-		mp.Replicas, mp.ISR = replicaLists(t, int32(i), voters, isr)
+		mp.LeaderEpoch = g.epoch
+		mp.Replicas, mp.ISR = replicaLists(t, int32(i), voters, g.isr)
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
 }
 
-// replicaLists are partition p's replicas and in-sync replicas as
-// reported: every voter holds every partition, listed in the order of the
-// replica assignment the partition was created with, if any (its first is
-// the preferred leader a client expects); t nil: an internal topic.
+// replicaLists are partition p's replicas and in-sync replicas (isr: its
+// group's) as reported: every voter holds every partition, listed in the
+// order ReplicaOrder gives, that of the replica assignment the partition
+// was created with, if any, after its partition group's preferred leader,
+// if it has one (the first is the preferred leader a client expects); t
+// nil: an internal topic.
 func replicaLists(t *topics.Topic, p int32, voters, isr []int32) (replicas, inSync []int32) {
-	if t == nil || int(p) >= len(t.Assignments) || len(t.Assignments[p]) == 0 {
+	if t == nil || (t.PartitionGroup(p) == 0 && (int(p) >= len(t.Assignments) || len(t.Assignments[p]) == 0)) {
 		return voters, isr
 	}
 	replicas = t.ReplicaOrder(p, voters)

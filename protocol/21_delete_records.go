@@ -1,7 +1,10 @@
 package protocol
 
 // DeleteRecords: versions 0-2. Offset -1 means the high watermark. A
-// cluster follower forwards the request to the leader (forward.go).
+// cluster follower forwards the request to the leader (forward.go), unless
+// it names a partition of a partition raft group: that is answered here,
+// NOT_LEADER_OR_FOLLOWER for each partition this node does not lead (Kafka's
+// clients send it to each partition's leader, and retry there).
 
 import (
 	"sync"
@@ -15,10 +18,10 @@ import (
 func init() { register(21, 0, 2, (*Server).deleteRecords) }
 
 func (s *Server) deleteRecords(r *Request) {
-	if s.forwardToLeader(r) {
+	req := r.Msg.(*kmsg.DeleteRecordsRequest)
+	if !s.namesPartitionGroup(req) && s.forwardToLeader(r) {
 		return
 	}
-	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(req.Topics))
 	var wg sync.WaitGroup
@@ -40,7 +43,8 @@ func (s *Server) deleteRecords(r *Request) {
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
 			}
-			if !s.cluster.Serving() {
+			// The partition's raft group orders its log start.
+			if !s.topicGroup(rt.Topic, rp.Partition).Serving() {
 				op.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
@@ -55,4 +59,21 @@ func (s *Server) deleteRecords(r *Request) {
 		wg.Wait()
 		r.Respond(resp)
 	}()
+}
+
+// namesPartitionGroup reports whether req names a partition on a partition
+// raft group (not the metadata group's leader's to answer).
+func (s *Server) namesPartitionGroup(req *kmsg.DeleteRecordsRequest) bool {
+	for _, rt := range req.Topics {
+		t := s.topics.Get(rt.Topic)
+		if t == nil {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			if t.PartitionGroup(rp.Partition) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

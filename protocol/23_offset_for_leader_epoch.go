@@ -27,16 +27,18 @@ func (s *Server) offsetForLeaderEpoch(r *Request) {
 			op.Partition = rp.Partition
 			op.LeaderEpoch, op.EndOffset = -1, -1
 			p := s.topics.Partition(rt.Topic, rp.Partition)
+			// The partition's epochs are its raft group's terms.
+			g := s.topicGroup(rt.Topic, rp.Partition)
 			switch {
 			case !allowed:
 				op.ErrorCode = kerr.TopicAuthorizationFailed.Code
 			case p == nil:
 				op.ErrorCode = kerr.UnknownTopicOrPartition.Code
-			case !s.cluster.Serving():
+			case !g.Serving():
 				op.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
-				if op.ErrorCode = s.leaderEpochError(rp.CurrentLeaderEpoch); op.ErrorCode == 0 {
-					op.LeaderEpoch, op.EndOffset = s.endOffsetForEpoch(p.Log(), rp.LeaderEpoch)
+				if op.ErrorCode = leaderEpochError(g, rp.CurrentLeaderEpoch); op.ErrorCode == 0 {
+					op.LeaderEpoch, op.EndOffset = endOffsetForEpoch(p.Log(), rp.LeaderEpoch, g.LeaderEpoch())
 				}
 			}
 			ot.Partitions = append(ot.Partitions, op)
@@ -49,12 +51,13 @@ func (s *Server) offsetForLeaderEpoch(r *Request) {
 // endOffsetForEpoch is the log's answer, plus the epochs the log has no
 // entry for because nothing was written in them yet: Kafka's leader
 // assigns its epoch at its log end when it takes over, so an epoch newer
-// than the log's newest, up to the current one, ends at the log end. A
-// consumer that last fetched in such an epoch (none did here) or learned
-// it from an offset commit must not be told its position was truncated.
-func (s *Server) endOffsetForEpoch(lg *storage.Log, epoch int32) (int32, int64) {
+// than the log's newest, up to the current one (cur: the term of the
+// partition's raft group), ends at the log end. A consumer that last
+// fetched in such an epoch (none did here) or learned it from an offset
+// commit must not be told its position was truncated.
+func endOffsetForEpoch(lg *storage.Log, epoch, cur int32) (int32, int64) {
 	e, end := lg.EndOffsetForEpoch(epoch)
-	if e < 0 && epoch >= 0 && epoch > lg.LatestEpoch() && epoch <= s.cluster.LeaderEpoch() {
+	if e < 0 && epoch >= 0 && epoch > lg.LatestEpoch() && epoch <= cur {
 		return epoch, lg.NextOffset()
 	}
 	return e, end

@@ -6,7 +6,8 @@ package protocol
 // listed partition through the partition's marker path (the one the
 // transaction coordinator uses at EndTxn), and answers per partition:
 // UNKNOWN_TOPIC_OR_PARTITION for a partition Regent does not have,
-// NOT_LEADER_OR_FOLLOWER on a node that does not lead, INVALID_PRODUCER_EPOCH
+// NOT_LEADER_OR_FOLLOWER on a node that does not lead the partition's raft
+// group (markers of one request can span groups), INVALID_PRODUCER_EPOCH
 // for an epoch older than the partition's, TRANSACTION_COORDINATOR_FENCED for
 // a coordinator epoch older than the last marker's. A marker for a producer
 // with no open transaction on the partition succeeds and writes nothing
@@ -110,7 +111,7 @@ func (s *Server) markerTarget(allowed bool, topic string, idx int32) (*partition
 	switch {
 	case p == nil:
 		return nil, kerr.UnknownTopicOrPartition
-	case !s.cluster.Serving():
+	case !s.topicGroup(topic, idx).Serving():
 		return nil, kerr.NotLeaderForPartition
 	}
 	return p, nil

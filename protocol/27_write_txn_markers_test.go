@@ -172,6 +172,9 @@ type followerView struct{ ClusterView }
 
 func (followerView) Serving() bool { return false }
 
+// Group: the node follows every group (the embedded view's would serve).
+func (v followerView) Group(uint8) GroupView { return v }
+
 // TestWriteTxnMarkersAuthorization: CLUSTER_ACTION on the cluster, else
 // every partition answers CLUSTER_AUTHORIZATION_FAILED and nothing is
 // written.

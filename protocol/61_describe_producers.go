@@ -43,6 +43,7 @@ func (s *Server) describeProducers(r *Request) {
 					continue
 				}
 				if it, ok := s.internalTopic(rt.Topic); ok {
+					// Led by their coordinators: the metadata group.
 					switch {
 					case idx < 0 || idx >= it.Partitions:
 						op.ErrorCode = kerr.UnknownTopicOrPartition.Code
@@ -53,7 +54,7 @@ func (s *Server) describeProducers(r *Request) {
 					continue
 				}
 				p := s.topics.Partition(rt.Topic, idx)
-				if p == nil || !s.cluster.Serving() {
+				if p == nil || !s.topicGroup(rt.Topic, idx).Serving() {
 					op.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					if p != nil {
 						op.ErrorCode = kerr.NotLeaderForPartition.Code

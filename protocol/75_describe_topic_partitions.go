@@ -182,15 +182,14 @@ func (s *Server) describedTopic(r *Request, sp topicSpan) kmsg.DescribeTopicPart
 	ot := kmsg.NewDescribeTopicPartitionsResponseTopic()
 	ot.Topic = kmsg.StringPtr(sp.topic)
 	var (
-		leaderOf func(int32) int32
-		topic    *topics.Topic // nil: internal
+		leaderOf func(int32) int32 // nil: the partition's group's leader
+		topic    *topics.Topic     // nil: internal
 	)
 	if it, ok := s.internalTopic(sp.topic); ok {
 		ot.TopicID, ot.IsInternal = it.ID, true
 		leaderOf = s.internalPartitionLeader
 	} else if t := s.topics.Get(sp.topic); t != nil && !sp.missing {
 		ot.TopicID, topic = t.ID, t
-		leaderOf = func(int32) int32 { return s.cluster.Leader() }
 	} else {
 		ot.ErrorCode = kerr.UnknownTopicOrPartition.Code
 		if topics.ValidateName(sp.topic) != nil {
@@ -199,16 +198,27 @@ func (s *Server) describedTopic(r *Request, sp topicSpan) kmsg.DescribeTopicPart
 		return ot
 	}
 	ot.AuthorizedOperations = s.authorizedOps(r, acls.Topic, sp.topic, topicOperations)
-	voters, isr, epoch := s.cluster.Voters(), s.cluster.InSync(), s.cluster.LeaderEpoch()
+	// A partition is led by its raft group's leader, in the group's term;
+	// its ISR is the group's in-sync voters (an internal topic's: the
+	// metadata group's, which holds the coordinators).
+	voters, groups := s.cluster.Voters(), s.newGroupStates()
 	ot.Partitions = make([]kmsg.DescribeTopicPartitionsResponseTopicPartition, 0, sp.to-sp.from)
 	for p := sp.from; p < sp.to; p++ {
+		g := groups.of(topic, p)
 		op := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
-		op.Partition, op.LeaderEpoch = p, epoch
-		op.LeaderID = leaderOf(p)
-		if _, ok := s.broker(op.LeaderID); !ok {
+		op.Partition, op.LeaderEpoch = p, g.epoch
+		switch {
+		case leaderOf != nil:
+			op.LeaderID = leaderOf(p)
+			if _, ok := s.broker(op.LeaderID); !ok {
+				op.LeaderID = -1
+			}
+		case g.known:
+			op.LeaderID = g.leader
+		default:
 			op.LeaderID = -1
 		}
-		op.Replicas, op.ISR = replicaLists(topic, p, voters, isr)
+		op.Replicas, op.ISR = replicaLists(topic, p, voters, g.isr)
 		// Empty, not null: Kafka sends lists here, and its admin client
 		// reads them without a null check.
 		op.EligibleLeaderReplicas, op.LastKnownELR, op.OfflineReplicas = []int32{}, []int32{}, []int32{}

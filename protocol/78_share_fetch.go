@@ -532,7 +532,9 @@ func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shar
 		p.Partition = it.part.partition
 		p.ErrorCode = it.err
 		p.AcknowledgeErrorCode = it.ackErr
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err, false)
+		// Shares are served by the share coordinator: the metadata
+		// group's leader (nil topic), whatever group orders the partition.
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err, false, nil, 0)
 		p.Records = it.records
 		if p.Records == nil {
 			p.Records = []byte{}
@@ -546,7 +548,7 @@ func (s *Server) shareFetchAssemble(resp *kmsg.ShareFetchResponse, items []*shar
 		}
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
 	}
-	if b, ok := leaders.endpoint(); ok {
+	for _, b := range leaders.endpoints() {
 		ep := kmsg.NewShareFetchResponseNodeEndpoint()
 		ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
 		resp.NodeEndpoints = append(resp.NodeEndpoints, ep)

@@ -116,10 +116,12 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 		p := kmsg.NewShareAcknowledgeResponseTopicPartition()
 		p.Partition = it.part.partition
 		p.ErrorCode = it.ackErr
-		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err, false)
+		// Shares are served by the share coordinator: the metadata
+		// group's leader (nil topic), whatever group orders the partition.
+		p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(it.err, false, nil, 0)
 		resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, p)
 	}
-	if b, ok := leaders.endpoint(); ok {
+	for _, b := range leaders.endpoints() {
 		ep := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
 		ep.NodeID, ep.Host, ep.Port = b.ID, b.Host, b.Port
 		resp.NodeEndpoints = append(resp.NodeEndpoints, ep)

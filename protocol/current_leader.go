@@ -1,8 +1,12 @@
 package protocol
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/topics"
 )
 
 // A partition refused with NOT_LEADER_OR_FOLLOWER (or, in a fetch,
@@ -10,43 +14,71 @@ import (
 // version carries them (KIP-951: Produce v10+, Fetch v12+, ShareFetch and
 // ShareAcknowledge), with the leader's endpoint in the answer (Produce
 // v10, Fetch v16), so the client goes there without first refreshing its
-// metadata. One raft group leads every partition: the leader is the
-// cluster's.
+// metadata. A partition's leader and epoch are its raft group's: one
+// answer can name several leaders, one per group.
 
-// currentLeaders is what one answer says of the leader. Owned by the
+// currentLeaders is what one answer says of the leaders. Owned by the
 // answer's goroutine.
 type currentLeaders struct {
-	s      *Server
-	looked bool // leader was read (lazily: most answers need none)
-	leader int32
-	need   bool // a partition named the leader: the answer carries its endpoint
+	s *Server
+	// groups are the leaders read, by group (lazily: most answers need
+	// none).
+	groups map[uint8]groupLeader
+	// named are the leaders partitions named, in order: the answer
+	// carries their endpoints.
+	named []int32
 }
 
-func (s *Server) newCurrentLeaders() *currentLeaders { return &currentLeaders{s: s} }
+// groupLeader is a raft group's leader (-1: none known) and term.
+type groupLeader struct{ id, epoch int32 }
 
-// of returns the current leader and epoch to answer for a partition whose
-// error code is code ((-1, -1): none); fenced also points FENCED_LEADER_EPOCH
-// at the leader.
-func (l *currentLeaders) of(code int16, fenced bool) (id, epoch int32) {
+func (s *Server) newCurrentLeaders() *currentLeaders {
+	return &currentLeaders{s: s, groups: map[uint8]groupLeader{}}
+}
+
+// of returns the current leader and epoch to answer for partition p of t
+// (nil: unknown, answered as the metadata group's) whose error code is
+// code ((-1, -1): none); fenced also points FENCED_LEADER_EPOCH at the
+// leader.
+func (l *currentLeaders) of(code int16, fenced bool, t *topics.Topic, p int32) (id, epoch int32) {
 	if code != kerr.NotLeaderForPartition.Code && (!fenced || code != kerr.FencedLeaderEpoch.Code) {
 		return -1, -1
 	}
-	if !l.looked {
-		l.leader, l.looked = l.s.cluster.Leader(), true
+	g := groupOf(t, p)
+	gl, ok := l.groups[g]
+	if !ok {
+		v := l.s.cluster.Group(g)
+		gl = groupLeader{v.Leader(), v.LeaderEpoch()}
+		l.groups[g] = gl
 	}
-	if l.leader < 0 {
+	if gl.id < 0 {
 		return -1, -1
 	}
-	l.need = true
-	return l.leader, l.s.cluster.LeaderEpoch()
+	if !slices.Contains(l.named, gl.id) {
+		l.named = append(l.named, gl.id)
+	}
+	return gl.id, gl.epoch
 }
 
-// endpoint returns the leader's address when a partition named it.
-func (l *currentLeaders) endpoint() (BrokerAddr, bool) {
-	if !l.need {
-		return BrokerAddr{}, false
+// endpoints returns the addresses of the leaders partitions named.
+func (l *currentLeaders) endpoints() []BrokerAddr {
+	var out []BrokerAddr
+	for _, id := range l.named {
+		if b, ok := l.s.broker(id); ok {
+			out = append(out, b)
+		}
 	}
-	return l.s.broker(l.leader)
+	return out
+}
+
+// answeredTopic is the topic an answer names: by id when it has one
+// (Produce v13+ and Fetch v13+ carry no name), else by name; nil when
+// there is no such topic.
+func (s *Server) answeredTopic(name string, id [16]byte) *topics.Topic {
+	if id != ([16]byte{}) {
+		return s.topics.GetByID(id)
+	}
+	return s.topics.Get(name)
 }
 
 // pointProduceAtLeader fills the current leader of every partition resp
@@ -57,15 +89,22 @@ func (s *Server) pointProduceAtLeader(r *Request, resp *kmsg.ProduceResponse) {
 	}
 	leaders := s.newCurrentLeaders()
 	for ti := range resp.Topics {
-		for pi := range resp.Topics[ti].Partitions {
-			if p := &resp.Topics[ti].Partitions[pi]; p.ErrorCode != 0 {
-				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(p.ErrorCode, false)
+		rt := &resp.Topics[ti]
+		var t *topics.Topic // looked up at the topic's first refused partition
+		for pi := range rt.Partitions {
+			if p := &rt.Partitions[pi]; p.ErrorCode != 0 {
+				if t == nil {
+					t = s.answeredTopic(rt.Topic, rt.TopicID)
+				}
+				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(p.ErrorCode, false, t, p.Partition)
 			}
 		}
 	}
-	if b, ok := leaders.endpoint(); ok {
-		resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
-		r.advertiseListener(resp) // the leader's address on the client's listener
+	if bs := leaders.endpoints(); len(bs) > 0 {
+		for _, b := range bs {
+			resp.Brokers = append(resp.Brokers, kmsg.ProduceResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
+		}
+		r.advertiseListener(resp) // the leaders' addresses on the client's listener
 	}
 }
 
@@ -77,14 +116,21 @@ func (s *Server) pointFetchAtLeader(r *Request, resp *kmsg.FetchResponse) {
 	}
 	leaders := s.newCurrentLeaders()
 	for ti := range resp.Topics {
-		for pi := range resp.Topics[ti].Partitions {
-			if p := &resp.Topics[ti].Partitions[pi]; p.ErrorCode != 0 {
-				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(p.ErrorCode, true)
+		rt := &resp.Topics[ti]
+		var t *topics.Topic // looked up at the topic's first refused partition
+		for pi := range rt.Partitions {
+			if p := &rt.Partitions[pi]; p.ErrorCode != 0 {
+				if t == nil {
+					t = s.answeredTopic(rt.Topic, rt.TopicID)
+				}
+				p.CurrentLeader.LeaderID, p.CurrentLeader.LeaderEpoch = leaders.of(p.ErrorCode, true, t, p.Partition)
 			}
 		}
 	}
-	if b, ok := leaders.endpoint(); ok && r.Version >= 16 {
-		resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
+	if bs := leaders.endpoints(); len(bs) > 0 && r.Version >= 16 {
+		for _, b := range bs {
+			resp.Brokers = append(resp.Brokers, kmsg.FetchResponseBroker{NodeID: b.ID, Host: b.Host, Port: b.Port})
+		}
 		r.advertiseListener(resp)
 	}
 }

@@ -36,15 +36,34 @@ func fetchReplicaID(req *kmsg.FetchRequest) int32 {
 	return req.ReplicaID
 }
 
-// fetchRoleOf decides how this node serves req. Reads from followers are
-// on when this node has a rack; only consumers using Fetch v11+ (which
-// know to follow a preferred read replica) take part.
-func (s *Server) fetchRoleOf(req *kmsg.FetchRequest) fetchRole {
+// fetchRoles sets each item's raft group and how this node serves it: a
+// node can lead one partition's group and follow another's. The role is
+// decided once per request and group.
+func (s *Server) fetchRoles(req *kmsg.FetchRequest, items []fetchItem) {
+	roles := map[uint8]fetchRole{}
+	for i := range items {
+		it := &items[i]
+		g := groupOf(s.topics.Get(it.key.topic), it.key.partition)
+		it.group = s.cluster.Group(g)
+		role, ok := roles[g]
+		if !ok {
+			role = s.fetchRoleOf(req, it.group)
+			roles[g] = role
+		}
+		it.role = role
+	}
+}
+
+// fetchRoleOf decides how this node serves req's partitions of raft group
+// g. Reads from followers are on when this node has a rack; only consumers
+// using Fetch v11+ (which know to follow a preferred read replica) take
+// part.
+func (s *Server) fetchRoleOf(req *kmsg.FetchRequest, g GroupView) fetchRole {
 	role := fetchRole{preferred: -1}
 	if s.cfg.Rack == "" || req.Version < 11 || fetchReplicaID(req) >= 0 {
 		return role
 	}
-	if !s.cluster.Serving() {
+	if !g.Serving() {
 		role.follower = s.isVoter(s.cfg.NodeID)
 		return role
 	}
@@ -55,7 +74,7 @@ func (s *Server) fetchRoleOf(req *kmsg.FetchRequest) fetchRole {
 	for _, b := range s.cluster.Brokers() {
 		racks[b.ID] = b.Rack
 	}
-	for _, id := range s.cluster.InSync() {
+	for _, id := range g.InSync() {
 		if id != s.cfg.NodeID && racks[id] == req.Rack {
 			role.preferred = id
 			break
@@ -64,13 +83,13 @@ func (s *Server) fetchRoleOf(req *kmsg.FetchRequest) fetchRole {
 	return role
 }
 
-// outOfRangeOnFollower turns the answer of a partition the follower still
-// had not reached the fetch offset of, once the fetch stops waiting, into
-// OFFSET_OUT_OF_RANGE.
+// outOfRangeOnFollower turns the answer of a partition this node follows
+// and still had not reached the fetch offset of, once the fetch stops
+// waiting, into OFFSET_OUT_OF_RANGE.
 func outOfRangeOnFollower(items []fetchItem, results []kmsg.FetchResponseTopicPartition) {
 	for i, it := range items {
 		rp := &results[i]
-		if rp.ErrorCode == 0 && rp.HighWatermark >= 0 && it.offset > rp.HighWatermark {
+		if it.role.follower && rp.ErrorCode == 0 && rp.HighWatermark >= 0 && it.offset > rp.HighWatermark {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
 		}
 	}

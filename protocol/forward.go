@@ -44,6 +44,12 @@ type ForwardedRequest struct {
 	// delegation token (the delegation token requests check both).
 	SASL      bool `json:"sasl,omitempty"`
 	TokenAuth bool `json:"token_auth,omitempty"`
+	// Node says a cluster node sends the request on its own behalf (a
+	// transaction coordinator's markers to the leader of a partition's
+	// raft group; nodeKeys): it is served on whichever node it reaches,
+	// leader of the metadata group or not, and authorized as the node
+	// itself (the forward endpoint admits only nodes).
+	Node bool `json:"node,omitempty"`
 	// Body is the request body at Version, without its header.
 	Body []byte `json:"body"`
 }
@@ -119,6 +125,13 @@ var forwardedKeys = map[int16]bool{
 // can hand leadership over): a follower forwards them as it forwards
 // forwardedKeys, and answers as soon as the leader did, with no state
 // change of its own to wait for.
+// nodeKeys are the requests a node sends another on its own behalf
+// (ForwardedRequest.Node), served where they arrive.
+var nodeKeys = map[int16]bool{
+	24: true, // AddPartitionsToTxn: a partition group's leader checks a batch with the coordinator
+	27: true, // WriteTxnMarkers: markers for a partition group's leader
+}
+
 var leaderReadKeys = map[int16]bool{
 	43: true, // ElectLeaders
 	55: true, // DescribeQuorum
@@ -260,11 +273,12 @@ func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, uint
 // node's state index once the handler answered (0: not known). Off the
 // event loop only: it waits for the handler's answer or ctx's end.
 func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byte, uint64, error) {
-	if !s.cluster.Serving() {
+	node := fr.Node && nodeKeys[fr.Key]
+	if !node && !s.cluster.Serving() {
 		return nil, 0, ErrNotServing
 	}
 	a, ok := apis[fr.Key]
-	if !(forwardedKeys[fr.Key] || leaderReadKeys[fr.Key] || readForwardedKeys[fr.Key]) || !ok || fr.Version < a.min || fr.Version > a.max {
+	if !(forwardedKeys[fr.Key] || leaderReadKeys[fr.Key] || readForwardedKeys[fr.Key] || node) || !ok || fr.Version < a.min || fr.Version > a.max {
 		return nil, 0, fmt.Errorf("%w: %s v%d is not forwarded here", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version)
 	}
 	msg := kmsg.RequestForKey(fr.Key)
@@ -273,7 +287,7 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 		return nil, 0, fmt.Errorf("%w: %s v%d: %v", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version, err)
 	}
 	r := NewRequest(Header{Key: fr.Key, Version: fr.Version, ClientID: fr.ClientID}, msg)
-	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal, TokenAuth: fr.TokenAuth, forwardedSASL: fr.SASL}
+	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal, TokenAuth: fr.TokenAuth, forwardedSASL: fr.SASL, node: node}
 	r.local = true
 	frames := make(chan []byte, 1) // Respond calls reply once
 	r.SetReply(func(frame []byte) { frames <- frame })

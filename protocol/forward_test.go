@@ -54,6 +54,9 @@ func (v *fakeView) InSync() []int32    { return []int32{1, 2} }
 func (v *fakeView) LeaderEpoch() int32 { return 1 }
 func (v *fakeView) ClusterID() string  { return "c" }
 
+// Group: one raft group leads everything.
+func (v *fakeView) Group(uint8) GroupView { return v }
+
 // forwardPair is a leader (node 1) and a follower (node 2) each with its
 // own registry (no replication between them): the follower forwards
 // straight to the leader's ServeForwarded; sent counts the forwards.

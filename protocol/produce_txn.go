@@ -11,8 +11,10 @@ package protocol
 // the coordinator.
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -98,8 +100,83 @@ func (s *Server) appendProduce(req *kmsg.ProduceRequest, topic string, part int3
 		refuse(fmt.Errorf("%w: Transactional records contained more than one producer ID", kerr.InvalidProducerIDMapping))
 		return
 	}
+	if s.remoteCoordinator(topic, part) {
+		s.appendCheckedRemotely(req, topic, part, p, tr, records, prod, done, refuse)
+		return
+	}
 	s.txns.Append(*req.TransactionID, prod.id, prod.epoch, txn.TopicPartition{Topic: topic, Partition: part}, req.Version >= 12,
 		func() { p.ProduceTraced(tr, records, req.Acks, done) }, refuse)
+}
+
+// remoteCoordinator reports whether the transaction coordinator that must
+// check a transactional batch for (topic, part) is on another node: the
+// partition is on a partition raft group this node leads, and the
+// metadata group, with the coordinator, is led elsewhere.
+func (s *Server) remoteCoordinator(topic string, part int32) bool {
+	t := s.topics.Get(topic)
+	return t != nil && t.PartitionGroup(part) > 0 && !s.cluster.Serving()
+}
+
+// remoteTxnCheckTimeout bounds the coordinator's answer to a remote check.
+const remoteTxnCheckTimeout = 15 * time.Second
+
+// appendCheckedRemotely asks the transaction coordinator, on the metadata
+// group's leader, to check (Produce v3-11) or add (v12+) the partition in
+// the producer's transaction, as Kafka's partition leaders do with
+// AddPartitionsToTxn v4+, and appends the batch once it has: guarded, so
+// that a marker written here since the check began refuses it
+// (partition.TxnGuard). A coordinator that cannot be reached answers
+// NOT_ENOUGH_REPLICAS (the producer retries).
+func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, part int32, p *partition.Partition, tr partition.Tracer, records []byte, prod txnProducer, done func(partition.ProduceResult), refuse func(error)) {
+	guard := p.TxnGuard(prod.id)
+	leader := s.cluster.Leader()
+	if s.forwarder == nil || leader < 0 {
+		refuse(kerr.CoordinatorNotAvailable)
+		return
+	}
+	check := kmsg.NewPtrAddPartitionsToTxnRequest()
+	check.SetVersion(5)
+	ct := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	ct.TransactionalID, ct.ProducerID, ct.ProducerEpoch, ct.VerifyOnly = *req.TransactionID, prod.id, prod.epoch, req.Version < 12
+	ctt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+	ctt.Topic, ctt.Partitions = topic, []int32{part}
+	ct.Topics = append(ct.Topics, ctt)
+	check.Transactions = append(check.Transactions, ct)
+	body := check.AppendTo(nil)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), remoteTxnCheckTimeout)
+		defer cancel()
+		raw, _, err := s.forwarder(ctx, leader, ForwardedRequest{Key: check.Key(), Version: 5, Node: true, Body: body})
+		if err != nil {
+			s.log.Debug("check a transactional batch with the coordinator", "topic", topic, "partition", part, "coordinator", leader, "err", err)
+			refuse(kerr.CoordinatorNotAvailable)
+			return
+		}
+		resp := kmsg.NewPtrAddPartitionsToTxnResponse()
+		resp.SetVersion(5)
+		if err := resp.ReadFrom(raw); err != nil {
+			refuse(fmt.Errorf("%w: the coordinator's answer: %v", kerr.CoordinatorNotAvailable, err))
+			return
+		}
+		code := kerr.CoordinatorNotAvailable.Code
+		if resp.ErrorCode != 0 {
+			code = resp.ErrorCode
+		}
+		for _, rt := range resp.Transactions {
+			for _, rtt := range rt.Topics {
+				for _, rp := range rtt.Partitions {
+					if rtt.Topic == topic && rp.Partition == part {
+						code = rp.ErrorCode
+					}
+				}
+			}
+		}
+		if err := kerr.ErrorForCode(code); err != nil {
+			refuse(err)
+			return
+		}
+		p.ProduceGuarded(tr, records, req.Acks, prod.id, guard, done)
+	}()
 }
 
 // produceTxnError maps the coordinator's refusal to what producers expect

@@ -72,6 +72,9 @@ type ConnInfo struct {
 	// forwardedSASL is ViaSASL of the client connection a forwarded
 	// request came from (forward.go).
 	forwardedSASL bool
+	// node says a cluster node sent the request on its own behalf
+	// (ForwardedRequest.Node): the authorizer lets it do what brokers do.
+	node bool
 	// Mute is the connection's client-quota mute (quotas.go): set by
 	// handlers, read by netio before it reads the next request.
 	Mute Mute
