@@ -42,6 +42,20 @@ type adminServer struct {
 	// auth signs this node's requests to other nodes' endpoints and
 	// verifies the ones it serves; nil without a cluster secret.
 	auth *linkAuth
+	// partitionGroups is set (before serving) on a node running partition
+	// raft groups, whose voters membership changes do not reach yet.
+	partitionGroups bool
+}
+
+// refuseWithGroups answers a membership change on a node with partition
+// raft groups: each group would need the change through its own leader,
+// which is not built yet.
+func (a *adminServer) refuseWithGroups(w http.ResponseWriter) bool {
+	if !a.partitionGroups {
+		return false
+	}
+	writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "voters cannot be added or removed on a cluster running partition raft groups (--raft-groups) yet: every group would need the change"})
+	return true
 }
 
 // startAdmin serves the admin endpoint on addr; with linkCerts (non-nil) over
@@ -132,7 +146,7 @@ func (a *adminServer) addVoter(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want {\"id\":N,\"kafka\":\"host:port\",\"raft\":\"host:port\",\"admin\":\"host:port\"} with a positive id"})
 		return
 	}
-	if a.forward(w, r, body) {
+	if a.refuseWithGroups(w) || a.forward(w, r, body) {
 		return
 	}
 	// The directory entry first, so Metadata can name the node as soon as
@@ -155,7 +169,7 @@ func (a *adminServer) removeVoter(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "voter id must be a positive integer"})
 		return
 	}
-	if a.forward(w, r, nil) {
+	if a.refuseWithGroups(w) || a.forward(w, r, nil) {
 		return
 	}
 	if err := a.repl.RemoveVoter(int32(id)); err != nil {

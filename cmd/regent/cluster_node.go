@@ -255,6 +255,13 @@ type raftView struct {
 	self int32
 	// rackOf is each node's rack (set once before serving; nil: none).
 	rackOf func(id int32) string
+	// groups are the partition raft groups (nil: none); set once before
+	// serving.
+	groups *partitionGroups
+	// askTransfer asks another node to hand a partition group it leads
+	// to a third (adminServer.askTransfer); nil without an admin
+	// endpoint. Set once before serving.
+	askTransfer func(ctx context.Context, leader int32, g uint8, to int32) error
 }
 
 func newRaftView(r *cluster.Raft, nodes *cluster.Nodes, static []cluster.Peer, self int32) *raftView {
@@ -373,22 +380,11 @@ func (v *raftView) Brokers() []protocol.BrokerAddr {
 
 func (v *raftView) Leader() int32 { return v.r.Leader() }
 
-// MoveLeadership implements protocol.LeaderMover: raft hands leadership to
-// id, and this node waits until it sees id lead.
-func (v *raftView) MoveLeadership(ctx context.Context, id int32) error {
-	if err := v.r.TransferLeadershipTo(id); err != nil {
-		return err
-	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for v.r.Leader() != id {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("node %d did not take over: %w", id, ctx.Err())
-		case <-tick.C:
-		}
-	}
-	return nil
+// MoveLeadership implements protocol.LeaderMover: raft group g (0: the
+// metadata group) is handed to id, and this node waits until it sees id
+// lead it.
+func (v *raftView) MoveLeadership(ctx context.Context, g uint8, id int32) error {
+	return v.moveGroupLeadership(ctx, g, id)
 }
 
 // LeaderEpoch is the raft term: the one a leader stamps into what it
@@ -417,12 +413,15 @@ func (v *raftView) Voters() []int32 {
 // do not fail; on the leader, also caught up within replica.lag.time.max.ms
 // (cluster.Raft.Lagging, which keeps every voter for that long into a
 // term). A follower tracks no progress: it lists them by heartbeat only.
-func (v *raftView) InSync() []int32 {
+func (v *raftView) InSync() []int32 { return v.inSyncOf(v.r) }
+
+// inSyncOf is InSync for raft group r (every group has the same voters).
+func (v *raftView) inSyncOf(r *cluster.Raft) []int32 {
 	voters := v.Voters()
-	lagging := v.r.Lagging(voters)
+	lagging := r.Lagging(voters)
 	var out []int32
 	for _, id := range voters {
-		if !v.isDown(id) && !v.r.HeartbeatFailing(id) && !lagging[id] {
+		if !v.isDown(id) && !r.HeartbeatFailing(id) && !lagging[id] {
 			out = append(out, id)
 		}
 	}

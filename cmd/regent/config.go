@@ -126,6 +126,10 @@ type Config struct {
 	RaftSnapshotInterval  time.Duration
 	RaftTrailingLogs      uint64
 	RaftSnapshotBytes     int64
+	// RaftGroups is the number of partition raft groups beside the
+	// metadata group (0: the metadata group orders every partition). The
+	// same on every node, fixed for the cluster's life.
+	RaftGroups int
 }
 
 // Clustered reports whether the node runs in cluster mode.
@@ -216,6 +220,16 @@ func (c Config) Validate() error {
 	}
 	if c.Fsync != "interval" && c.Fsync != "always" {
 		return fmt.Errorf("--fsync %q: want interval or always", c.Fsync)
+	}
+	if c.RaftGroups > 0 && !c.Clustered() {
+		return fmt.Errorf("--raft-groups %d: partition raft groups need cluster mode (--raft-listen)", c.RaftGroups)
+	}
+	if c.RaftGroups > 0 && c.AdminListen == "" {
+		// Transaction markers for partitions other nodes lead go there.
+		return fmt.Errorf("--raft-groups %d: partition raft groups need --admin-listen (nodes send each other transaction markers through it)", c.RaftGroups)
+	}
+	if _, _, err := c.leaderRebalance(); err != nil {
+		return err
 	}
 	if c.FlushInterval <= 0 || c.RetentionCheck <= 0 || c.CompactionCheck <= 0 {
 		return fmt.Errorf("intervals must be positive")
@@ -432,6 +446,33 @@ func (c Config) replicaLagMax() (time.Duration, error) {
 		return 0, fmt.Errorf("--broker-config %s=%q: want a positive number of milliseconds", key, v)
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// leaderRebalance is --broker-config's auto.leader.rebalance.enable and
+// leader.imbalance.check.interval.seconds (Kafka's defaults: on, 300 s):
+// whether and how often partition raft groups move their leadership to
+// their preferred node.
+func (c Config) leaderRebalance() (bool, time.Duration, error) {
+	o, err := c.brokerOverrides()
+	if err != nil {
+		return false, 0, err
+	}
+	enabled, every := true, 300*time.Second
+	if v, ok := o[logconfig.AutoLeaderRebalanceEnableKey]; ok {
+		b, err := strconv.ParseBool(strings.TrimSpace(v))
+		if err != nil {
+			return false, 0, fmt.Errorf("--broker-config %s=%q: want true or false", logconfig.AutoLeaderRebalanceEnableKey, v)
+		}
+		enabled = b
+	}
+	if v, ok := o[logconfig.LeaderImbalanceCheckIntervalSecondsKey]; ok {
+		s, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || s < 1 || s > math.MaxInt64/int64(time.Second) {
+			return false, 0, fmt.Errorf("--broker-config %s=%q: want a positive number of seconds", logconfig.LeaderImbalanceCheckIntervalSecondsKey, v)
+		}
+		every = time.Duration(s) * time.Second
+	}
+	return enabled, every, nil
 }
 
 // defaultMaxProducerStates is --max-producer-states's default. Producers

@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/regent-broker/regent/actors/topics"
 	"github.com/regent-broker/regent/storage/logconfig"
 	"github.com/regent-broker/regent/telemetry"
 )
@@ -183,6 +184,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 	fs.Var(durationValue{p: &c.RaftSnapshotInterval}, "raft-snapshot-interval", "how often raft checks whether to snapshot; 0: 2m")
 	fs.Var(uintValue{p: &c.RaftTrailingLogs}, "raft-trailing-logs", "raft entries kept after a snapshot, for followers that fall behind; 0: 1024")
 	fs.Var(bytesValue{p: &c.RaftSnapshotBytes}, "raft-snapshot-bytes", "also snapshot once this many entry bytes were applied since the last snapshot, bounding what a restart replays (`size`); 0: 256MiB")
+	fs.Var(intValue[int]{p: &c.RaftGroups, min: 0, max: topics.MaxPartitionGroups}, "raft-groups", "partition raft groups beside the metadata group, sharing the raft port: each new partition is placed on one, whose leader leads it, and leaders are spread over the nodes; 0: the metadata group leads every partition. The same on every node, for the cluster's life")
 	fs.Var(addrValue{p: &c.AdminListen, optional: true}, "admin-listen", "`host:port` of the HTTP admin endpoint (cluster status and membership)")
 	fs.Var(checkedString{p: &c.Rack, check: checkRack}, "rack", "this node's rack (Kafka's broker.rack), reported in Metadata; on a cluster's nodes it turns on reads from followers: a consumer whose client.rack is a follower's rack reads from that follower (KIP-392)")
 	return fs

@@ -133,6 +133,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	var (
 		repl      cluster.Replicator
 		raftRepl  *cluster.Raft
+		raftPort  *cluster.RaftPort // shared by the raft groups (--raft-groups)
+		pgroups   *partitionGroups  // nil: no partition groups
 		nodes     *cluster.Nodes
 		stateDir  = cfg.DataDir
 		clusterID string
@@ -146,7 +148,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		peers, _ := parsePeers(cfg.Peers)
 		self := cluster.Peer{ID: cfg.NodeID, Kafka: adv, Raft: cfg.RaftListen, Admin: cfg.AdminListen}
 		replicaLag, _ := cfg.replicaLagMax() // checked by Validate
-		raftRepl, err2 = cluster.NewRaft(cluster.RaftOptions{
+		metaOpts := cluster.RaftOptions{
 			Self: self, Dir: filepath.Join(cfg.DataDir, "raft"), StateDir: stateDir,
 			Peers: peers, Join: cfg.Join, Logger: logger,
 			// An installed snapshot loads in place; the node restarts
@@ -169,9 +171,33 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			// Without TLS, the cluster secret authenticates raft links
 			// too.
 			LinkSecrets: linkSecret.raftSecrets(),
-		})
-		if err2 != nil {
+		}
+		if cfg.RaftGroups > 0 {
+			// One raft port for the metadata group and the partition
+			// groups; a metadata snapshot installed on this node holds
+			// the groups' applies while it reopens every partition.
+			if raftPort, err2 = cluster.OpenRaftPort(cluster.RaftPortOptions{Bind: cfg.RaftListen, Advertise: cfg.RaftListen,
+				TLS: raftTLS, DialTLS: raftDialTLS, LinkSecrets: metaOpts.LinkSecrets, Logger: logger}); err2 != nil {
+				return err2
+			}
+			defer raftPort.Close()
+			metaOpts.Port = raftPort
+			pgroups = &partitionGroups{logger: logger}
+			metaOpts.OnInstall = pgroups.holdApplies(live.install)
+		}
+		if raftRepl, err2 = cluster.NewRaft(metaOpts); err2 != nil {
 			return err2
+		}
+		if cfg.RaftGroups > 0 {
+			opened, err := openPartitionGroups(cfg.RaftGroups, metaOpts, cfg.DataDir, raftRepl, logger)
+			if err != nil {
+				_ = raftRepl.Shutdown()
+				return err
+			}
+			pgroups.rafts = opened.rafts
+			// On an early return; a run that served stops them with the
+			// metadata group, below (Shutdown runs once).
+			defer func() { _ = pgroups.shutdown() }()
 		}
 		nodes, err2 = cluster.OpenNodes(stateDir)
 		if err2 != nil {
@@ -198,8 +224,14 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 
 	start := time.Now()
 	producerBudget := partition.NewProducerBudget(cfg.MaxProducerStates)
-	reg, err := topics.Open(topics.Options{DataDir: stateDir, Root: system.Root, Sync: sync, Repl: repl, Broker: broker, Logger: logger, Voters: voters,
-		Producers: producerBudget, MaxPartitions: cfg.MaxPartitions})
+	regOpts := topics.Options{DataDir: stateDir, Root: system.Root, Sync: sync, Repl: repl, Broker: broker, Logger: logger, Voters: voters,
+		Producers: producerBudget, MaxPartitions: cfg.MaxPartitions}
+	var reg *topics.Registry
+	if pgroups != nil {
+		reg, err = pgroups.openRegistry(regOpts, cfg.DataDir)
+	} else {
+		reg, err = topics.Open(regOpts)
+	}
 	if err != nil {
 		return fmt.Errorf("open topics: %w", err)
 	}
@@ -251,6 +283,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		NextProducerID: pids.Next, Offsets: groups, Fsync: sync == partition.SyncAlways,
 		MaxTimeout: cfg.TxnMaxTimeout, IDExpiration: idExpiration, MaxIDs: cfg.MaxTransactionalIDs,
 		Partitions: func(t string, p int32) txn.TxnPartition {
+			if pgroups != nil {
+				return pgroups.markerTarget(reg, t, p)
+			}
 			if pp := reg.Partition(t, p); pp != nil {
 				return pp
 			}
@@ -328,7 +363,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		// followers): their appends leave the page cache once written
 		// back (storage/dropbehind.go); the leader keeps them for its
 		// consumers.
-		followersRead := cfg.Rack != ""
+		// With partition groups a node leads some partitions and follows
+		// the others: it keeps its appends cached (write-behind still
+		// bounds what is dirty).
+		followersRead := cfg.Rack != "" || pgroups != nil
 		storage.DefaultFileCache().SetDropBehind(!followersRead)
 		storage.DefaultFileCache().SetWriteBehind(true)
 		// The first levels are guessed before the new leader takes a
@@ -349,11 +387,23 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			}
 		})
 		raftRepl.Start()
+		if pgroups != nil {
+			view.groups = pgroups
+			pgroups.start()
+			if on, every, _ := cfg.leaderRebalance(); on { // checked by Validate
+				go pgroups.rebalance(view, cfg.NodeID, every, stopProbe)
+			}
+		}
 		if cfg.AdminListen != "" {
 			if admin, err = startAdmin(cfg.AdminListen, raftRepl, nodes, clusterCerts, linkSecret, logger); err != nil {
 				return err
 			}
 			defer admin.close()
+			admin.partitionGroups = pgroups != nil
+			if pgroups != nil {
+				admin.serveGroupLeadership(pgroups)
+				view.askTransfer = admin.askTransfer
+			}
 			admin.serveACLs(aclStore)
 			admin.serveListeners(advertised, cfg.Rack)
 		}
@@ -362,6 +412,13 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if admin != nil {
 		// Followers forward admin requests to the leader (KIP-590).
 		admin.serveForwarding(srv)
+		if pgroups != nil {
+			// Transaction markers for partitions led by other nodes.
+			client := forwardClient(admin.client)
+			pgroups.setForwarder(func(ctx context.Context, node int32, fr protocol.ForwardedRequest) ([]byte, uint64, error) {
+				return admin.forwardKafka(ctx, client, node, fr)
+			})
+		}
 	}
 	if cfg.Authorizer == "acl" {
 		// allow.everyone.if.no.acl.found is read-only: read it once.
@@ -614,7 +671,11 @@ loop:
 	// Requests are over: flush their spans, stop serving metrics.
 	stopTelemetry()
 	if raftRepl != nil {
-		// Stop applying before the appliers close.
+		// Stop applying before the appliers close: the partition groups
+		// first, which follow the metadata group.
+		if err := pgroups.shutdown(); err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("stop the partition raft groups: %w", err))
+		}
 		if err := raftRepl.Shutdown(); err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("stop raft: %w", err))
 		}

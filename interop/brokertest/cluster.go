@@ -914,8 +914,10 @@ func (c *Cluster) WaitTopic(t testing.TB, topic string, partitions, minISR int, 
 			switch {
 			case p.Err != nil:
 				return fmt.Errorf("%s/%d: %w", topic, p.Partition, p.Err)
-			case p.Leader != leader:
+			case p.Leader != leader && !c.partitionGroups():
 				return fmt.Errorf("%s/%d: leader %d, raft leader %d", topic, p.Partition, p.Leader, leader)
+			case p.Leader <= 0:
+				return fmt.Errorf("%s/%d: no leader", topic, p.Partition)
 			case len(p.ISR) < minISR:
 				return fmt.Errorf("%s/%d: ISR %v, want at least %d", topic, p.Partition, p.ISR, minISR)
 			}
@@ -923,6 +925,18 @@ func (c *Cluster) WaitTopic(t testing.TB, topic string, partitions, minISR int, 
 		return nil
 	})
 	return md.Topics[topic]
+}
+
+// partitionGroups reports whether the nodes run partition raft groups
+// (--raft-groups N > 0): partitions are then led by their groups' leaders,
+// not all by the metadata group's.
+func (c *Cluster) partitionGroups() bool {
+	for i, a := range c.extra {
+		if a == "--raft-groups" && i+1 < len(c.extra) && c.extra[i+1] != "0" {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeUser is a user and group a node's process runs as.

@@ -104,6 +104,13 @@ const (
 	DefaultReplicaLagTimeMaxMs = 30000
 )
 
+// Kafka's automatic preferred-leader election keys, which move partition
+// raft groups' leaders.
+const (
+	AutoLeaderRebalanceEnableKey           = "auto.leader.rebalance.enable"
+	LeaderImbalanceCheckIntervalSecondsKey = "leader.imbalance.check.interval.seconds"
+)
+
 // DefaultTransactionalIDExpirationMs is Kafka's
 // transactional.id.expiration.ms: seven days.
 const DefaultTransactionalIDExpirationMs = 604_800_000
@@ -231,6 +238,10 @@ var brokerDefs = func() []Def {
 			"How long the transaction coordinator keeps a transactional id with no transaction in progress after its last change; --broker-config sets it."),
 		brokerDef(ReplicaLagTimeMaxMsKey, TypeLong, strconv.Itoa(DefaultReplicaLagTimeMaxMs), true, integralV(TypeLong, bnd(1), nil), ro, enf,
 			"How long the raft leader keeps a voter in the ISR without seeing it caught up with the leader's log (every voter counts as caught up when a leader begins); --broker-config sets it. A voter whose heartbeats fail leaves the ISR at once."),
+		brokerDef(AutoLeaderRebalanceEnableKey, TypeBoolean, "true", true, nil, ro, enf,
+			"With partition raft groups (--raft-groups), whether each group's leader hands its leadership to the group's preferred node (the first replica Metadata lists for its partitions) when that node is in sync, checked 5 s after a node takes a group's lead and every leader.imbalance.check.interval.seconds; --broker-config sets it."),
+		brokerDef(LeaderImbalanceCheckIntervalSecondsKey, TypeLong, "300", true, integralV(TypeLong, bnd(1), nil), ro, enf,
+			"How often a partition raft group's leader checks that it is the group's preferred node (auto.leader.rebalance.enable); --broker-config sets it."),
 		brokerDef("group.initial.rebalance.delay.ms", TypeInt, "3000", true, nil, ro, enf,
 			"How long a new classic consumer group waits for more members before its first rebalance."),
 		brokerDef("group.min.session.timeout.ms", TypeInt, "6000", true, nil, ro, enf,
