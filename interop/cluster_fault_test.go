@@ -31,10 +31,18 @@ import (
 // steps down and catches up as a follower). Then the load stops and
 // faultLoad.stopAndVerify reads everything back: no acknowledged record
 // lost, none twice, order kept, no aborted record read by read_committed.
-func TestClusterFaultsLoseNothing(t *testing.T) {
+func TestClusterFaultsLoseNothing(t *testing.T) { clusterFaultsLoseNothing(t) }
+
+// TestClusterFaultsLoseNothingGroups is the same with partition raft
+// groups (--raft-groups): the partitions' leaders are spread over the
+// nodes, so every kill and pause below also takes partition leaders, and
+// transactions span partitions led by different nodes.
+func TestClusterFaultsLoseNothingGroups(t *testing.T) { clusterFaultsLoseNothing(t, groupsArgs...) }
+
+func clusterFaultsLoseNothing(t *testing.T, extra ...string) {
 	const pauseFor = 10 * time.Second
 	skipClusterInShort(t)
-	c := brokertest.StartCluster(t, 3)
+	c := brokertest.StartCluster(t, 3, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTestTimeout)
 	defer cancel()
 	l := startFaultLoad(t, ctx, c, "fault")

@@ -101,14 +101,23 @@ func kgoSCRAMEnv(t *testing.T, plainAddr, saslAddr string) []string {
 // node has a SASL_PLAINTEXT listener too, so the SCRAM tests log in as a
 // user created through one node and replicated to all, and the OAuth test
 // runs there as well.
-func TestKgoConformanceSuiteCluster(t *testing.T) {
+func TestKgoConformanceSuiteCluster(t *testing.T) { kgoSuiteCluster(t, "a 3-node Regent cluster") }
+
+// TestKgoConformanceSuiteClusterGroups is the suite against a 3-node
+// cluster running partition raft groups (--raft-groups): partitions are
+// led by all three nodes, transactions span them.
+func TestKgoConformanceSuiteClusterGroups(t *testing.T) {
+	kgoSuiteCluster(t, "a 3-node Regent cluster with partition raft groups", groupsArgs...)
+}
+
+func kgoSuiteCluster(t *testing.T, what string, extra ...string) {
 	if testing.Short() {
 		t.Skip("kgo suite: not in -short")
 	}
-	c := brokertest.StartClusterListeners(t, 3, []string{"SASL_PLAINTEXT"}, "--broker-config", "group.initial.rebalance.delay.ms=0",
-		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-unsecured")
+	c := brokertest.StartClusterListeners(t, 3, []string{"SASL_PLAINTEXT"}, append([]string{"--broker-config", "group.initial.rebalance.delay.ms=0",
+		"--sasl-mechanisms", "SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-unsecured"}, extra...)...)
 	c.WaitLeader(t, time.Minute)
-	runKgoSuite(t, "a 3-node Regent cluster", strings.Join(c.Seeds(), ","), 3, "",
+	runKgoSuite(t, what, strings.Join(c.Seeds(), ","), 3, "",
 		kgoClusterSASLEnv(t, c)...)
 }
 
