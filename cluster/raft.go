@@ -831,6 +831,24 @@ type Status struct {
 	// Pipeline is where proposals' time went on this node since it
 	// started (pipestats.go).
 	Pipeline PipelineStats `json:"pipeline"`
+	// Groups are the node's partition raft groups, if it runs any (the
+	// fields above are the metadata group's).
+	Groups []GroupStatus `json:"groups,omitempty"`
+}
+
+// GroupStatus is one partition raft group in a node's Status.
+type GroupStatus struct {
+	Group       uint8  `json:"group"`
+	LeaderID    int32  `json:"leader_id"`
+	Term        uint64 `json:"term"`
+	CommitIndex uint64 `json:"commit_index"`
+	StateIndex  uint64 `json:"state_index"`
+	Ready       bool   `json:"ready"`
+}
+
+// GroupStatus reports r as partition group g.
+func (r *Raft) GroupStatus(g uint8) GroupStatus {
+	return GroupStatus{Group: g, LeaderID: r.Leader(), Term: uint64(max(r.Term(), 0)), CommitIndex: r.raft.CommitIndex(), StateIndex: r.StateIndex(), Ready: r.ready.Load()}
 }
 
 // Status reports the node's raft state. nodes resolves voter addresses.

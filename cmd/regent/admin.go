@@ -42,16 +42,16 @@ type adminServer struct {
 	// auth signs this node's requests to other nodes' endpoints and
 	// verifies the ones it serves; nil without a cluster secret.
 	auth *linkAuth
-	// partitionGroups is set (before serving) on a node running partition
-	// raft groups, whose voters membership changes do not reach yet.
-	partitionGroups bool
+	// groups are the node's partition raft groups (nil: none), set before
+	// serving: membership changes do not reach their voters yet.
+	groups *partitionGroups
 }
 
 // refuseWithGroups answers a membership change on a node with partition
 // raft groups: each group would need the change through its own leader,
 // which is not built yet.
 func (a *adminServer) refuseWithGroups(w http.ResponseWriter) bool {
-	if !a.partitionGroups {
+	if a.groups == nil {
 		return false
 	}
 	writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "voters cannot be added or removed on a cluster running partition raft groups (--raft-groups) yet: every group would need the change"})
@@ -62,8 +62,8 @@ func (a *adminServer) refuseWithGroups(w http.ResponseWriter) bool {
 // TLS that requires a client certificate of the cluster CA, so only
 // nodes and holders of a cluster certificate may read or change it; with
 // auth (non-nil) changes must be signed with the cluster secret.
-func startAdmin(addr string, repl *cluster.Raft, nodes *cluster.Nodes, linkCerts *certs.Store, auth *linkAuth, logger *slog.Logger) (*adminServer, error) {
-	a := &adminServer{repl: repl, nodes: nodes, auth: auth, logger: logger.With("component", "admin")}
+func startAdmin(addr string, repl *cluster.Raft, groups *partitionGroups, nodes *cluster.Nodes, linkCerts *certs.Store, auth *linkAuth, logger *slog.Logger) (*adminServer, error) {
+	a := &adminServer{repl: repl, groups: groups, nodes: nodes, auth: auth, logger: logger.With("component", "admin")}
 	a.client, a.scheme = adminHTTP(linkCerts, 60*time.Second)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cluster/status", a.status)
@@ -97,7 +97,9 @@ func (a *adminServer) close() {
 const maxMembershipBytes = 1 << 16
 
 func (a *adminServer) status(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, a.repl.Status(a.nodes.Get))
+	st := a.repl.Status(a.nodes.Get)
+	st.Groups = a.groups.statuses()
+	writeJSON(w, http.StatusOK, st)
 }
 
 // forward sends a membership change to the leader's admin endpoint;

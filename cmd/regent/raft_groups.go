@@ -32,7 +32,8 @@ import (
 // node's raft port with the metadata group, and follow it
 // (cluster.Raft.FollowMetadata): topics are created and deleted there.
 type partitionGroups struct {
-	// rafts[g-1] is group g; fixed once open.
+	// rafts[g-1] is group g; fixed once open (before the registry opens
+	// and the node serves).
 	rafts  []*cluster.Raft
 	logger *slog.Logger
 	// gate is held shared by a group applying a batch and exclusively by
@@ -57,10 +58,9 @@ func groupDirs(dataDir string, g uint8) (raftDir, stateDir string) {
 	return filepath.Join(base, "raft"), filepath.Join(base, "state")
 }
 
-// openPartitionGroups opens groups 1..n with meta's options (base: same
-// peers, port and tuning), each following meta.
-func openPartitionGroups(n int, base cluster.RaftOptions, dataDir string, meta *cluster.Raft, logger *slog.Logger) (*partitionGroups, error) {
-	pg := &partitionGroups{logger: logger}
+// open opens groups 1..n with meta's options (base: same peers, port and
+// tuning), each following meta. On error none stays open.
+func (pg *partitionGroups) open(n int, base cluster.RaftOptions, dataDir string, meta *cluster.Raft) error {
 	for i := 1; i <= n; i++ {
 		g := uint8(i)
 		o := base
@@ -73,13 +73,13 @@ func openPartitionGroups(n int, base cluster.RaftOptions, dataDir string, meta *
 		o.StartWait = 0
 		r, err := cluster.NewRaft(o)
 		if err != nil {
-			pg.shutdown()
-			return nil, fmt.Errorf("open partition raft group %d: %w", g, err)
+			_ = pg.shutdown()
+			return fmt.Errorf("open partition raft group %d: %w", g, err)
 		}
 		r.FollowMetadata(meta, &pg.gate)
 		pg.rafts = append(pg.rafts, r)
 	}
-	return pg, nil
+	return nil
 }
 
 // install is group g's cluster.RaftOptions.OnInstall.
@@ -139,6 +139,18 @@ func (pg *partitionGroups) shutdown() error {
 		errs = append(errs, r.Shutdown())
 	}
 	return errors.Join(errs...)
+}
+
+// statuses reports every group (nil: none).
+func (pg *partitionGroups) statuses() []cluster.GroupStatus {
+	if pg == nil {
+		return nil
+	}
+	out := make([]cluster.GroupStatus, 0, len(pg.rafts))
+	for i, r := range pg.rafts {
+		out = append(out, r.GroupStatus(uint8(i+1)))
+	}
+	return out
 }
 
 // group is partition group g (nil when g is not one).

@@ -189,12 +189,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			return err2
 		}
 		if cfg.RaftGroups > 0 {
-			opened, err := openPartitionGroups(cfg.RaftGroups, metaOpts, cfg.DataDir, raftRepl, logger)
-			if err != nil {
+			if err := pgroups.open(cfg.RaftGroups, metaOpts, cfg.DataDir, raftRepl); err != nil {
 				_ = raftRepl.Shutdown()
 				return err
 			}
-			pgroups.rafts = opened.rafts
 			// On an early return; a run that served stops them with the
 			// metadata group, below (Shutdown runs once).
 			defer func() { _ = pgroups.shutdown() }()
@@ -395,11 +393,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			}
 		}
 		if cfg.AdminListen != "" {
-			if admin, err = startAdmin(cfg.AdminListen, raftRepl, nodes, clusterCerts, linkSecret, logger); err != nil {
+			if admin, err = startAdmin(cfg.AdminListen, raftRepl, pgroups, nodes, clusterCerts, linkSecret, logger); err != nil {
 				return err
 			}
 			defer admin.close()
-			admin.partitionGroups = pgroups != nil
 			if pgroups != nil {
 				admin.serveGroupLeadership(pgroups)
 				view.askTransfer = admin.askTransfer

@@ -47,6 +47,17 @@ type Status struct {
 	StateIndex   uint64  `json:"state_index"`
 	Restarting   bool    `json:"restarting"`
 	Voters       []Voter `json:"voters"`
+	// Groups are the node's partition raft groups (--raft-groups).
+	Groups []GroupStatus `json:"groups"`
+}
+
+// GroupStatus is one partition raft group in a Status.
+type GroupStatus struct {
+	Group      uint8  `json:"group"`
+	LeaderID   int32  `json:"leader_id"`
+	Term       uint64 `json:"term"`
+	StateIndex uint64 `json:"state_index"`
+	Ready      bool   `json:"ready"`
 }
 
 // IsLeader reports whether the node says it is the leader.
@@ -707,12 +718,13 @@ func (c *Cluster) WaitCaughtUp(t testing.TB, id int32, timeout time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	groupTargets := c.groupTargets()
 	var last Status
 	var lastErr error
 	for {
 		st, err := c.Status(id)
-		if err == nil && st.StateIndex >= target && !st.Restarting && st.LeaderID > 0 {
-			t.Logf("cluster: node %d caught up (state index %d, leader %d's was %d)", id, st.StateIndex, leader, target)
+		if err == nil && st.StateIndex >= target && !st.Restarting && st.LeaderID > 0 && groupsCaughtUp(st, groupTargets) {
+			t.Logf("cluster: node %d caught up (state index %d, leader %d's was %d; %d partition groups)", id, st.StateIndex, leader, target, len(st.Groups))
 			return
 		}
 		last, lastErr = st, err
@@ -721,6 +733,32 @@ func (c *Cluster) WaitCaughtUp(t testing.TB, id int32, timeout time.Duration) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// groupTargets is, for each partition raft group, the state index its
+// leader reports now (none: no groups, or no leader answers).
+func (c *Cluster) groupTargets() map[uint8]uint64 {
+	sts, _ := c.statuses()
+	out := map[uint8]uint64{}
+	for _, st := range sts {
+		for _, g := range st.Groups {
+			if g.Ready && g.LeaderID == st.NodeID {
+				out[g.Group] = g.StateIndex
+			}
+		}
+	}
+	return out
+}
+
+// groupsCaughtUp reports whether st's partition groups hold their targets
+// and follow a leader.
+func groupsCaughtUp(st Status, targets map[uint8]uint64) bool {
+	for _, g := range st.Groups {
+		if g.StateIndex < targets[g.Group] || g.LeaderID <= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // waitVoter waits until the leader's configuration has (present) or lacks
