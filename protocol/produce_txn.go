@@ -134,6 +134,11 @@ func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, p
 		refuse(kerr.CoordinatorNotAvailable)
 		return
 	}
+	key := remoteTxnKey{topic, part, prod.id}
+	slot := s.remoteTxns.enqueue(key)
+	// In arrival order, whatever order the checks answer in.
+	answer := refuse
+	refuse = func(err error) { s.remoteTxns.complete(key, slot, func() { answer(err) }) }
 	check := kmsg.NewPtrAddPartitionsToTxnRequest()
 	check.SetVersion(5)
 	ct := kmsg.NewAddPartitionsToTxnRequestTransaction()
@@ -175,7 +180,7 @@ func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, p
 			refuse(err)
 			return
 		}
-		p.ProduceGuarded(tr, records, req.Acks, prod.id, guard, done)
+		s.remoteTxns.complete(key, slot, func() { p.ProduceGuarded(tr, records, req.Acks, prod.id, guard, done) })
 	}()
 }
 

@@ -90,6 +90,9 @@ type Server struct {
 	// streamsCreating tracks streams groups' internal topics being
 	// created (streams_create.go).
 	streamsCreating streamsCreations
+	// remoteTxns orders transactional batches checked with a coordinator
+	// on another node (produce_txn_order.go).
+	remoteTxns remoteTxnOrder
 }
 
 // SetNodeProducerIDs installs the node's own allocator for non-transactional
