@@ -48,6 +48,8 @@ usage: bench/run.sh [options]
   -h, --help         this text
 Environment: JAVA (default java), GO (default go), REGENT_BIN (use this regent
 binary instead of building ./cmd/regent), REGENT_ARGS (extra flags for regent),
+REGENT_CLUSTER_ARGS (extra flags for the cluster's nodes only, e.g.
+"--raft-groups 6"),
 KAFKA_HEAP (default -Xms1g -Xmx1g), TMPDIR (where the work dir goes).
 EOF
 }
@@ -492,10 +494,10 @@ run_regent_cluster() {
   "$regent_bin" cluster secret >"$dir/cluster.secret"
   for ((i = 1; i <= regent_nodes; i++)); do
     mkdir -p "$dir/data$i"
-    # shellcheck disable=SC2086 # REGENT_ARGS is a list of flags
+    # shellcheck disable=SC2086 # REGENT_ARGS and REGENT_CLUSTER_ARGS are lists of flags
     "$regent_bin" --node-id "$i" --listen "127.0.0.1:${kports[i]}" --raft-listen "127.0.0.1:${rports[i]}" \
       --admin-listen "127.0.0.1:${aports[i]}" --peers "$peers" --data "$dir/data$i" \
-      --cluster-secret-file "$dir/cluster.secret" --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} >"$dir/regent$i.log" 2>&1 &
+      --cluster-secret-file "$dir/cluster.secret" --broker-config group.initial.rebalance.delay.ms=0 ${REGENT_ARGS:-} ${REGENT_CLUSTER_ARGS:-} >"$dir/regent$i.log" 2>&1 &
     pids[i]=$!
   done
   cluster_pids=("${pids[@]}")

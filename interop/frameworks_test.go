@@ -205,7 +205,15 @@ func TestFlinkExactlyOnce(t *testing.T) {
 // TestFrameworksOnCluster runs the framework scenarios against a 3-node
 // raft cluster: the clients bootstrap from every node and follow the
 // leader for partitions, groups and transactions.
-func TestFrameworksOnCluster(t *testing.T) {
+func TestFrameworksOnCluster(t *testing.T) { frameworksOnCluster(t) }
+
+// TestFrameworksOnClusterGroups runs them against a 3-node cluster with
+// partition raft groups (--raft-groups): partitions led by every node,
+// transactions (Streams eos_v2, Flink's sink, Connect's exactly-once
+// source) spanning them, their markers sent between nodes.
+func TestFrameworksOnClusterGroups(t *testing.T) { frameworksOnCluster(t, groupsArgs...) }
+
+func frameworksOnCluster(t *testing.T, extra ...string) {
 	frameworkScenarios(t)
 	scenarios := []struct {
 		name, module, class string
@@ -219,7 +227,7 @@ func TestFrameworksOnCluster(t *testing.T) {
 	}
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
-			c := brokertest.StartCluster(t, 3, "--broker-config", "group.initial.rebalance.delay.ms=0")
+			c := brokertest.StartCluster(t, 3, append([]string{"--broker-config", "group.initial.rebalance.delay.ms=0"}, extra...)...)
 			c.WaitLeader(t, time.Minute)
 			runScenario(t, sc.module, sc.class, strings.Join(c.Seeds(), ","), sc.limit, sc.args...)
 		})
