@@ -69,6 +69,9 @@ type shareItem struct {
 }
 
 func (s *Server) shareFetch(r *Request) {
+	if s.forwardShare(r) {
+		return
+	}
 	req := r.Msg.(*kmsg.ShareFetchRequest)
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	group, member := deref(req.GroupID), deref(req.MemberID)
@@ -115,7 +118,7 @@ func (s *Server) doShareFetch(r *Request, req *kmsg.ShareFetchRequest, group, me
 	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
 	resp.AcquisitionLockTimeoutMillis = s.shareLockMs(group)
 	st := s.share
-	key := shareSessionKey{group, member}
+	key := shareKey(r, group, member)
 
 	// The request's partitions, with their acknowledgements.
 	var items []*shareItem

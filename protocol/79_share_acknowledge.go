@@ -21,6 +21,9 @@ import (
 func init() { register(79, 1, 2, (*Server).shareAcknowledge) }
 
 func (s *Server) shareAcknowledge(r *Request) {
+	if s.forwardShare(r) {
+		return
+	}
 	req := r.Msg.(*kmsg.ShareAcknowledgeRequest)
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	group, member := deref(req.GroupID), deref(req.MemberID)
@@ -61,7 +64,7 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 	resp := req.ResponseKind().(*kmsg.ShareAcknowledgeResponse)
 	resp.AcquisitionLockTimeoutMillis = s.shareLockMs(group)
 	st := s.share
-	key := shareSessionKey{group, member}
+	key := shareKey(r, group, member)
 
 	var items []*shareItem
 	for _, rt := range req.Topics {

@@ -50,6 +50,10 @@ type ForwardedRequest struct {
 	// leader of the metadata group or not, and authorized as the node
 	// itself (the forward endpoint admits only nodes).
 	Node bool `json:"node,omitempty"`
+	// Origin is the node that forwarded the request (0: unknown, a node
+	// of an earlier version): share sessions are kept per member and
+	// origin, as a client keeps one per broker it fetches from.
+	Origin int32 `json:"origin,omitempty"`
 	// Body is the request body at Version, without its header.
 	Body []byte `json:"body"`
 }
@@ -169,7 +173,9 @@ func (s *Server) runForward(r *Request) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	body, index, err := s.forward(ctx, forwardedFrom(r))
+	fr := forwardedFrom(r)
+	fr.Origin = s.cfg.NodeID
+	body, index, err := s.forward(ctx, fr)
 	switch {
 	case errors.Is(err, errServeHere):
 		r.local = true
@@ -188,7 +194,7 @@ func (s *Server) runForward(r *Request) {
 		r.Respond(failedResponse(r.Msg, kerr.UnknownServerError.Code, msg))
 		return
 	}
-	if !leaderReadKeys[r.Key] {
+	if !leaderReadKeys[r.Key] && !shareForwardKeys[r.Key] {
 		s.awaitStateIndex(ctx, index)
 	}
 	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
@@ -278,7 +284,7 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 		return nil, 0, ErrNotServing
 	}
 	a, ok := apis[fr.Key]
-	if !(forwardedKeys[fr.Key] || leaderReadKeys[fr.Key] || readForwardedKeys[fr.Key] || node) || !ok || fr.Version < a.min || fr.Version > a.max {
+	if !(forwardedKeys[fr.Key] || leaderReadKeys[fr.Key] || readForwardedKeys[fr.Key] || shareForwardKeys[fr.Key] || node) || !ok || fr.Version < a.min || fr.Version > a.max {
 		return nil, 0, fmt.Errorf("%w: %s v%d is not forwarded here", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version)
 	}
 	msg := kmsg.RequestForKey(fr.Key)
@@ -287,7 +293,7 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 		return nil, 0, fmt.Errorf("%w: %s v%d: %v", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version, err)
 	}
 	r := NewRequest(Header{Key: fr.Key, Version: fr.Version, ClientID: fr.ClientID}, msg)
-	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal, TokenAuth: fr.TokenAuth, forwardedSASL: fr.SASL, node: node}
+	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal, TokenAuth: fr.TokenAuth, forwardedSASL: fr.SASL, node: node, origin: fr.Origin}
 	r.local = true
 	frames := make(chan []byte, 1) // Respond calls reply once
 	r.SetReply(func(frame []byte) { frames <- frame })

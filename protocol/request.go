@@ -72,6 +72,9 @@ type ConnInfo struct {
 	// forwardedSASL is ViaSASL of the client connection a forwarded
 	// request came from (forward.go).
 	forwardedSASL bool
+	// origin is the node that forwarded the request (ForwardedRequest.
+	// Origin; 0: not forwarded, or not known).
+	origin int32
 	// node says a cluster node sent the request on its own behalf
 	// (ForwardedRequest.Node): the authorizer lets it do what brokers do.
 	node bool

@@ -39,6 +39,11 @@ type Config struct {
 	Rack string
 	// Cluster is the cluster's view; nil: a single node (this one).
 	Cluster ClusterView
+	// PartitionGroups says the cluster runs partition raft groups: share
+	// requests, which clients send to each partition's leader, are then
+	// forwarded to the metadata group's leader, where share-partition
+	// state is kept (share_forward.go).
+	PartitionGroups bool
 	// FetchBudget bounds the bytes fetches read from storage until their
 	// responses are handed to the connection; ResponseBudget is the
 	// network edge's budget of response bytes not yet sent, which a fetch

@@ -172,7 +172,7 @@ func (s *Server) ShareMemberLeft(group, member string) {
 	if st == nil {
 		return
 	}
-	if st.sessions.openOnConn(shareSessionKey{group, member}) {
+	if st.sessions.openOnConn(group, member) {
 		return
 	}
 	st.sessions.closeMember(group, member)

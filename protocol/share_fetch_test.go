@@ -407,7 +407,7 @@ func TestShareConnClosed(t *testing.T) {
 	f := &fakeShare{}
 	s.SetShare(f, nil)
 	p := sharePart{topicID: s.topics.Get("t").ID, topic: "t", partition: 1}
-	if _, err := s.share.sessions.open(shareSessionKey{"g", "m"}, []sharePart{p}, 42); err != nil {
+	if _, err := s.share.sessions.open(shareSessionKey{group: "g", member: "m"}, []sharePart{p}, 42); err != nil {
 		t.Fatal(err)
 	}
 	s.ConnClosed(41)
@@ -563,7 +563,7 @@ func TestShareMemberLeftWithSessionOpen(t *testing.T) {
 	s.SetShare(f, nil)
 	id := s.topics.Get("t").ID
 	p := sharePart{topicID: id, topic: "t", partition: 1}
-	if _, err := s.share.sessions.open(shareSessionKey{"g", "m"}, []sharePart{p}, 42); err != nil {
+	if _, err := s.share.sessions.open(shareSessionKey{group: "g", member: "m"}, []sharePart{p}, 42); err != nil {
 		t.Fatal(err)
 	}
 	s.ShareMemberLeft("g", "m")
@@ -583,7 +583,7 @@ func TestShareMemberLeftWithSessionOpen(t *testing.T) {
 		t.Fatalf("acknowledged %v, released %d partitions: want the ack applied, then t-1 released", acked, released)
 	}
 
-	if _, err := s.share.sessions.open(shareSessionKey{"g", "n"}, []sharePart{p}, 0); err != nil {
+	if _, err := s.share.sessions.open(shareSessionKey{group: "g", member: "n"}, []sharePart{p}, 0); err != nil {
 		t.Fatal(err)
 	}
 	s.ShareMemberLeft("g", "n")

@@ -30,9 +30,21 @@ import (
 // defaultMaxShareSessions is Kafka's group.share.max.share.sessions default.
 const defaultMaxShareSessions = 2000
 
-// shareSessionKey names a session: one per member of a share group.
+// shareSessionKey names a session: one per member of a share group, and
+// per node the member's requests were forwarded from (origin; 0: this
+// node's own clients), as the client keeps one per broker.
 type shareSessionKey struct {
 	group, member string
+	origin        int32
+}
+
+// shareKey is the session key of r's member.
+func shareKey(r *Request, group, member string) shareSessionKey {
+	k := shareSessionKey{group: group, member: member}
+	if r.Conn != nil {
+		k.origin = r.Conn.origin
+	}
+	return k
 }
 
 // sharePart is one partition of a share session.
@@ -185,19 +197,32 @@ func (c *shareSessions) check(k shareSessionKey, epoch int32) *kerr.Error {
 	return nil
 }
 
-// openOnConn reports whether k has a session opened on a known
+// openOnConn reports whether the member has a session opened on a known
 // connection (whose close ends it).
-func (c *shareSessions) openOnConn(k shareSessionKey) bool {
+func (c *shareSessions) openOnConn(group, member string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s, ok := c.mu.m[k]
-	return ok && s.conn != 0
+	for k, s := range c.mu.m {
+		if k.group == group && k.member == member && s.conn != 0 {
+			return true
+		}
+	}
+	return false
 }
 
-// closeMember ends the session of a member that left its group (or was
-// fenced), returning its partitions; none when it had no session.
+// closeMember ends the sessions of a member that left its group (or was
+// fenced), one per origin, returning their partitions; none when it had
+// no session.
 func (c *shareSessions) closeMember(group, member string) []sharePart {
-	parts, _ := c.close(shareSessionKey{group, member})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var parts []sharePart
+	for k, s := range c.mu.m {
+		if k.group == group && k.member == member {
+			parts = append(parts, s.parts...)
+			c.dropLocked(s)
+		}
+	}
 	return parts
 }
 

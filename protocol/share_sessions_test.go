@@ -8,7 +8,7 @@ import (
 
 func TestShareSessionEpochs(t *testing.T) {
 	c := newShareSessions(2)
-	k := shareSessionKey{"g", "m1"}
+	k := shareSessionKey{group: "g", member: "m1"}
 	p0 := sharePart{topicID: [16]byte{1}, topic: "t", partition: 0}
 	p1 := sharePart{topicID: [16]byte{1}, topic: "t", partition: 1}
 
@@ -69,15 +69,15 @@ func TestShareSessionEpochWraps(t *testing.T) {
 func TestShareSessionLimit(t *testing.T) {
 	c := newShareSessions(2)
 	for _, m := range []string{"a", "b"} {
-		if _, err := c.open(shareSessionKey{"g", m}, nil, 0); err != nil {
+		if _, err := c.open(shareSessionKey{group: "g", member: m}, nil, 0); err != nil {
 			t.Fatalf("open %s: %v", m, err)
 		}
 	}
-	if _, err := c.open(shareSessionKey{"g", "c"}, nil, 0); err != kerr.ShareSessionLimitReached {
+	if _, err := c.open(shareSessionKey{group: "g", member: "c"}, nil, 0); err != kerr.ShareSessionLimitReached {
 		t.Fatalf("third session: %v, want SHARE_SESSION_LIMIT_REACHED", err)
 	}
 	// A member reopening its own session is not a new one.
-	if _, err := c.open(shareSessionKey{"g", "a"}, nil, 0); err != nil {
+	if _, err := c.open(shareSessionKey{group: "g", member: "a"}, nil, 0); err != nil {
 		t.Fatalf("reopen within the limit: %v", err)
 	}
 	if got := c.closeMember("g", "b"); got != nil {
@@ -86,7 +86,7 @@ func TestShareSessionLimit(t *testing.T) {
 	if c.len() != 1 {
 		t.Fatalf("len %d, want 1", c.len())
 	}
-	if _, err := c.open(shareSessionKey{"h", "c"}, nil, 0); err != nil {
+	if _, err := c.open(shareSessionKey{group: "h", member: "c"}, nil, 0); err != nil {
 		t.Fatalf("open after a close: %v", err)
 	}
 	if got := c.closeGroup("g"); len(got) != 1 {
@@ -100,7 +100,7 @@ func TestShareSessionLimit(t *testing.T) {
 func TestShareSessionsByConnection(t *testing.T) {
 	c := newShareSessions(10)
 	p := sharePart{topicID: [16]byte{1}, topic: "t"}
-	a, b, d := shareSessionKey{"g", "a"}, shareSessionKey{"g", "b"}, shareSessionKey{"g", "d"}
+	a, b, d := shareSessionKey{group: "g", member: "a"}, shareSessionKey{group: "g", member: "b"}, shareSessionKey{group: "g", member: "d"}
 	for _, o := range []struct {
 		k    shareSessionKey
 		conn uint64

@@ -338,7 +338,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		live.setShare(shareMgr)
 		live.set(nodes, reg, userStore, pids, groups, txns, aclStore)
 	}
-	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger, Rack: cfg.Rack}
+	pcfg := protocol.Config{NodeID: cfg.NodeID, Host: host, Port: port, ClusterID: clusterID, DataDir: stateDir, Logger: logger, Rack: cfg.Rack,
+		PartitionGroups: pgroups != nil}
 	// One memory setting: the edge's request and response budgets and the
 	// fetch budget are shares of it (netio.Budgets).
 	budgets := netio.NewBudgets(cfg.MaxMemory)
