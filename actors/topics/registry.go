@@ -1043,15 +1043,13 @@ func (r *Registry) ForEachPartition(fn func(*partition.Partition)) {
 	}
 }
 
-// ForEachCompactedPartition calls fn for every partition of a topic whose
-// cleanup.policy includes compact.
-func (r *Registry) ForEachCompactedPartition(fn func(*partition.Partition)) {
+// ForEachPartitionOf calls fn for every partition of every topic, with
+// its topic and index.
+func (r *Registry) ForEachPartitionOf(fn func(t *Topic, i int32, p *partition.Partition)) {
 	for _, t := range r.snapshot.Load().byName {
-		if !t.Config.CleanupCompact {
-			continue
-		}
-		for _, p := range t.Partitions {
-			fn(p)
+		for i, p := range t.Partitions {
+			fn(t, int32(i), p)
 		}
 	}
 }
+

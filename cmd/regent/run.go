@@ -234,6 +234,18 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open topics: %w", err)
 	}
 	logger.Info("recovered topics", "topics", len(reg.List()), "took", time.Since(start).Round(time.Millisecond))
+	// leadsPartition reports whether this node decides partition i of t's
+	// maintenance (retention, compaction): it leads the partition's raft
+	// group (the single node always does).
+	leadsPartition := func(t *topics.Topic, i int32) bool {
+		if raftRepl == nil {
+			return true
+		}
+		if r := pgroups.group(t.PartitionGroup(i)); r != nil {
+			return r.Ready()
+		}
+		return raftRepl.Ready()
+	}
 	// SCRAM credentials: opened whatever the listeners, so that users can
 	// be created before a SASL listener is turned on.
 	userStore, err := users.Open(users.Options{DataDir: stateDir, Repl: repl, Logger: logger})
@@ -632,8 +644,8 @@ loop:
 			// commands (a log-start move, a compaction pass in offsets), so
 			// all nodes keep the same log start and the same surviving
 			// offsets (single node: decided and applied here).
-			leader := raftRepl == nil || raftRepl.Ready()
-			reg.ForEachPartition(func(p *partition.Partition) { p.Maintain(leader) })
+			// With partition groups, each partition's group leader.
+			reg.ForEachPartitionOf(func(t *topics.Topic, i int32, p *partition.Partition) { p.Maintain(leadsPartition(t, i)) })
 		case <-refill.C:
 			// Cheap while the reserve is in place; after a full disk used
 			// it, appends resume once it is made again.
@@ -642,9 +654,11 @@ loop:
 			// Compaction alone, on Kafka's cleaner cadence: a topic with
 			// a short max.compaction.lag.ms is compacted within it, not
 			// within the longer retention interval.
-			if raftRepl == nil || raftRepl.Ready() {
-				reg.ForEachCompactedPartition((*partition.Partition).CheckCompaction)
-			}
+			reg.ForEachPartitionOf(func(t *topics.Topic, i int32, p *partition.Partition) {
+				if t.Config.CleanupCompact && leadsPartition(t, i) {
+					p.CheckCompaction()
+				}
+			})
 		}
 	}
 	logger.Info("shutting down")
