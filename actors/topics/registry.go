@@ -1052,4 +1052,3 @@ func (r *Registry) ForEachPartitionOf(fn func(t *Topic, i int32, p *partition.Pa
 		}
 	}
 }
-
