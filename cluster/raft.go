@@ -115,6 +115,10 @@ type RaftOptions struct {
 	// group: it speaks what a node without a Port does on its own
 	// listener, so the two interoperate.
 	Group uint8
+	// CacheShare, above 1, is how many raft groups of the node share the
+	// leader's in-memory log cache bytes: each gets that share (the
+	// groups split the node's traffic between them). 0 or 1: the whole.
+	CacheShare int
 }
 
 // ApplyObserver traces commands applied on this node. StartApply is
@@ -348,7 +352,7 @@ func NewRaft(o RaftOptions) (*Raft, error) {
 	// (maxInflightEntries); with entries of up to maxEntryBytes, 4096
 	// cached entries held most of a node's 700 MB RSS, and 256 still held
 	// 600-750 MB in the cluster bench until the cache was bounded by bytes.
-	logs := newLogCache(store, logCacheEntries, logCacheBytes)
+	logs := newLogCache(store, logCacheEntries, logCacheBytes/int64(max(1, o.CacheShare)))
 	ra, err := raft.NewRaft(cfg, r.fsm, logs, store, snaps, &trackingTransport{NetworkTransport: trans, progress: r.progress})
 	if err != nil {
 		_ = trans.Close()

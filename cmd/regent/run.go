@@ -182,6 +182,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			}
 			defer raftPort.Close()
 			metaOpts.Port = raftPort
+			// The metadata group and the partition groups split the
+			// leader's log cache (cluster.RaftOptions.CacheShare).
+			metaOpts.CacheShare = cfg.RaftGroups + 1
 			pgroups = &partitionGroups{logger: logger}
 			metaOpts.OnInstall = pgroups.holdApplies(live.install)
 		}
