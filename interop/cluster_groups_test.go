@@ -201,3 +201,52 @@ func TestClusterPartitionGroups(t *testing.T) {
 
 // head is the start of vs, for messages.
 func head(vs []string) []string { return vs[:min(len(vs), 5)] }
+
+// TestClusterGroupsMembership: on a cluster with partition raft groups a
+// node added with `regent cluster add-voter` joins every group (it catches
+// up in each), and a removed node leaves every group, its partitions led by
+// the others; records acknowledged before, between and after are all read
+// back.
+func TestClusterGroupsMembership(t *testing.T) {
+	skipClusterInShort(t)
+	c := brokertest.StartCluster(t, 3, "--raft-groups", "3")
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTestTimeout)
+	defer cancel()
+	const topic, partitions = "members", 6
+	createClusterTopic(t, ctx, c, topic, partitions, 3)
+	c.WaitTopic(t, topic, partitions, 3, time.Minute)
+	acks := produceSync(t, ctx, c, topic, partitions, "three", 120)
+
+	added := c.AddNode(t) // waits until it caught up in every group
+	st, err := c.Status(added.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Groups) != 3 {
+		t.Fatalf("node %d reports %d partition groups, want 3", added.ID, len(st.Groups))
+	}
+	acks = append(acks, produceSync(t, ctx, c, topic, partitions, "four", 120)...)
+
+	adm := kadm.NewClient(newClusterClient(t, c))
+	leaders, err := partitionLeaders(ctx, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := leaders[0]
+	c.RemoveNode(t, gone)
+	testwait.For(t, fmt.Sprintf("no partition led by removed node %d", gone), time.Minute, func() bool {
+		ls, err := partitionLeaders(ctx, adm, topic)
+		if err != nil || len(ls) != partitions {
+			return false
+		}
+		for _, l := range ls {
+			if l == gone || l < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	acks = append(acks, produceSync(t, ctx, c, topic, partitions, "after-removal", 120)...)
+	c.WaitTopic(t, topic, partitions, 3, time.Minute)
+	verifyAcked(t, "after a node joined and another left", readLog(t, ctx, c, topic, partitions), acks)
+}
