@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,4 +251,71 @@ func TestClusterGroupsMembership(t *testing.T) {
 	acks = append(acks, produceSync(t, ctx, c, topic, partitions, "after-removal", 120)...)
 	c.WaitTopic(t, topic, partitions, 3, time.Minute)
 	verifyAcked(t, "after a node joined and another left", readLog(t, ctx, c, topic, partitions), acks)
+}
+
+// TestClusterGroupSnapshotInstalledInPlace: a follower killed while a
+// partition group's leader took 80 MiB and snapshotted past what it holds
+// comes back with its data: the group's snapshot installs on the running
+// node in place (only that group's partitions are closed, restored and
+// reopened; no restart of the process), and every acknowledged record is
+// read back once the group's old leader is killed.
+func TestClusterGroupSnapshotInstalledInPlace(t *testing.T) {
+	skipClusterInShort(t)
+	c := brokertest.StartCluster(t, 3, "--raft-groups", "1", "--raft-snapshot-threshold", "64", "--raft-trailing-logs", "16", "--raft-snapshot-interval", "300ms")
+	ctx, cancel := context.WithTimeout(context.Background(), clusterTestTimeout)
+	defer cancel()
+	const topic, partitions = "group-install", 3
+	createClusterTopic(t, ctx, c, topic, partitions, 3)
+	c.WaitTopic(t, topic, partitions, 3, time.Minute)
+	adm := kadm.NewClient(newClusterClient(t, c))
+	leaders, err := partitionLeaders(ctx, adm, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := leaders[0] // group 1 leads every partition
+	var follower int32
+	for _, id := range c.IDs() {
+		if id != leader {
+			follower = id
+		}
+	}
+	acks := produceSync(t, ctx, c, topic, partitions, "before", 120)
+	c.Kill(follower)
+	// Past raft-wal's 64 MiB segments, so the group's log head is really
+	// dropped after its snapshot and the follower needs the snapshot.
+	acks = append(acks, produceBulk(t, ctx, c, topic, 80<<20, true)...)
+	acks = append(acks, produceSync(t, ctx, c, topic, partitions, "small", 200)...)
+	waitSnapshotAt(t, filepath.Join(c.Node(leader).Dir, "groups", "1"), 1, time.Minute)
+
+	c.Restart(follower)
+	pid := c.Node(follower).PID()
+	c.WaitCaughtUp(t, follower, 3*time.Minute)
+	since := sinceRestart(c.Node(follower).LogTail(1 << 30))
+	if strings.Count(since, "starting regent") != 1 || c.Node(follower).PID() != pid {
+		t.Fatalf("node %d restarted itself to load the snapshot:\n%s", follower, since)
+	}
+	installed := false
+	for _, line := range strings.Split(since, "\n") {
+		if strings.Contains(line, "installed a snapshot from the leader in place") && strings.Contains(line, "raft_group=1") {
+			installed = true
+			t.Logf("node %d: %s", follower, line)
+		}
+	}
+	if !installed {
+		t.Fatalf("node %d did not install group 1's snapshot in place:\n%s", follower, since)
+	}
+	c.Kill(leader)
+	testwait.For(t, "partitions led by the others", time.Minute, func() bool {
+		ls, err := partitionLeaders(ctx, adm, topic)
+		if err != nil || len(ls) != partitions {
+			return false
+		}
+		for _, l := range ls {
+			if l == leader || l < 0 {
+				return false
+			}
+		}
+		return true
+	})
+	verifyAcked(t, "after the follower loaded the group's snapshot", readLog(t, ctx, c, topic, partitions), acks)
 }
