@@ -119,6 +119,20 @@ func decodeEntryAfter(data []byte) ([]entryCommand, uint64, error) {
 	return cmds, after, err
 }
 
+// entryAfter is the metadata state index a version 2 entry carries, read
+// from its header alone (0 for any other entry, or a malformed one, which
+// decoding refuses later).
+func entryAfter(data []byte) uint64 {
+	if len(data) < 2 || data[0] != entryVersionAfter {
+		return 0
+	}
+	a, w := binary.Uvarint(data[1:])
+	if w <= 0 {
+		return 0
+	}
+	return a
+}
+
 // decodeEntryCommands decodes an entry's commands, after its header.
 func decodeEntryCommands(data []byte) ([]entryCommand, error) {
 	n, w := binary.Uvarint(data)

@@ -113,10 +113,8 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		// not wait on this batch.
 		var need uint64
 		for _, l := range logs {
-			if l.Type == raft.LogCommand && len(l.Data) > 0 && l.Data[0] == entryVersionAfter {
-				if _, after, err := decodeEntryAfter(l.Data); err == nil {
-					need = max(need, after)
-				}
+			if l.Type == raft.LogCommand {
+				need = max(need, entryAfter(l.Data))
 			}
 		}
 		if !f.awaitMetadata(need) {

@@ -22,6 +22,9 @@ func TestEntryAfterRoundTrip(t *testing.T) {
 	if _, after, err := decodeEntryAfter(encodeEntry(cmds)); err != nil || after != 0 {
 		t.Fatalf("v1: after %d err %v", after, err)
 	}
+	if a, a1 := entryAfter(enc), entryAfter(encodeEntry(cmds)); a != 1<<40+7 || a1 != 0 {
+		t.Fatalf("header reads: %d and %d, want %d and 0", a, a1, uint64(1<<40+7))
+	}
 	for i := range len(enc) {
 		if _, _, err := decodeEntryAfter(enc[:i]); err == nil {
 			t.Fatalf("truncated v2 entry of %d bytes decoded", i)

@@ -42,20 +42,9 @@ type adminServer struct {
 	// auth signs this node's requests to other nodes' endpoints and
 	// verifies the ones it serves; nil without a cluster secret.
 	auth *linkAuth
-	// groups are the node's partition raft groups (nil: none), set before
-	// serving: membership changes do not reach their voters yet.
+	// groups are the node's partition raft groups (nil: none), set
+	// before serving: membership changes reach their voters too.
 	groups *partitionGroups
-}
-
-// refuseWithGroups answers a membership change on a node with partition
-// raft groups: each group would need the change through its own leader,
-// which is not built yet.
-func (a *adminServer) refuseWithGroups(w http.ResponseWriter) bool {
-	if a.groups == nil {
-		return false
-	}
-	writeJSON(w, http.StatusNotImplemented, map[string]string{"error": "voters cannot be added or removed on a cluster running partition raft groups (--raft-groups) yet: every group would need the change"})
-	return true
 }
 
 // startAdmin serves the admin endpoint on addr; with linkCerts (non-nil) over
@@ -148,7 +137,7 @@ func (a *adminServer) addVoter(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "want {\"id\":N,\"kafka\":\"host:port\",\"raft\":\"host:port\",\"admin\":\"host:port\"} with a positive id"})
 		return
 	}
-	if a.refuseWithGroups(w) || a.forward(w, r, body) {
+	if a.forward(w, r, body) {
 		return
 	}
 	// The directory entry first, so Metadata can name the node as soon as
@@ -158,6 +147,12 @@ func (a *adminServer) addVoter(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.repl.AddVoter(p); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+		return
+	}
+	// Then every partition group, through its leader (a retry of the
+	// whole request repeats what was done, harmlessly).
+	if err := a.changeGroupVoters(true, p); err != nil {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 		return
 	}
@@ -171,7 +166,13 @@ func (a *adminServer) removeVoter(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "voter id must be a positive integer"})
 		return
 	}
-	if a.refuseWithGroups(w) || a.forward(w, r, nil) {
+	if a.forward(w, r, nil) {
+		return
+	}
+	// The partition groups first: removing this node from the metadata
+	// group makes it step down, and it could not reach them after.
+	if err := a.changeGroupVoters(false, cluster.Peer{ID: int32(id)}); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 		return
 	}
 	if err := a.repl.RemoveVoter(int32(id)); err != nil {

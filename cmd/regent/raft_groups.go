@@ -437,3 +437,118 @@ func (a *adminServer) askTransfer(ctx context.Context, leader int32, g uint8, to
 	}
 	return nil
 }
+
+// groupVoterChange is the body of POST /cluster/groups/{g}/voters.
+type groupVoterChange struct {
+	Add  bool         `json:"add"`
+	Peer cluster.Peer `json:"peer"`
+}
+
+// serveGroupVoters adds POST /cluster/groups/{g}/voters: the node leading
+// partition group g adds or removes a voter (a membership change made on
+// the metadata group's leader reaches each group's leader this way).
+func (a *adminServer) serveGroupVoters(pg *partitionGroups) {
+	mux, ok := a.srv.Handler.(*http.ServeMux)
+	if !ok {
+		return
+	}
+	mux.HandleFunc("POST /cluster/groups/{g}/voters", a.auth.guard(maxMembershipBytes, a.logger, func(w http.ResponseWriter, r *http.Request) {
+		g, err := strconv.ParseUint(r.PathValue("g"), 10, 8)
+		var body groupVoterChange
+		if err == nil {
+			err = json.NewDecoder(r.Body).Decode(&body) // bounded by guard
+		}
+		gr := pg.group(uint8(g))
+		if err != nil || gr == nil || body.Peer.ID <= 0 || (body.Add && body.Peer.Raft == "") {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("want a partition raft group of this node (1-%d) in the path and {\"add\": BOOL, \"peer\": {\"id\": N, \"raft\": \"host:port\", ...}}", len(pg.rafts))})
+			return
+		}
+		if !gr.Ready() {
+			writeJSON(w, http.StatusConflict, map[string]any{"error": "this node does not lead the group", "leader": gr.Leader()})
+			return
+		}
+		if body.Add {
+			err = gr.AddVoter(body.Peer)
+		} else {
+			err = gr.RemoveVoter(body.Peer.ID)
+		}
+		if err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
+			return
+		}
+		writeJSON(w, http.StatusOK, gr.GroupStatus(uint8(g)))
+	}))
+}
+
+// groupVotersWait bounds a membership change across the partition groups.
+const groupVotersWait = 60 * time.Second
+
+// changeGroupVoters adds (or removes) voter p in every partition group,
+// through each group's leader, retrying while a group elects; nil without
+// groups.
+func (a *adminServer) changeGroupVoters(add bool, p cluster.Peer) error {
+	if a.groups == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), groupVotersWait)
+	defer cancel()
+	for i, r := range a.groups.rafts {
+		g := uint8(i + 1)
+		if err := a.changeGroupVoter(ctx, g, r, add, p); err != nil {
+			return fmt.Errorf("partition raft group %d: %w", g, err)
+		}
+	}
+	return nil
+}
+
+func (a *adminServer) changeGroupVoter(ctx context.Context, g uint8, r *cluster.Raft, add bool, p cluster.Peer) error {
+	backoff := 50 * time.Millisecond
+	for {
+		var err error
+		switch leader := r.Leader(); {
+		case r.Ready() && add:
+			err = r.AddVoter(p)
+		case r.Ready():
+			err = r.RemoveVoter(p.ID)
+		case leader > 0:
+			err = a.askGroupVoter(ctx, leader, g, groupVoterChange{Add: add, Peer: p})
+		default:
+			err = errors.New("no leader")
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", err, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// askGroupVoter sends a membership change to node leader, partition group
+// g's leader (serveGroupVoters).
+func (a *adminServer) askGroupVoter(ctx context.Context, leader int32, g uint8, change groupVoterChange) error {
+	node, ok := a.nodes.Get(leader)
+	if !ok || node.Admin == "" {
+		return fmt.Errorf("node %d, raft group %d's leader, has no known admin endpoint", leader, g)
+	}
+	raw, _ := json.Marshal(change)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s%s/cluster/groups/%d/voters", a.scheme, node.Admin, g), bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	a.auth.sign(req, raw)
+	resp, err := a.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask node %d to change raft group %d's voters: %w", leader, g, err)
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("node %d, asked to change raft group %d's voters: %s: %s", leader, g, resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}

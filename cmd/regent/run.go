@@ -415,6 +415,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			defer admin.close()
 			if pgroups != nil {
 				admin.serveGroupLeadership(pgroups)
+				admin.serveGroupVoters(pgroups)
 				view.askTransfer = admin.askTransfer
 			}
 			admin.serveACLs(aclStore)
