@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/regent-broker/regent/storage/atomicfile"
@@ -22,9 +24,11 @@ const NodesKey = "nodes"
 type Nodes struct {
 	path string
 	mu   struct {
-		sync.RWMutex // guards m and clusterID; written only by Apply (the FSM goroutine)
+		sync.RWMutex // guards the fields; written only by Apply (the FSM goroutine) and Reload
 		m            map[int32]Peer
 		clusterID    string
+		// shards is the coordinator shard count, -1 until fixed.
+		shards int
 	}
 }
 
@@ -35,7 +39,7 @@ func OpenNodes(stateDir string) (*Nodes, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.mu.m, n.mu.clusterID = m, id
+	n.mu.m, n.mu.clusterID, n.mu.shards = m, id, n.loadShards()
 	return n, nil
 }
 
@@ -49,8 +53,9 @@ func (n *Nodes) Reload() error {
 	if err != nil {
 		return err
 	}
+	shards := n.loadShards()
 	n.mu.Lock()
-	n.mu.m, n.mu.clusterID = m, id
+	n.mu.m, n.mu.clusterID, n.mu.shards = m, id, shards
 	n.mu.Unlock()
 	return nil
 }
@@ -140,6 +145,18 @@ func (n *Nodes) Apply(cmd Command) any {
 		n.mu.m[c.Peer.ID] = c.Peer
 	case *nodeRemove:
 		delete(n.mu.m, c.ID)
+	case *coordinatorShardsCmd:
+		if n.mu.shards >= 0 {
+			return nil
+		}
+		if err := os.MkdirAll(filepath.Dir(n.path), 0o755); err != nil {
+			return err
+		}
+		if err := atomicfile.Write(filepath.Join(filepath.Dir(n.path), coordinatorShardsFile), []byte(strconv.Itoa(c.N))); err != nil {
+			return fmt.Errorf("persist coordinator shards: %w", err)
+		}
+		n.mu.shards = c.N
+		return nil
 	case *clusterIDCmd:
 		if n.mu.clusterID != "" {
 			return nil
@@ -195,4 +212,57 @@ func (n *Nodes) ClusterID() string {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
 	return n.mu.clusterID
+}
+
+// coordinatorShardsFile holds the coordinator shard count.
+const coordinatorShardsFile = "coordinator-shards"
+
+// coordinatorShardsCmd fixes how many raft groups the group and
+// transaction coordinators are spread over (first one wins, as Kafka's
+// offsets.topic.num.partitions is fixed when __consumer_offsets is made):
+// a key's coordinator never moves to another shard, so its state is never
+// left behind.
+type coordinatorShardsCmd struct{ N int }
+
+// SetCoordinatorShards is the command that fixes the coordinator shard
+// count: 0 keeps every coordinator on the metadata group; n > 0 places
+// them on partition raft groups 1..n by hash of their key.
+func SetCoordinatorShards(n int) Command { return &coordinatorShardsCmd{N: n} }
+
+func (c *coordinatorShardsCmd) CommandKind() string { return "nodes.coordinator_shards" }
+func (c *coordinatorShardsCmd) AppendCommand(b []byte) []byte {
+	return strconv.AppendInt(b, int64(c.N), 10)
+}
+
+func init() {
+	RegisterDecoder("nodes.coordinator_shards", func(p []byte) (Command, error) {
+		n, err := strconv.Atoi(string(p))
+		if err != nil || n < 0 || n > 255 {
+			return nil, fmt.Errorf("coordinator shards %q: not a count of raft groups", p)
+		}
+		return &coordinatorShardsCmd{N: n}, nil
+	})
+}
+
+// loadShards reads the coordinator shard count (-1: not fixed yet; an
+// unreadable file reads as not fixed, and the leader fixes it again with
+// what every node applied).
+func (n *Nodes) loadShards() int {
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(n.path), coordinatorShardsFile))
+	if err != nil {
+		return -1
+	}
+	v, err := strconv.Atoi(strings.TrimSpace(string(raw)))
+	if err != nil || v < 0 {
+		return -1
+	}
+	return v
+}
+
+// CoordinatorShards returns the coordinator shard count and whether the
+// cluster fixed it yet (SetCoordinatorShards).
+func (n *Nodes) CoordinatorShards() (int, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return max(n.mu.shards, 0), n.mu.shards >= 0
 }
