@@ -182,20 +182,7 @@ func (m *Manager) TxnCommitOffsets(req *kmsg.TxnOffsetCommitRequest, reply func(
 		create: true,
 		do:     func(g *Group, now time.Time, ref Ref) Effects { return g.TxnCommitOffsets(now, ref, req) },
 		reply:  func(r kmsg.Response) { reply(r.(*kmsg.TxnOffsetCommitResponse)) },
-		fail: func(code int16) kmsg.Response {
-			resp := kmsg.NewPtrTxnOffsetCommitResponse()
-			for _, rt := range req.Topics {
-				ot := kmsg.NewTxnOffsetCommitResponseTopic()
-				ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
-				for _, rp := range rt.Partitions {
-					op := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-					op.Partition, op.ErrorCode = rp.Partition, code
-					ot.Partitions = append(ot.Partitions, op)
-				}
-				resp.Topics = append(resp.Topics, ot)
-			}
-			return resp
-		},
+		fail:   func(code int16) kmsg.Response { return txnOffsetsRefused(req, code) },
 	})
 }
 
@@ -204,6 +191,11 @@ func (m *Manager) TxnCommitOffsets(req *kmsg.TxnOffsetCommitRequest, reply func(
 // gets nil once the outcome is durable; it may be called again safely
 // (after a restart the staged offsets are still pending until it is).
 func (m *Manager) CompleteTxn(group string, producerID int64, commit bool, done func(error)) {
+	// Counted and sent under the guard's lock: a staging checked before
+	// this completion is either sent ahead of it or refused.
+	m.txnEnds.Lock()
+	defer m.txnEnds.Unlock()
+	m.txnEnds.bump(producerID)
 	m.dispatch(group, &opMsg{
 		do: func(g *Group, now time.Time, ref Ref) Effects { return g.CompleteTxn(now, ref, producerID, commit) },
 		reply: func(r kmsg.Response) {

@@ -96,6 +96,8 @@ type Manager struct {
 	// share holds the share-group listeners (SetShareMemberListener,
 	// SetShareGroupDeletedListener); read by actors, set by the wiring.
 	share shareHooks
+	// txnEnds guards offsets staged after a remote check (txn_guard.go).
+	txnEnds txnEndCounts
 
 	// life serializes Activate, Deactivate and Close, and guards wg (the
 	// current activation's expiry loop). It is held while they wait for

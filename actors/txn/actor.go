@@ -49,8 +49,10 @@ type (
 		reply  func(Result)
 	}
 	offsetsMsg struct {
-		req   *kmsg.TxnOffsetCommitRequest
-		reply func(*kmsg.TxnOffsetCommitResponse, error)
+		req *kmsg.TxnOffsetCommitRequest
+		// checkOnly: check (and v5: add the group), stage nothing.
+		checkOnly bool
+		reply     func(*kmsg.TxnOffsetCommitResponse, error)
 	}
 	endMsg struct {
 		in    EndInput
@@ -321,6 +323,13 @@ func (a *txnActor) commitOffsets(m *offsetsMsg, now int64) {
 		}
 	} else if err := VerifyGroup(a.t, req.ProducerID, req.ProducerEpoch, req.Group); err != nil {
 		m.reply(nil, err)
+		return
+	}
+	if m.checkOnly {
+		// The group's coordinator, on another node, stages the offsets
+		// itself (its guard keeps them from landing after this
+		// transaction's completion).
+		m.reply(kmsg.NewPtrTxnOffsetCommitResponse(), nil)
 		return
 	}
 	sink.TxnCommitOffsets(req, func(resp *kmsg.TxnOffsetCommitResponse) { m.reply(resp, nil) })

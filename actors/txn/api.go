@@ -79,6 +79,15 @@ func (c *Coordinator) CommitOffsets(req *kmsg.TxnOffsetCommitRequest, reply func
 	c.dispatch(req.TransactionalID, &offsetsMsg{req: req, reply: reply})
 }
 
+// CheckOffsets is a TxnOffsetCommit's check alone, for a group coordinated
+// on another node: the transaction must be open with the group in it (v5:
+// the group is added), and reply gets an empty response or the error that
+// refused it. The group's coordinator stages the offsets itself
+// (group.Manager.TxnCommitOffsetsGuarded).
+func (c *Coordinator) CheckOffsets(req *kmsg.TxnOffsetCommitRequest, reply func(error)) {
+	c.dispatch(req.TransactionalID, &offsetsMsg{req: req, checkOnly: true, reply: func(_ *kmsg.TxnOffsetCommitResponse, err error) { reply(err) }})
+}
+
 // EndTxn commits or aborts the producer's transaction. tv2 (EndTxn v5)
 // bumps the epoch and answers the producer to use next. The answer comes
 // once every marker is written, or as soon as one fails (the outcome is
