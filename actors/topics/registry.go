@@ -126,6 +126,8 @@ type Registry struct {
 	// onBroker is OnBrokerChange's callback (nil: none); set once at
 	// start, called on the applying goroutine.
 	onBroker atomic.Pointer[func(logconfig.Broker)]
+	// onDelete is OnDelete's callback (nil: none); set once at open.
+	onDelete atomic.Pointer[func(name string)]
 
 	// mu serializes changes. Apply holds it for the whole mutation (on the
 	// proposer's goroutine with replication.Local, on the raft FSM goroutine
@@ -385,6 +387,12 @@ func (r *Registry) OnBrokerChange(fn func(logconfig.Broker)) {
 	r.onBroker.Store(&fn)
 	fn(r.Broker())
 }
+
+// OnDelete has fn called with a topic's name on every node that applies
+// its deletion, inside Apply (fn must not block or call the registry):
+// coordinators spread over the nodes drop the topic's committed offsets
+// wherever they are active.
+func (r *Registry) OnDelete(fn func(name string)) { r.onDelete.Store(&fn) }
 
 // ValidateName applies Kafka's topic-name rules.
 func ValidateName(name string) error {
@@ -854,6 +862,9 @@ func (r *Registry) applyDelete(c *deleteCmd) error {
 		}
 	}
 	r.logger.Info("topic deleted", "topic", t.Name)
+	if fn := r.onDelete.Load(); fn != nil {
+		(*fn)(t.Name)
+	}
 	return nil
 }
 
