@@ -82,7 +82,7 @@ func (s *Server) offsetCommit(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	s.groups.CommitOffsets(&fwd, func(gr *kmsg.OffsetCommitResponse) {
+	s.groupsFor(req.Group).CommitOffsets(&fwd, func(gr *kmsg.OffsetCommitResponse) {
 		i := 0
 		for _, gt := range gr.Topics {
 			for _, gp := range gt.Partitions {

@@ -55,7 +55,7 @@ func (s *Server) offsetFetch(r *Request) {
 				q.Topics = append(q.Topics, group.FetchTopic{Topic: name, Partitions: rt.Partitions})
 			}
 		}
-		s.groups.FetchOffsets(rg.Group, q, func(g kmsg.OffsetFetchResponseGroup) {
+		s.groupsFor(rg.Group).FetchOffsets(rg.Group, q, func(g kmsg.OffsetFetchResponseGroup) {
 			s.filterFetchedTopics(r, &g, rg.Topics == nil)
 			if req.Version >= 10 {
 				g.Topics = s.fetchTopicIDs(rg.Topics, resolved, g)
@@ -122,7 +122,7 @@ func (s *Server) offsetFetchSingle(r *Request, req *kmsg.OffsetFetchRequest, res
 		s.offsetFetchSingleAnswer(r, req, resp, g)
 		return
 	}
-	s.groups.FetchOffsets(req.Group, q, func(g kmsg.OffsetFetchResponseGroup) {
+	s.groupsFor(req.Group).FetchOffsets(req.Group, q, func(g kmsg.OffsetFetchResponseGroup) {
 		s.filterFetchedTopics(r, &g, req.Topics == nil && req.Version >= 2)
 		s.offsetFetchSingleAnswer(r, req, resp, g)
 	})

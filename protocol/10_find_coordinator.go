@@ -1,8 +1,10 @@
 package protocol
 
 // FindCoordinator: versions 0-6 (v4+ batched CoordinatorKeys). Groups (key
-// type 0) and transactional ids (key type 1) are coordinated by this node;
-// share groups (type 2) are not served and get INVALID_REQUEST.
+// type 0) and transactional ids (key type 1) are coordinated by the leader
+// of the raft group their key is placed on (coordinators.go; the metadata
+// group's leader unless the cluster spreads them); share-partition keys
+// (type 2) are Kafka's broker-internal lookups and get INVALID_REQUEST.
 
 import (
 	"fmt"
@@ -25,15 +27,10 @@ func (s *Server) findCoordinator(r *Request) {
 		m := fmt.Sprintf("coordinator key type %d is not served", req.CoordinatorType)
 		msg = &m
 	}
-	coord, known := s.broker(s.cluster.Leader())
-	if code == 0 && !known {
-		code = kerr.CoordinatorNotAvailable.Code
-		m := "the cluster has no leader yet"
-		msg = &m
-	}
 	if req.Version < 4 {
-		resp.ErrorCode, resp.ErrorMessage = code, msg
-		if code == 0 {
+		coord, c, m := s.coordinatorOf(code, msg, req.CoordinatorKey)
+		resp.ErrorCode, resp.ErrorMessage = c, m
+		if c == 0 {
 			resp.ErrorCode = s.coordinatorAuth(r, req.CoordinatorType, req.CoordinatorKey)
 		}
 		if resp.ErrorCode == 0 {
@@ -46,8 +43,10 @@ func (s *Server) findCoordinator(r *Request) {
 	}
 	for _, key := range req.CoordinatorKeys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
-		c.Key, c.ErrorCode, c.ErrorMessage = key, code, msg
-		if code == 0 {
+		var coord BrokerAddr
+		coord, c.ErrorCode, c.ErrorMessage = s.coordinatorOf(code, msg, key)
+		c.Key = key
+		if c.ErrorCode == 0 {
 			c.ErrorCode = s.coordinatorAuth(r, req.CoordinatorType, key)
 		}
 		if c.ErrorCode == 0 {
@@ -58,6 +57,21 @@ func (s *Server) findCoordinator(r *Request) {
 		resp.Coordinators = append(resp.Coordinators, c)
 	}
 	r.Respond(resp)
+}
+
+// coordinatorOf is key's coordinator, or why none is named: code and msg
+// when the request is refused already, else COORDINATOR_NOT_AVAILABLE
+// while the key's raft group has no leader.
+func (s *Server) coordinatorOf(code int16, msg *string, key string) (BrokerAddr, int16, *string) {
+	if code != 0 {
+		return BrokerAddr{}, code, msg
+	}
+	coord, known := s.broker(s.coordinatorView(key).Leader())
+	if !known {
+		m := "the coordinator's raft group has no leader yet"
+		return BrokerAddr{}, kerr.CoordinatorNotAvailable.Code, &m
+	}
+	return coord, 0, nil
 }
 
 // coordinatorAuth is Kafka's check before naming a coordinator: DESCRIBE on

@@ -26,7 +26,7 @@ func (s *Server) joinGroup(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	s.groups.JoinGroup(req, groupClient(r), func(resp *kmsg.JoinGroupResponse) { r.Respond(resp) })
+	s.groupsFor(req.Group).JoinGroup(req, groupClient(r), func(resp *kmsg.JoinGroupResponse) { r.Respond(resp) })
 }
 
 // groupClient is what a group records of a member's connection: its client

@@ -21,5 +21,5 @@ func (s *Server) heartbeat(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	s.groups.Heartbeat(req, func(resp *kmsg.HeartbeatResponse) { r.Respond(resp) })
+	s.groupsFor(req.Group).Heartbeat(req, func(resp *kmsg.HeartbeatResponse) { r.Respond(resp) })
 }

@@ -24,7 +24,7 @@ func (s *Server) leaveGroup(r *Request) {
 	if req.Version < 3 {
 		req.Members = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
-	s.groups.LeaveGroup(req, func(resp *kmsg.LeaveGroupResponse) {
+	s.groupsFor(req.Group).LeaveGroup(req, func(resp *kmsg.LeaveGroupResponse) {
 		if req.Version < 3 && resp.ErrorCode == 0 && len(resp.Members) == 1 {
 			resp.ErrorCode = resp.Members[0].ErrorCode
 		}

@@ -21,5 +21,5 @@ func (s *Server) syncGroup(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	s.groups.SyncGroup(req, func(resp *kmsg.SyncGroupResponse) { r.Respond(resp) })
+	s.groupsFor(req.Group).SyncGroup(req, func(resp *kmsg.SyncGroupResponse) { r.Respond(resp) })
 }

@@ -46,7 +46,7 @@ func (s *Server) describeGroups(r *Request) {
 			finish()
 			continue
 		}
-		s.groups.DescribeGroup(id, func(g kmsg.DescribeGroupsResponseGroup) {
+		s.groupsFor(id).DescribeGroup(id, func(g kmsg.DescribeGroupsResponseGroup) {
 			if req.Version < 6 && g.ErrorCode == kerr.GroupIDNotFound.Code {
 				g.ErrorCode, g.ErrorMessage = 0, nil
 			}

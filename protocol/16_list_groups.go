@@ -6,11 +6,13 @@ package protocol
 // "share", streams groups "streams".
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/actors/acls"
+	"github.com/regent-broker/regent/actors/group"
 )
 
 func init() { register(16, 0, 5, (*Server).listGroups) }
@@ -32,7 +34,12 @@ func (s *Server) listGroups(r *Request) {
 	// Kafka lists every group to DESCRIBE on the cluster, else the groups
 	// the principal may describe.
 	all := s.authz == nil || s.authorizedQuiet(r, acls.Describe, acls.Cluster, acls.ClusterName)
-	for _, g := range s.groups.ListGroups() {
+	var listed []group.Summary
+	for _, m := range s.allGroups() {
+		listed = append(listed, m.ListGroups()...)
+	}
+	slices.SortFunc(listed, func(a, b group.Summary) int { return strings.Compare(a.Group, b.Group) })
+	for _, g := range listed {
 		if !matches(req.StatesFilter, g.State) || !matches(req.TypesFilter, g.Type) {
 			continue
 		}

@@ -74,8 +74,10 @@ func (s *Server) deleteTopics(r *Request) {
 			} else if err := s.topics.Delete(name); err != nil {
 				quota.giveBack(taken)
 				ot.ErrorCode, ot.ErrorMessage = errorCode(err), errorMessage(err)
-			} else if s.groups != nil {
-				// Kafka drops a deleted topic's committed offsets.
+			} else if s.groups != nil && s.coords == nil {
+				// Kafka drops a deleted topic's committed offsets. With
+				// coordinators spread over the nodes, every node drops
+				// them as it applies the deletion (topics.OnDelete).
 				s.groups.TopicsDeleted(name)
 			}
 			resp.Topics = append(resp.Topics, ot)

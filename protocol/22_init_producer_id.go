@@ -104,10 +104,10 @@ func (s *Server) initTransactionalProducer(r *Request, req *initProducerIDReques
 			"transactional_id", *req.TransactionalID, "client", r.ClientID)
 	case req.KeepPreparedTxn:
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
-	case s.txns == nil:
+	case s.txnsFor(*req.TransactionalID) == nil:
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:
-		s.txns.InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, expected, func(res txn.Result) {
+		s.txnsFor(*req.TransactionalID).InitProducerID(*req.TransactionalID, req.TransactionTimeoutMillis, expected, func(res txn.Result) {
 			resp.ErrorCode = txnErrorCode(res.Err, req.Version >= 4)
 			if res.Err == nil {
 				resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.ProducerEpoch

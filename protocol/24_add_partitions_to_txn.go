@@ -113,7 +113,7 @@ func (s *Server) addTxnPartitions(r *Request, rt *kmsg.AddPartitionsToTxnRequest
 		fill(nil, kerr.TransactionalIDAuthorizationFailed.Code)
 		done()
 		return
-	case s.txns == nil:
+	case s.txnsFor(rt.TransactionalID) == nil:
 		fill(nil, kerr.CoordinatorNotAvailable.Code)
 		done()
 		return
@@ -130,7 +130,7 @@ func (s *Server) addTxnPartitions(r *Request, rt *kmsg.AddPartitionsToTxnRequest
 	}
 	fencedKnown := version >= 2
 	if rt.VerifyOnly {
-		s.txns.VerifyPartitions(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, parts, func(res txn.Result) {
+		s.txnsFor(rt.TransactionalID).VerifyPartitions(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, parts, func(res txn.Result) {
 			if res.Err != nil {
 				fill(nil, txnErrorCode(res.Err, fencedKnown))
 			} else {
@@ -144,7 +144,7 @@ func (s *Server) addTxnPartitions(r *Request, rt *kmsg.AddPartitionsToTxnRequest
 		})
 		return
 	}
-	s.txns.AddPartitions(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, parts, version >= 5, func(res txn.Result) {
+	s.txnsFor(rt.TransactionalID).AddPartitions(rt.TransactionalID, rt.ProducerID, rt.ProducerEpoch, parts, version >= 5, func(res txn.Result) {
 		fill(nil, txnErrorCode(res.Err, fencedKnown))
 		done()
 	})

@@ -27,10 +27,10 @@ func (s *Server) addOffsetsToTxn(r *Request) {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 	case !s.authorized(r, acls.Read, acls.Group, req.Group):
 		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
-	case s.txns == nil:
+	case s.txnsFor(req.TransactionalID) == nil:
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:
-		s.txns.AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, func(res txn.Result) {
+		s.txnsFor(req.TransactionalID).AddOffsets(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Group, func(res txn.Result) {
 			resp.ErrorCode = txnErrorCode(res.Err, req.Version >= 2)
 			r.Respond(resp)
 		})

@@ -30,10 +30,10 @@ func (s *Server) endTxn(r *Request) {
 		resp.ErrorCode = kerr.InvalidRequest.Code
 	case !s.authorized(r, acls.Write, acls.TransactionalID, req.TransactionalID):
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-	case s.txns == nil:
+	case s.txnsFor(req.TransactionalID) == nil:
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 	default:
-		s.txns.EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5, func(res txn.Result) {
+		s.txnsFor(req.TransactionalID).EndTxn(req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit, req.Version >= 5, func(res txn.Result) {
 			resp.ErrorCode = txnErrorCode(res.Err, req.Version >= 2)
 			if res.Err == nil {
 				resp.ProducerID, resp.ProducerEpoch = res.ProducerID, res.ProducerEpoch

@@ -42,8 +42,16 @@ func (s *Server) txnOffsetCommit(r *Request) {
 		refuse = kerr.TransactionalIDAuthorizationFailed.Code
 	case !s.authorized(r, acls.Read, acls.Group, req.Group):
 		refuse = kerr.GroupAuthorizationFailed.Code
-	case s.txns == nil:
+	case s.txnsFor(req.TransactionalID) == nil:
 		refuse = kerr.CoordinatorNotAvailable.Code
+	case byNode(r):
+		// A group coordinator on another node asks this one, the
+		// transaction's coordinator, to check it (txn_offsets_remote.go).
+		s.checkTxnOffsets(r, req, resp)
+		return
+	case s.coords != nil && !s.coordinatorView(req.Group).Serving():
+		// Not the group's coordinator: nothing is checked or added.
+		refuse = kerr.NotCoordinator.Code
 	}
 	for i, rt := range req.Topics {
 		out := &resp.Topics[i]
@@ -87,7 +95,7 @@ func (s *Server) txnOffsetCommit(r *Request) {
 		r.Respond(resp)
 		return
 	}
-	s.txns.CommitOffsets(&fwd, func(gr *kmsg.TxnOffsetCommitResponse, err error) {
+	answer := func(gr *kmsg.TxnOffsetCommitResponse, err error) {
 		if err != nil {
 			code := txnErrorCode(err, false)
 			for _, t := range targets {
@@ -106,5 +114,10 @@ func (s *Server) txnOffsetCommit(r *Request) {
 			}
 		}
 		r.Respond(resp)
-	})
+	}
+	if s.coords != nil && !s.coordinatorView(req.TransactionalID).Serving() {
+		s.txnOffsetsCheckedRemotely(r, &fwd, answer)
+		return
+	}
+	s.txnsFor(req.TransactionalID).CommitOffsets(&fwd, answer)
 }

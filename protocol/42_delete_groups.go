@@ -27,7 +27,7 @@ func (s *Server) deleteGroups(r *Request) {
 			finish()
 			continue
 		}
-		s.groups.DeleteGroup(id, func(g kmsg.DeleteGroupsResponseGroup) {
+		s.groupsFor(id).DeleteGroup(id, func(g kmsg.DeleteGroupsResponseGroup) {
 			if g.ErrorCode != 0 && g.ErrorMessage == nil {
 				if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
 					msg := err.(*kerr.Error).Description

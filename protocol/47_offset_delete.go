@@ -47,7 +47,7 @@ func (s *Server) offsetDelete(r *Request) {
 		}
 		fwd.Topics = append(fwd.Topics, ft)
 	}
-	s.groups.DeleteOffsets(&fwd, func(gr *kmsg.OffsetDeleteResponse) {
+	s.groupsFor(req.Group).DeleteOffsets(&fwd, func(gr *kmsg.OffsetDeleteResponse) {
 		resp := req.ResponseKind().(*kmsg.OffsetDeleteResponse)
 		resp.ErrorCode = gr.ErrorCode
 		if gr.ErrorCode != 0 {

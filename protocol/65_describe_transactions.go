@@ -45,14 +45,14 @@ func (s *Server) describeTransactions(r *Request) {
 		case !s.authorized(r, acls.Describe, acls.TransactionalID, id):
 			out.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
 			continue
-		case s.txns == nil:
+		case s.txnsFor(id) == nil:
 			out.ErrorCode = kerr.CoordinatorNotAvailable.Code
 			continue
 		}
 		mu.Lock()
 		pending++
 		mu.Unlock()
-		s.txns.Describe(id, func(t *txn.Txn, err error) {
+		s.txnsFor(id).Describe(id, func(t *txn.Txn, err error) {
 			if err != nil {
 				out.ErrorCode = errorCode(err)
 			} else {

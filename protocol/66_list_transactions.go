@@ -8,6 +8,8 @@ package protocol
 
 import (
 	"regexp"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -22,7 +24,8 @@ func init() { register(66, 0, 2, (*Server).listTransactions) }
 func (s *Server) listTransactions(r *Request) {
 	req := r.Msg.(*kmsg.ListTransactionsRequest)
 	resp := req.ResponseKind().(*kmsg.ListTransactionsResponse)
-	if s.txns == nil {
+	coords := s.allTxns()
+	if len(coords) == 0 {
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		r.Respond(resp)
 		return
@@ -51,7 +54,12 @@ func (s *Server) listTransactions(r *Request) {
 		}
 		f.Pattern = re
 	}
-	for _, sum := range s.txns.List(f) {
+	var listed []txn.Summary
+	for _, c := range coords {
+		listed = append(listed, c.List(f)...)
+	}
+	slices.SortFunc(listed, func(a, b txn.Summary) int { return strings.Compare(a.ID, b.ID) })
+	for _, sum := range listed {
 		// Kafka lists only the ids the principal may describe.
 		if !s.authorizedQuiet(r, acls.Describe, acls.TransactionalID, sum.ID) {
 			continue

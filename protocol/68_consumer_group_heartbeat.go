@@ -40,7 +40,7 @@ func (s *Server) consumerGroupHeartbeat(r *Request) {
 			return
 		}
 	}
-	s.groups.ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s, r}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
+	s.groupsFor(req.Group).ConsumerGroupHeartbeat(req, groupClient(r), registryTopics{s, r}, func(resp *kmsg.ConsumerGroupHeartbeatResponse) {
 		r.Respond(resp)
 	})
 }

@@ -28,7 +28,7 @@ func (s *Server) consumerGroupDescribe(r *Request) {
 			finish()
 			continue
 		}
-		s.groups.ConsumerGroupDescribe(id, func(g kmsg.ConsumerGroupDescribeResponseGroup) {
+		s.groupsFor(id).ConsumerGroupDescribe(id, func(g kmsg.ConsumerGroupDescribeResponseGroup) {
 			g.AuthorizedOperations = s.groupAuthorizedOps(r, id, req.IncludeAuthorizedOperations, g.ErrorCode)
 			resp.Groups[i] = g
 			finish()

@@ -49,7 +49,7 @@ func (s *Server) shareGroupHeartbeat(r *Request) {
 			}
 		}
 	}
-	s.groups.ShareGroupHeartbeat(req, groupClient(r), registryTopics{s, r}, func(resp *kmsg.ShareGroupHeartbeatResponse) {
+	s.groupsFor(req.GroupID).ShareGroupHeartbeat(req, groupClient(r), registryTopics{s, r}, func(resp *kmsg.ShareGroupHeartbeatResponse) {
 		r.Respond(resp)
 	})
 }

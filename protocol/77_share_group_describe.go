@@ -48,7 +48,7 @@ func (s *Server) shareGroupDescribe(r *Request) {
 			finish()
 			continue
 		}
-		s.groups.ShareGroupDescribe(id, func(g kmsg.ShareGroupDescribeResponseGroup) {
+		s.groupsFor(id).ShareGroupDescribe(id, func(g kmsg.ShareGroupDescribeResponseGroup) {
 			g.AuthorizedOperations = s.groupAuthorizedOps(r, id, req.IncludeAuthorizedOperations, g.ErrorCode)
 			resp.Groups[i] = g
 			finish()

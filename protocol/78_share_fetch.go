@@ -163,14 +163,14 @@ func (s *Server) doShareFetch(r *Request, req *kmsg.ShareFetchRequest, group, me
 		}
 	}
 
-	if !s.cluster.Serving() {
+	if !s.shareServing(group) {
 		// Sessions live where the data is served: a node that does not
 		// serve keeps none (nothing would ever close them), and points
 		// the client at the leader for every partition.
 		for _, p := range reqParts {
 			itemOf(p)
 		}
-		s.shareCheckItems(r, items)
+		s.shareCheckItems(r, group, items)
 		s.shareFetchAssemble(resp, items, true)
 		return resp, 0
 	}
@@ -218,7 +218,7 @@ func (s *Server) doShareFetch(r *Request, req *kmsg.ShareFetchRequest, group, me
 		}
 	}
 
-	s.shareCheckItems(r, items)
+	s.shareCheckItems(r, group, items)
 	s.shareApplyAcks(group, member, items)
 	if closing {
 		if parts, err := st.sessions.close(key); err == nil {
@@ -242,10 +242,16 @@ func (s *Server) shareTopicName(id [16]byte) string {
 	return ""
 }
 
+// shareServing reports whether this node serves group's share requests:
+// it coordinates the group (the metadata group's leader when the cluster
+// does not spread coordinators, coordinators.go).
+func (s *Server) shareServing(group string) bool { return s.coordinatorView(group).Serving() }
+
 // shareCheckItems sets the errors of partitions that cannot be served:
 // unknown topic ids, topics the principal may not READ, partitions that do
 // not exist, and every partition on a node that does not serve.
-func (s *Server) shareCheckItems(r *Request, items []*shareItem) {
+func (s *Server) shareCheckItems(r *Request, group string, items []*shareItem) {
+	serving := s.shareServing(group)
 	readable := map[string]bool{}
 	for _, it := range items {
 		switch {
@@ -255,7 +261,7 @@ func (s *Server) shareCheckItems(r *Request, items []*shareItem) {
 			it.err = kerr.TopicAuthorizationFailed.Code
 		case s.topics.Partition(it.part.topic, it.part.partition) == nil:
 			it.err = kerr.UnknownTopicOrPartition.Code
-		case !s.cluster.Serving():
+		case !serving:
 			it.err = kerr.NotLeaderForPartition.Code
 		}
 		if it.err != 0 && it.hasAcks && it.ackErr == 0 {

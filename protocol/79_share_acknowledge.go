@@ -88,7 +88,7 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 	// nothing. A node that does not serve has no sessions: its answer
 	// points at the leader (shareCheckItems).
 	var sessErr *kerr.Error
-	switch serving := s.cluster.Serving(); {
+	switch serving := s.shareServing(group); {
 	case !serving:
 	case req.ShareSessionEpoch == -1:
 		sessErr = st.sessions.check(key, -1)
@@ -100,9 +100,9 @@ func (s *Server) doShareAcknowledge(r *Request, req *kmsg.ShareAcknowledgeReques
 		return resp
 	}
 
-	s.shareCheckItems(r, items)
+	s.shareCheckItems(r, group, items)
 	s.shareApplyAcks(group, member, items)
-	if req.ShareSessionEpoch == -1 && s.cluster.Serving() {
+	if req.ShareSessionEpoch == -1 && s.shareServing(group) {
 		if parts, err := st.sessions.close(key); err == nil {
 			s.releaseParts(group, member, parts)
 		}

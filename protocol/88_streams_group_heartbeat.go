@@ -13,6 +13,7 @@ package protocol
 // as Kafka's brokers do.
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -57,7 +58,7 @@ func (s *Server) streamsGroupHeartbeat(r *Request) {
 			return
 		}
 	}
-	s.groups.StreamsGroupHeartbeat(req, groupClient(r), registryTopics{s, r}, func(resp *kmsg.StreamsGroupHeartbeatResponse, create []group.StreamsTopicToCreate) {
+	s.groupsFor(req.Group).StreamsGroupHeartbeat(req, groupClient(r), registryTopics{s, r}, func(resp *kmsg.StreamsGroupHeartbeatResponse, create []group.StreamsTopicToCreate) {
 		if len(create) > 0 {
 			if denied := s.createStreamsTopics(r, create); len(denied) > 0 {
 				resp.Status = append(resp.Status, kmsg.StreamsGroupHeartbeatResponseStatus{
@@ -111,6 +112,9 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 	if len(todo) == 0 {
 		return denied
 	}
+	// With coordinators spread over the nodes this one may not lead the
+	// metadata group: the topics are created there, asked as the client.
+	ask := forwardedAs(r, kmsg.NewPtrCreateTopicsRequest())
 	go func() {
 		for _, c := range todo {
 			rt := kmsg.NewCreateTopicsRequestTopic()
@@ -120,7 +124,12 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 				cfg.Name, cfg.Value = k, kmsg.StringPtr(v)
 				rt.Configs = append(rt.Configs, cfg)
 			}
-			_, err := s.createTopic(rt, false)
+			var err error
+			if s.forwarder != nil && !s.cluster.Serving() {
+				err = s.createStreamsTopicAtLeader(ask, rt)
+			} else {
+				_, err = s.createTopic(rt, false)
+			}
 			failed := false
 			switch {
 			case err == nil:
@@ -137,4 +146,31 @@ func (s *Server) createStreamsTopics(r *Request, create []group.StreamsTopicToCr
 		}
 	}()
 	return denied
+}
+
+// createStreamsTopicAtLeader creates rt on the metadata group's leader,
+// asked as ask's client.
+func (s *Server) createStreamsTopicAtLeader(ask ForwardedRequest, rt kmsg.CreateTopicsRequestTopic) error {
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	ct.Version = autoCreateVersion
+	ct.TimeoutMillis = int32(autoCreateWait / time.Millisecond)
+	ct.Topics = []kmsg.CreateTopicsRequestTopic{rt}
+	ask.Key, ask.Version, ask.Body = ct.Key(), ct.Version, ct.AppendTo(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), autoCreateWait)
+	defer cancel()
+	body, _, err := s.forward(ctx, ask)
+	if err != nil {
+		return err
+	}
+	resp := ct.ResponseKind().(*kmsg.CreateTopicsResponse)
+	resp.SetVersion(ct.Version)
+	if err := decodeResponse(resp, body); err != nil {
+		return err
+	}
+	for _, t := range resp.Topics {
+		if t.ErrorCode != 0 {
+			return kerr.ErrorForCode(t.ErrorCode)
+		}
+	}
+	return nil
 }

@@ -37,7 +37,7 @@ func (s *Server) streamsGroupDescribe(r *Request) {
 			finish()
 			continue
 		}
-		s.groups.StreamsGroupDescribe(id, func(g kmsg.StreamsGroupDescribeResponseGroup) {
+		s.groupsFor(id).StreamsGroupDescribe(id, func(g kmsg.StreamsGroupDescribeResponseGroup) {
 			g.AuthorizedOperations = s.groupAuthorizedOps(r, id, req.IncludeAuthorizedOperations, g.ErrorCode)
 			resp.Groups[i] = g
 			finish()

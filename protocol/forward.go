@@ -134,6 +134,7 @@ var forwardedKeys = map[int16]bool{
 var nodeKeys = map[int16]bool{
 	24: true, // AddPartitionsToTxn: a partition group's leader checks a batch with the coordinator
 	27: true, // WriteTxnMarkers: markers for a partition group's leader
+	28: true, // TxnOffsetCommit: a group's coordinator checks offsets with the transaction's
 }
 
 var leaderReadKeys = map[int16]bool{
@@ -175,7 +176,7 @@ func (s *Server) runForward(r *Request) {
 	defer cancel()
 	fr := forwardedFrom(r)
 	fr.Origin = s.cfg.NodeID
-	body, index, err := s.forward(ctx, fr)
+	body, index, err := s.forwardTo(ctx, s.forwardTarget(r), fr)
 	switch {
 	case errors.Is(err, errServeHere):
 		r.local = true
@@ -242,13 +243,18 @@ func forwardedAs(r *Request, msg kmsg.Request) ForwardedRequest {
 // this node is (or became) the serving leader, or the last error: wrapping
 // ErrForwardRetry when nothing was done, else the outcome is unknown.
 func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, uint64, error) {
+	return s.forwardTo(ctx, s.cluster.Group(0), fr)
+}
+
+// forwardTo is forward to the leader of raft group g.
+func (s *Server) forwardTo(ctx context.Context, g GroupView, fr ForwardedRequest) ([]byte, uint64, error) {
 	self := s.cfg.NodeID
 	backoff := forwardBackoffMin
 	lastErr := fmt.Errorf("%w: no leader elected", ErrForwardRetry)
 	for {
-		leader := s.cluster.Leader()
+		leader := g.Leader()
 		switch {
-		case s.cluster.Serving():
+		case g.Serving():
 			return nil, 0, errServeHere
 		case leader >= 0 && leader != self:
 			body, index, err := s.forwarder(ctx, leader, fr)
@@ -280,7 +286,9 @@ func (s *Server) forward(ctx context.Context, fr ForwardedRequest) ([]byte, uint
 // event loop only: it waits for the handler's answer or ctx's end.
 func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byte, uint64, error) {
 	node := fr.Node && nodeKeys[fr.Key]
-	if !node && !s.cluster.Serving() {
+	// A share request is served by its group's coordinator; checked once
+	// decoded.
+	if !node && !shareForwardKeys[fr.Key] && !s.cluster.Serving() {
 		return nil, 0, ErrNotServing
 	}
 	a, ok := apis[fr.Key]
@@ -293,6 +301,9 @@ func (s *Server) ServeForwarded(ctx context.Context, fr ForwardedRequest) ([]byt
 		return nil, 0, fmt.Errorf("%w: %s v%d: %v", ErrForwardRefused, kmsg.NameForKey(fr.Key), fr.Version, err)
 	}
 	r := NewRequest(Header{Key: fr.Key, Version: fr.Version, ClientID: fr.ClientID}, msg)
+	if shareForwardKeys[fr.Key] && !s.forwardTarget(r).Serving() {
+		return nil, 0, ErrNotServing
+	}
 	r.Conn = &ConnInfo{RemoteAddr: fr.ClientAddr, Principal: fr.Principal, TokenAuth: fr.TokenAuth, forwardedSASL: fr.SASL, node: node, origin: fr.Origin}
 	r.local = true
 	frames := make(chan []byte, 1) // Respond calls reply once

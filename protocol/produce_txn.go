@@ -80,7 +80,7 @@ func transactionalProducer(records []byte) txnProducer {
 // when they hold transactional batches of a transactional produce. done is
 // called once.
 func (s *Server) appendProduce(req *kmsg.ProduceRequest, topic string, part int32, p *partition.Partition, tr partition.Tracer, records []byte, done func(partition.ProduceResult)) {
-	if req.TransactionID == nil || s.txns == nil {
+	if req.TransactionID == nil || s.txnsFor(*req.TransactionID) == nil {
 		// Without a transactional id, untaggedTransactionalRecords has
 		// walked the batches already and found none transactional: the
 		// records are not walked a second time.
@@ -100,28 +100,27 @@ func (s *Server) appendProduce(req *kmsg.ProduceRequest, topic string, part int3
 		refuse(fmt.Errorf("%w: Transactional records contained more than one producer ID", kerr.InvalidProducerIDMapping))
 		return
 	}
-	if s.remoteCoordinator(topic, part) {
+	if s.remoteCoordinator(*req.TransactionID) {
 		s.appendCheckedRemotely(req, topic, part, p, tr, records, prod, done, refuse)
 		return
 	}
-	s.txns.Append(*req.TransactionID, prod.id, prod.epoch, txn.TopicPartition{Topic: topic, Partition: part}, req.Version >= 12,
+	s.txnsFor(*req.TransactionID).Append(*req.TransactionID, prod.id, prod.epoch, txn.TopicPartition{Topic: topic, Partition: part}, req.Version >= 12,
 		func() { p.ProduceTraced(tr, records, req.Acks, done) }, refuse)
 }
 
 // remoteCoordinator reports whether the transaction coordinator that must
-// check a transactional batch for (topic, part) is on another node: the
-// partition is on a partition raft group this node leads, and the
-// metadata group, with the coordinator, is led elsewhere.
-func (s *Server) remoteCoordinator(topic string, part int32) bool {
-	t := s.topics.Get(topic)
-	return t != nil && t.PartitionGroup(part) > 0 && !s.cluster.Serving()
+// check a transactional batch of transactional id tid is on another node:
+// the cluster runs partition raft groups (this node leads the batch's
+// partition), and the raft group coordinating tid is led elsewhere.
+func (s *Server) remoteCoordinator(tid string) bool {
+	return s.cfg.PartitionGroups && !s.coordinatorView(tid).Serving()
 }
 
 // remoteTxnCheckTimeout bounds the coordinator's answer to a remote check.
 const remoteTxnCheckTimeout = 15 * time.Second
 
-// appendCheckedRemotely asks the transaction coordinator, on the metadata
-// group's leader, to check (Produce v3-11) or add (v12+) the partition in
+// appendCheckedRemotely asks the transaction coordinator, on another
+// node, to check (Produce v3-11) or add (v12+) the partition in
 // the producer's transaction, as Kafka's partition leaders do with
 // AddPartitionsToTxn v4+, and appends the batch once it has: guarded, so
 // that a marker written here since the check began refuses it
@@ -129,7 +128,7 @@ const remoteTxnCheckTimeout = 15 * time.Second
 // NOT_ENOUGH_REPLICAS (the producer retries).
 func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, part int32, p *partition.Partition, tr partition.Tracer, records []byte, prod txnProducer, done func(partition.ProduceResult), refuse func(error)) {
 	guard := p.TxnGuard(prod.id)
-	leader := s.cluster.Leader()
+	leader := s.coordinatorView(*req.TransactionID).Leader()
 	if s.forwarder == nil || leader < 0 {
 		refuse(kerr.CoordinatorNotAvailable)
 		return

@@ -90,6 +90,23 @@ func OpenNodeProducerIDs(dir string, nodeID int32) (*ProducerIDs, error) {
 	return newProducerIDs(filepath.Join(dir, "meta", "node-producer-ids"), int64(nodeID)<<nodeIDShift, nil)
 }
 
+// shardIDShift places raft group g's transactional producer ids at
+// 1<<62 + g<<shardIDShift, above every node's own (node ids stay below
+// 1<<22, so theirs below 1<<62).
+const shardIDShift = 52
+
+// NewShardProducerIDs is raft group g's allocator for the transaction
+// coordinator kept there (coordinators spread over raft groups): its
+// reservations are replicated by the group's raft (repl) in
+// dir/meta/producer-ids, and its ids never meet another group's, a
+// node's or the metadata group's.
+func NewShardProducerIDs(dir string, g uint8, repl cluster.Replicator) (*ProducerIDs, error) {
+	if g == 0 {
+		return NewProducerIDs(dir, repl)
+	}
+	return newProducerIDs(filepath.Join(dir, "meta", "producer-ids"), 1<<62+int64(g)<<shardIDShift, repl)
+}
+
 func newProducerIDs(path string, base int64, repl cluster.Replicator) (*ProducerIDs, error) {
 	p := &ProducerIDs{path: path, repl: repl}
 	p.alloc.next, p.alloc.end = base, base

@@ -60,7 +60,10 @@ type Server struct {
 	pids     *ProducerIDs
 	groups   *group.Manager
 	txns     *txn.Coordinator
-	cluster  ClusterView
+	// coords spreads the coordinators over raft groups (nil: groups and
+	// txns coordinate every key); set before serving (coordinators.go).
+	coords  Coordinators
+	cluster ClusterView
 	// nodePIDs allocates producer ids for idempotent producers on a node
 	// that is not the leader (nil: single node).
 	nodePIDs *ProducerIDs

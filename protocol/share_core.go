@@ -264,9 +264,9 @@ func shareAcks(n int, at func(i int) (first, last int64, types []int8), renew bo
 // it). A member joining right after the check is not seen (Kafka checks
 // inside the coordinator's write, Regent just before it).
 func (s *Server) shareGroupCheck(group string, needEmpty, create bool, reply func(code int16, msg string)) {
-	ask := s.groups.ShareGroupEmpty
+	ask := s.groupsFor(group).ShareGroupEmpty
 	if create {
-		ask = s.groups.EnsureShareGroup
+		ask = s.groupsFor(group).EnsureShareGroup
 	}
 	ask(group, func(code int16) {
 		switch {
