@@ -31,9 +31,10 @@ import (
 
 // onLeader runs when this node becomes the caught-up raft leader: it
 // records its addresses (and the initial peers') in the node directory,
-// fixes the cluster id and the first finalized feature levels on first
-// election, and starts the coordinators.
-func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []cluster.Peer, pids *protocol.ProducerIDs, groups *group.Manager, txns *txn.Coordinator, feats *features.Store, logger *slog.Logger) {
+// fixes the coordinator shards, the cluster id and the first finalized
+// feature levels on first election, and starts the metadata group's
+// coordinators.
+func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []cluster.Peer, coords *coordShard, raftGroups int, feats *features.Store, logger *slog.Logger) {
 	if cur, ok := nodes.Get(self.ID); !ok || cur != self {
 		if err := proposeWait(r, cluster.NodesKey, cluster.UpsertNode(self)); err != nil {
 			logger.Warn("record this node in the directory", "err", err)
@@ -46,6 +47,8 @@ func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []
 			}
 		}
 	}
+	// Before the cluster id: a new cluster is one without it.
+	fixCoordinatorShards(r, nodes, raftGroups, logger)
 	if nodes.ClusterID() == "" {
 		var b [16]byte
 		_, _ = rand.Read(b[:])
@@ -56,13 +59,7 @@ func onLeader(r *cluster.Raft, nodes *cluster.Nodes, self cluster.Peer, peers []
 	if err := feats.Init(); err != nil {
 		logger.Warn("fix the first finalized features", "err", err)
 	}
-	pids.Resume()
-	if err := groups.Activate(); err != nil {
-		logger.Error("start the group coordinator", "err", err)
-	}
-	if err := txns.Activate(); err != nil {
-		logger.Error("start the transaction coordinator", "err", err)
-	}
+	coords.activate(logger)
 }
 
 // liveState is what a cluster node has open in its state directory, so

@@ -49,6 +49,12 @@ type partitionGroups struct {
 	// forward reaches other nodes' Kafka handlers (setForwarder; nil
 	// until the admin endpoint serves), under mu.
 	forward protocol.Forwarder
+	// post reaches a raft group's leader's admin endpoint (setForwarder;
+	// nil until the admin endpoint serves), under mu.
+	post groupPoster
+	// coords are the groups' coordinators (nil until open), under mu: a
+	// group's install reloads its coordinators with its partitions.
+	coords *coordinatorShards
 }
 
 // groupDirs are partition group g's raft directory and state directory
@@ -90,7 +96,11 @@ func (pg *partitionGroups) install(g uint8) func(restore func() error) error {
 		if pg.reg == nil {
 			return restore()
 		}
-		return pg.reg.ReloadGroup(g, restore)
+		reload := func() error { return pg.reg.ReloadGroup(g, restore) }
+		if pg.coords != nil {
+			return pg.coords.install(g, reload)
+		}
+		return reload()
 	}
 }
 
@@ -285,10 +295,16 @@ const markerForwardTimeout = 30 * time.Second
 
 // setForwarder hands the groups the way to other nodes' Kafka handlers
 // (the admin endpoint's forwarding), for transaction markers.
-func (pg *partitionGroups) setForwarder(f protocol.Forwarder) {
+func (pg *partitionGroups) setForwarder(f protocol.Forwarder, post groupPoster) {
 	pg.mu.Lock()
 	defer pg.mu.Unlock()
-	pg.forward = f
+	pg.forward, pg.post = f, post
+}
+
+func (pg *partitionGroups) poster() groupPoster {
+	pg.mu.Lock()
+	defer pg.mu.Unlock()
+	return pg.post
 }
 
 func (pg *partitionGroups) forwarder() protocol.Forwarder {
@@ -415,12 +431,22 @@ func (a *adminServer) serveGroupLeadership(pg *partitionGroups) {
 // askTransfer asks node leader's admin endpoint to hand partition group g
 // to node to (serveGroupLeadership).
 func (a *adminServer) askTransfer(ctx context.Context, leader int32, g uint8, to int32) error {
+	return a.postGroup(ctx, leader, g, "leader", map[string]int32{"to": to})
+}
+
+// postGroup sends body to node leader's admin endpoint, raft group g's
+// leader: POST /cluster/groups/{g}/{what}, signed as the cluster's nodes
+// sign; any answer but 200 is an error.
+func (a *adminServer) postGroup(ctx context.Context, leader int32, g uint8, what string, body any) error {
 	node, ok := a.nodes.Get(leader)
 	if !ok || node.Admin == "" {
 		return fmt.Errorf("node %d, raft group %d's leader, has no known admin endpoint", leader, g)
 	}
-	raw, _ := json.Marshal(map[string]int32{"to": to})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s%s/cluster/groups/%d/leader", a.scheme, node.Admin, g), bytes.NewReader(raw))
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s%s/cluster/groups/%d/%s", a.scheme, node.Admin, g, what), bytes.NewReader(raw))
 	if err != nil {
 		return err
 	}
@@ -428,12 +454,12 @@ func (a *adminServer) askTransfer(ctx context.Context, leader int32, g uint8, to
 	a.auth.sign(req, raw)
 	resp, err := a.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("ask node %d to hand raft group %d to node %d: %w", leader, g, to, err)
+		return fmt.Errorf("POST %s to node %d (raft group %d): %w", what, leader, g, err)
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("node %d, asked to hand raft group %d to node %d: %s: %s", leader, g, to, resp.Status, bytes.TrimSpace(msg))
+		return fmt.Errorf("node %d, raft group %d's %s: %s: %s", leader, g, what, resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
 }
@@ -530,25 +556,5 @@ func (a *adminServer) changeGroupVoter(ctx context.Context, g uint8, r *cluster.
 // askGroupVoter sends a membership change to node leader, partition group
 // g's leader (serveGroupVoters).
 func (a *adminServer) askGroupVoter(ctx context.Context, leader int32, g uint8, change groupVoterChange) error {
-	node, ok := a.nodes.Get(leader)
-	if !ok || node.Admin == "" {
-		return fmt.Errorf("node %d, raft group %d's leader, has no known admin endpoint", leader, g)
-	}
-	raw, _ := json.Marshal(change)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, fmt.Sprintf("%s%s/cluster/groups/%d/voters", a.scheme, node.Admin, g), bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	a.auth.sign(req, raw)
-	resp, err := a.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("ask node %d to change raft group %d's voters: %w", leader, g, err)
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("node %d, asked to change raft group %d's voters: %s: %s", leader, g, resp.Status, bytes.TrimSpace(msg))
-	}
-	return nil
+	return a.postGroup(ctx, leader, g, "voters", change)
 }

@@ -205,6 +205,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			_ = raftRepl.Shutdown()
 			return err2
 		}
+		if err2 = checkCoordinatorShards(nodes, cfg.RaftGroups); err2 != nil {
+			_ = raftRepl.Shutdown()
+			return err2
+		}
 		raftRepl.Register(cluster.NodesKey, nodes)
 		repl = raftRepl
 		tel.SetReplicator("raft")
@@ -268,34 +272,8 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		return fmt.Errorf("open group configs: %w", err)
 	}
 	defer groupConfigs.Close()
-	groups, err := group.NewManager(group.Options{DataDir: stateDir, Root: system.Root, Logger: logger, Broker: broker, Fsync: sync == partition.SyncAlways, Repl: repl, Standby: cfg.Clustered(),
-		GroupConsumerTimeouts: func(g string) (time.Duration, time.Duration) {
-			ct := groupConfigs.Consumer(g)
-			return ct.SessionTimeout, ct.HeartbeatInterval
-		},
-		GroupShareTimeouts: func(g string) (time.Duration, time.Duration) {
-			v := groupConfigs.Values(g)
-			return v.ShareSessionTimeout, v.ShareHeartbeatInterval
-		},
-		GroupStreamsConfigs: func(g string) (time.Duration, time.Duration, int) {
-			v := groupConfigs.Values(g)
-			return v.StreamsSessionTimeout, v.StreamsHeartbeatInterval, v.StreamsNumStandbyReplicas
-		},
-		MaxGroups: cfg.MaxGroups})
-	if err != nil {
-		return fmt.Errorf("open groups: %w", err)
-	}
-	shareMgr, err := openShare(stateDir, system.Root, reg, groupConfigs, repl, sync == partition.SyncAlways, cfg.Clustered(), logger)
-	if err != nil {
-		return fmt.Errorf("open share-partitions: %w", err)
-	}
-	// Validate checked it: the error cannot happen here.
-	idExpiration, _ := cfg.txnIDExpiration()
-	txns, err := txn.NewCoordinator(txn.Options{
-		DataDir: stateDir, Root: system.Root, Logger: logger, Repl: repl, Standby: cfg.Clustered(),
-		NextProducerID: pids.Next, Offsets: groups, Fsync: sync == partition.SyncAlways,
-		MaxTimeout: cfg.TxnMaxTimeout, IDExpiration: idExpiration, MaxIDs: cfg.MaxTransactionalIDs,
-		Partitions: func(t string, p int32) txn.TxnPartition {
+	deps := shardDeps{cfg: cfg, root: system.Root, logger: logger, broker: broker, fsync: sync == partition.SyncAlways, reg: reg, groupConfigs: groupConfigs,
+		markers: func(t string, p int32) txn.TxnPartition {
 			if pgroups != nil {
 				return pgroups.markerTarget(reg, t, p)
 			}
@@ -303,10 +281,33 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 				return pp
 			}
 			return nil // not a nil *Partition: the interface would be non-nil
-		},
-	})
+		}}
+	// The metadata group's coordinators (the only ones without partition
+	// groups). With partition groups every transaction coordinator hands
+	// offsets to the group's coordinator wherever it is (offsetsRouter).
+	var coords *coordinatorShards
+	var zeroSink txn.OffsetsSink
+	router := &offsetsRouter{} // bound once the shards are open, before raft starts
+	if pgroups != nil {
+		zeroSink = router
+	}
+	zero, err := openCoordShard(deps, stateDir, repl, pids, zeroSink)
 	if err != nil {
-		return fmt.Errorf("open transactions: %w", err)
+		return err
+	}
+	groups, txns, shareMgr := zero.groups, zero.txns, zero.share
+	if pgroups != nil {
+		if coords, err = pgroups.openCoordinatorShards(deps, cfg.DataDir, nodes, raftRepl, zero); err != nil {
+			return err
+		}
+		router.cs = coords
+		reg.OnDelete(func(name string) {
+			// Kafka drops a deleted topic's committed offsets; each
+			// node's active coordinators drop theirs.
+			for _, g := range coords.Shards() {
+				coords.Groups(g).TopicsDeleted(name)
+			}
+		})
 	}
 	// ACLs are replicated and kept whatever --authorizer says, so that a
 	// node started without one still applies the cluster's changes.
@@ -390,15 +391,10 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		raftRepl.OnLeadership(func(leader bool) {
 			storage.DefaultFileCache().SetDropBehind(!leader && !followersRead)
 			if !leader {
-				shareMgr.Deactivate()
-				txns.Deactivate()
-				groups.Deactivate()
+				zero.deactivate()
 				return
 			}
-			onLeader(raftRepl, nodes, self, peers, pids, groups, txns, featureStore, logger)
-			if err := shareMgr.Activate(); err != nil {
-				logger.Error("start the share-partitions", "err", err)
-			}
+			onLeader(raftRepl, nodes, self, peers, zero, cfg.RaftGroups, featureStore, logger)
 		})
 		raftRepl.Start()
 		if pgroups != nil {
@@ -416,6 +412,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			if pgroups != nil {
 				admin.serveGroupLeadership(pgroups)
 				admin.serveGroupVoters(pgroups)
+				admin.serveTxnOffsets(coords)
 				view.askTransfer = admin.askTransfer
 			}
 			admin.serveACLs(aclStore)
@@ -423,6 +420,9 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 	}
 	srv := protocol.NewServer(pcfg, reg, pids, groups, txns)
+	if coords != nil {
+		srv.SetCoordinators(coords)
+	}
 	if admin != nil {
 		// Followers forward admin requests to the leader (KIP-590).
 		admin.serveForwarding(srv)
@@ -431,7 +431,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 			client := forwardClient(admin.client)
 			pgroups.setForwarder(func(ctx context.Context, node int32, fr protocol.ForwardedRequest) ([]byte, uint64, error) {
 				return admin.forwardKafka(ctx, client, node, fr)
-			})
+			}, admin.postGroup)
 		}
 	}
 	if cfg.Authorizer == "acl" {
@@ -448,7 +448,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	}
 	srv.SetFeatures(featureStore)
 	srv.SetGroupConfigs(groupConfigs)
-	wireShare(srv, groups, shareMgr, groupConfigs, logger)
+	if coords != nil {
+		coords.wireShare(srv, groupConfigs)
+	} else {
+		wireShare(srv, groups, shareMgr, shareMgr, groupConfigs, logger)
+	}
 	quotaEnf := quotas.NewEnforcer(quotas.EnforcerConfig{}, quotaStore.Snapshot)
 	srv.SetQuotas(quotaStore, quotaEnf)
 	if err := tel.ObserveQuotas(quotaEnf); err != nil {
@@ -560,6 +564,11 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// Consumer-group lag: at each scrape, every group's committed offsets.
 	tel.SetCommittedOffsets(func(emit func(group, topic string, partition int32, offset int64)) {
 		committedOffsets(groups, emit)
+		if coords != nil {
+			for _, g := range coords.Shards()[1:] {
+				committedOffsets(coords.Groups(g), emit)
+			}
+		}
 	})
 	topicName := func(id [16]byte) string {
 		if t := reg.GetByID(id); t != nil {
@@ -694,6 +703,11 @@ loop:
 		}
 		if err := raftRepl.Shutdown(); err != nil {
 			runErr = errors.Join(runErr, fmt.Errorf("stop raft: %w", err))
+		}
+	}
+	if coords != nil {
+		if err := coords.close(); err != nil {
+			runErr = errors.Join(runErr, fmt.Errorf("close the partition groups' coordinators: %w", err))
 		}
 	}
 	if err := shareMgr.Close(); err != nil {

@@ -41,8 +41,14 @@ func shareConfigs(groupConfigs *groupconfig.Store) func(string) share.Config {
 // path and admin APIs with the manager; the coordinator's share members
 // leaving close their sessions and release their records; a deleted share
 // group's share-partition state is dropped.
-func wireShare(srv *protocol.Server, groups *group.Manager, mgr *share.Manager, groupConfigs *groupconfig.Store, logger *slog.Logger) {
-	srv.SetShare(mgr, shareConfigs(groupConfigs))
+func wireShare(srv *protocol.Server, groups *group.Manager, mgr *share.Manager, core protocol.ShareCore, groupConfigs *groupconfig.Store, logger *slog.Logger) {
+	srv.SetShare(core, shareConfigs(groupConfigs))
+	wireShareGroups(srv, groups, mgr, logger)
+}
+
+// wireShareGroups connects one coordinator's share groups to its
+// share-partition manager.
+func wireShareGroups(srv *protocol.Server, groups *group.Manager, mgr *share.Manager, logger *slog.Logger) {
 	groups.SetShareMemberListener(srv.ShareMemberLeft)
 	groups.SetShareGroupDeletedListener(func(g string) {
 		srv.ShareGroupDeleted(g)
