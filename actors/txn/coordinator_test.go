@@ -268,6 +268,40 @@ func TestCoordinatorOffsets(t *testing.T) {
 	}
 }
 
+// TestCoordinatorCheckOffsets: a check alone (the group's coordinator is
+// on another node and stages itself) refuses a group not in the
+// transaction, adds it at v5, and stages nothing; the completion still
+// reaches the group.
+func TestCoordinatorCheckOffsets(t *testing.T) {
+	h := newHarness(t, nil)
+	mustOK(t, "init", h.init("a", 60000))
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.Version, req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = 3, "a", "g", 101, 0
+	check := func() error {
+		return wait(t, "check offsets", func(r func(error)) { h.c.CheckOffsets(req, r) })
+	}
+	if err := check(); !errors.Is(err, kerr.InvalidTxnState) {
+		t.Fatalf("check before AddOffsetsToTxn: %v", err)
+	}
+	req.Version = 5 // KIP-890 part 2: the check adds the group
+	if err := check(); err != nil {
+		t.Fatalf("v5 check: %v", err)
+	}
+	req.Version = 3
+	if err := check(); err != nil {
+		t.Fatalf("check with the group added: %v", err)
+	}
+	req.ProducerEpoch = 1
+	if err := check(); err == nil {
+		t.Fatal("check with a wrong epoch passed")
+	}
+	mustOK(t, "end", h.end("a", 101, 0, true))
+	want := []string{"complete g 101 commit=true"}
+	if got := h.sink.got(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("sink calls %v, want %v", got, want)
+	}
+}
+
 // A transaction found preparing on open is completed; an open one keeps
 // its deadline across the restart and is then aborted with a fenced epoch.
 func TestCoordinatorRecovery(t *testing.T) {
