@@ -3,7 +3,9 @@ package protocol
 // ListGroups: versions 0-5 (state filter from v4, type filter from v5:
 // "classic", "consumer", "share" or "streams"; both filters match
 // case-insensitively, as Kafka's do). Share groups show protocol type
-// "share", streams groups "streams".
+// "share", streams groups "streams". A node lists the groups it
+// coordinates (every shard it leads, coordinators.go), as a Kafka broker
+// lists its own; admin clients ask every node.
 
 import (
 	"slices"

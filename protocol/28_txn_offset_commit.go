@@ -8,6 +8,11 @@ package protocol
 // UNKNOWN_TOPIC_OR_PARTITION here. A fenced producer gets
 // INVALID_PRODUCER_EPOCH (this API never took PRODUCER_FENCED).
 //
+// With coordinators spread over raft groups (coordinators.go) the group's
+// coordinator serves it: a transaction coordinated on another node checks
+// it there first (txn_offsets_remote.go); a node's own TxnOffsetCommit is
+// that check.
+//
 // v6 (KIP-1319) names topics by id only, resolved here as OffsetCommit v10
 // does (UNKNOWN_TOPIC_ID for an id that names no topic, ids in the answer);
 // the group answers GROUP_ID_NOT_FOUND and STALE_MEMBER_EPOCH where older

@@ -5,6 +5,8 @@ package protocol
 // duration (transactions running longer than DurationFilterMillis; -1:
 // any) and v2's transactional id pattern (RE2, matching the whole id; an
 // invalid one is INVALID_REGULAR_EXPRESSION). Dead ids are never listed.
+// A node lists the ids it coordinates (every shard it leads,
+// coordinators.go), as a Kafka broker does.
 
 import (
 	"regexp"

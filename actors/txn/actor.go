@@ -245,7 +245,7 @@ func (a *txnActor) serve(m request) {
 			a.c.stats.endTxnV5.Add(1)
 			if !a.tv2Logged {
 				a.tv2Logged = true
-				a.logger.Info("transactional id runs transaction version 2 (EndTxn v5: the epoch is bumped on every commit and abort)", "producer_id", m.in.ProducerID, "epoch", m.in.Epoch)
+				a.logger.Debug("transactional id runs transaction version 2 (EndTxn v5: the epoch is bumped on every commit and abort)", "producer_id", m.in.ProducerID, "epoch", m.in.Epoch)
 			}
 		}
 		st := EndTxn(a.t, m.in, now, a.c.o.NextProducerID)

@@ -186,13 +186,15 @@ func (pg *partitionGroups) openCoordinatorShards(d shardDeps, dataDir string, no
 	for i, r := range pg.rafts {
 		g := uint8(i + 1)
 		_, dir := groupDirs(dataDir, g)
+		dg := d
+		dg.logger = d.logger.With("raft_group", g)
 		pids, err := protocol.NewShardProducerIDs(dir, g, r)
 		if err == nil {
 			var c *coordShard
-			if c, err = openCoordShard(d, dir, r, pids, sink); err == nil {
+			if c, err = openCoordShard(dg, dir, r, pids, sink); err == nil {
 				cs.shards = append(cs.shards, c)
 				cs.all = append(cs.all, g)
-				logger := d.logger.With("raft_group", g)
+				logger := dg.logger
 				r.OnLeadership(func(leader bool) {
 					if leader {
 						c.activate(logger)
@@ -289,8 +291,19 @@ func fixCoordinatorShards(r *cluster.Raft, nodes *cluster.Nodes, raftGroups int,
 	if nodes.ClusterID() != "" {
 		n = 0
 	}
-	if err := proposeWait(r, cluster.NodesKey, cluster.SetCoordinatorShards(n)); err != nil {
-		logger.Warn("fix the coordinator shards", "err", err)
+	// Retried while this node leads: coordinators started before the
+	// count is fixed would keep state on the metadata group that a key's
+	// own group would then not see.
+	for backoff := 50 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		err := proposeWait(r, cluster.NodesKey, cluster.SetCoordinatorShards(n))
+		if err == nil || !r.Ready() {
+			if err != nil {
+				logger.Warn("fix the coordinator shards", "err", err)
+			}
+			return
+		}
+		logger.Warn("fix the coordinator shards; retrying", "err", err)
+		time.Sleep(backoff)
 	}
 }
 
