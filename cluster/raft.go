@@ -838,6 +838,10 @@ type Status struct {
 	// Groups are the node's partition raft groups, if it runs any (the
 	// fields above are the metadata group's).
 	Groups []GroupStatus `json:"groups,omitempty"`
+	// CoordinatorShards is how many partition raft groups the group and
+	// transaction coordinators are spread over (0: the metadata group
+	// alone); nil until the cluster fixed it.
+	CoordinatorShards *int `json:"coordinator_shards,omitempty"`
 }
 
 // GroupStatus is one partition raft group in a node's Status.

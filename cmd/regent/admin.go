@@ -88,6 +88,9 @@ const maxMembershipBytes = 1 << 16
 func (a *adminServer) status(w http.ResponseWriter, _ *http.Request) {
 	st := a.repl.Status(a.nodes.Get)
 	st.Groups = a.groups.statuses()
+	if n, set := a.nodes.CoordinatorShards(); set {
+		st.CoordinatorShards = &n
+	}
 	writeJSON(w, http.StatusOK, st)
 }
 

@@ -262,6 +262,32 @@ func (cs *coordinatorShards) Groups(g uint8) *group.Manager { return cs.shards[g
 func (cs *coordinatorShards) Txns(g uint8) *txn.Coordinator { return cs.shards[g].txns }
 func (cs *coordinatorShards) Shards() []uint8               { return cs.all }
 
+// groupsHeld, pendingHeld and txnsHeld sum every shard's budget use and
+// bounds, for the node's metrics.
+func (cs *coordinatorShards) groupsHeld() (held, limit int) {
+	for _, c := range cs.shards {
+		h, l := c.groups.Held()
+		held, limit = held+h, limit+l
+	}
+	return held, limit
+}
+
+func (cs *coordinatorShards) pendingHeld() (held, limit int64) {
+	for _, c := range cs.shards {
+		h, l := c.groups.PendingHeld()
+		held, limit = held+h, limit+l
+	}
+	return held, limit
+}
+
+func (cs *coordinatorShards) txnsHeld() (held, limit int) {
+	for _, c := range cs.shards {
+		h, l := c.txns.Held()
+		held, limit = held+h, limit+l
+	}
+	return held, limit
+}
+
 // raft is raft group g (0: the metadata group).
 func (cs *coordinatorShards) raft(g uint8) *cluster.Raft {
 	if r := cs.pg.group(g); r != nil {

@@ -515,13 +515,19 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	if err := tel.ObserveProducerStates(func() (int64, int64) { return producerBudget.Held(), producerBudget.Limit() }); err != nil {
 		return fmt.Errorf("producer-state metrics: %w", err)
 	}
-	if err := tel.ObserveTransactionalIDs(heldAndLimit(txns.Held)); err != nil {
+	// With coordinators spread over raft groups, the node's sums: each
+	// group's coordinator has its own bounds.
+	txnHeld, pendingHeld, groupsHeld := txns.Held, groups.PendingHeld, groups.Held
+	if coords != nil {
+		txnHeld, pendingHeld, groupsHeld = coords.txnsHeld, coords.pendingHeld, coords.groupsHeld
+	}
+	if err := tel.ObserveTransactionalIDs(heldAndLimit(txnHeld)); err != nil {
 		return fmt.Errorf("transactional-id metrics: %w", err)
 	}
-	if err := tel.ObservePendingMembers(groups.PendingHeld); err != nil {
+	if err := tel.ObservePendingMembers(pendingHeld); err != nil {
 		return fmt.Errorf("pending member metrics: %w", err)
 	}
-	if err := tel.ObserveGroups(heldAndLimit(groups.Held)); err != nil {
+	if err := tel.ObserveGroups(heldAndLimit(groupsHeld)); err != nil {
 		return fmt.Errorf("group metrics: %w", err)
 	}
 	if err := tel.ObservePartitions(heldAndLimit(reg.Held)); err != nil {
