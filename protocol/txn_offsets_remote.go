@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/regent-broker/regent/actors/group"
 )
 
 // remoteOffsetsCheckTimeout bounds the transaction coordinator's answer.
@@ -83,18 +85,7 @@ func firstTxnOffsetsCode(resp *kmsg.TxnOffsetCommitResponse) int16 {
 // it (v5: the group is added), every partition answered alike.
 func (s *Server) checkTxnOffsets(r *Request, req *kmsg.TxnOffsetCommitRequest, resp *kmsg.TxnOffsetCommitResponse) {
 	s.txnsFor(req.TransactionalID).CheckOffsets(req, func(err error) {
-		code := txnErrorCode(err, false)
-		resp.Topics = make([]kmsg.TxnOffsetCommitResponseTopic, 0, len(req.Topics))
-		for _, rt := range req.Topics {
-			ot := kmsg.NewTxnOffsetCommitResponseTopic()
-			ot.Topic, ot.TopicID = rt.Topic, rt.TopicID
-			for _, rp := range rt.Partitions {
-				op := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				op.Partition, op.ErrorCode = rp.Partition, code
-				ot.Partitions = append(ot.Partitions, op)
-			}
-			resp.Topics = append(resp.Topics, ot)
-		}
+		resp.Topics = group.TxnOffsetsAnswer(req, txnErrorCode(err, false)).Topics
 		r.Respond(resp)
 	})
 }

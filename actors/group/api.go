@@ -182,7 +182,7 @@ func (m *Manager) TxnCommitOffsets(req *kmsg.TxnOffsetCommitRequest, reply func(
 		create: true,
 		do:     func(g *Group, now time.Time, ref Ref) Effects { return g.TxnCommitOffsets(now, ref, req) },
 		reply:  func(r kmsg.Response) { reply(r.(*kmsg.TxnOffsetCommitResponse)) },
-		fail:   func(code int16) kmsg.Response { return txnOffsetsRefused(req, code) },
+		fail:   func(code int16) kmsg.Response { return TxnOffsetsAnswer(req, code) },
 	})
 }
 

@@ -56,14 +56,14 @@ func (m *Manager) TxnCommitOffsetsGuarded(req *kmsg.TxnOffsetCommitRequest, guar
 	m.txnEnds.Lock()
 	defer m.txnEnds.Unlock()
 	if m.txnEnds.n[txnGuardBucket(req.ProducerID)] != guard {
-		reply(txnOffsetsRefused(req, kerr.CoordinatorLoadInProgress.Code))
+		reply(TxnOffsetsAnswer(req, kerr.CoordinatorLoadInProgress.Code))
 		return
 	}
 	m.TxnCommitOffsets(req, reply)
 }
 
-// txnOffsetsRefused answers every partition of req with code.
-func txnOffsetsRefused(req *kmsg.TxnOffsetCommitRequest, code int16) *kmsg.TxnOffsetCommitResponse {
+// TxnOffsetsAnswer answers every partition of req with code.
+func TxnOffsetsAnswer(req *kmsg.TxnOffsetCommitRequest, code int16) *kmsg.TxnOffsetCommitResponse {
 	resp := kmsg.NewPtrTxnOffsetCommitResponse()
 	for _, rt := range req.Topics {
 		ot := kmsg.NewTxnOffsetCommitResponseTopic()

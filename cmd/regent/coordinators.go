@@ -14,13 +14,11 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -389,26 +387,17 @@ type txnOffsetsCompletion struct {
 // asks (Kafka's marker on a __consumer_offsets partition). It answers once
 // the outcome is durable.
 func (a *adminServer) serveTxnOffsets(cs *coordinatorShards) {
-	mux, ok := a.srv.Handler.(*http.ServeMux)
-	if !ok {
-		return
-	}
-	mux.HandleFunc("POST /cluster/groups/{g}/txn-offsets", a.auth.guard(maxMembershipBytes, a.logger, func(w http.ResponseWriter, r *http.Request) {
-		g, err := strconv.ParseUint(r.PathValue("g"), 10, 8)
-		var body txnOffsetsCompletion
-		if err == nil {
-			err = json.NewDecoder(r.Body).Decode(&body) // bounded by guard
-		}
+	handleGroupPost(a, "txn-offsets", func(w http.ResponseWriter, r *http.Request, g uint8, body txnOffsetsCompletion, err error) {
 		if err != nil || int(g) >= len(cs.shards) || body.Group == "" {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("want a raft group of this node (0-%d) in the path and {\"group\": ID, \"producer_id\": N, \"commit\": BOOL}", len(cs.shards)-1)})
 			return
 		}
-		if gr := cs.raft(uint8(g)); !gr.Ready() {
+		if gr := cs.raft(g); !gr.Ready() {
 			writeJSON(w, http.StatusConflict, map[string]any{"error": "this node does not lead the group", "leader": gr.Leader()})
 			return
 		}
 		done := make(chan error, 1)
-		cs.Groups(uint8(g)).CompleteTxn(body.Group, body.ProducerID, body.Commit, func(err error) { done <- err })
+		cs.Groups(g).CompleteTxn(body.Group, body.ProducerID, body.Commit, func(err error) { done <- err })
 		select {
 		case err = <-done:
 		case <-r.Context().Done():
@@ -419,7 +408,7 @@ func (a *adminServer) serveTxnOffsets(cs *coordinatorShards) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{})
-	}))
+	})
 }
 
 // groupPoster sends a body to raft group g's leader's admin endpoint

@@ -399,19 +399,11 @@ func (m groupMarkers) send(forward protocol.Forwarder, leader int32, producerID 
 // another node reaches the group's leader this way; only nodes may ask,
 // as for membership changes).
 func (a *adminServer) serveGroupLeadership(pg *partitionGroups) {
-	mux, ok := a.srv.Handler.(*http.ServeMux)
-	if !ok {
-		return
+	type transfer struct {
+		To int32 `json:"to"`
 	}
-	mux.HandleFunc("POST /cluster/groups/{g}/leader", a.auth.guard(maxMembershipBytes, a.logger, func(w http.ResponseWriter, r *http.Request) {
-		g, err := strconv.ParseUint(r.PathValue("g"), 10, 8)
-		var body struct {
-			To int32 `json:"to"`
-		}
-		if err == nil {
-			err = json.NewDecoder(r.Body).Decode(&body) // bounded by guard
-		}
-		gr := pg.group(uint8(g))
+	handleGroupPost(a, "leader", func(w http.ResponseWriter, _ *http.Request, g uint8, body transfer, err error) {
+		gr := pg.group(g)
 		if err != nil || gr == nil || body.To <= 0 {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("want a partition raft group of this node (1-%d) in the path and {\"to\": NODE}", len(pg.rafts))})
 			return
@@ -425,6 +417,25 @@ func (a *adminServer) serveGroupLeadership(pg *partitionGroups) {
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"leader": body.To})
+	})
+}
+
+// handleGroupPost adds POST /cluster/groups/{g}/{what} to the admin
+// endpoint, for nodes only (signed as membership changes are, the body
+// bounded): serve gets the raft group in the path and the body decoded as
+// T, or the error that kept either from parsing.
+func handleGroupPost[T any](a *adminServer, what string, serve func(w http.ResponseWriter, r *http.Request, g uint8, body T, err error)) {
+	mux, ok := a.srv.Handler.(*http.ServeMux)
+	if !ok {
+		return
+	}
+	mux.HandleFunc("POST /cluster/groups/{g}/"+what, a.auth.guard(maxMembershipBytes, a.logger, func(w http.ResponseWriter, r *http.Request) {
+		g, err := strconv.ParseUint(r.PathValue("g"), 10, 8)
+		var body T
+		if err == nil {
+			err = json.NewDecoder(r.Body).Decode(&body) // bounded by guard
+		}
+		serve(w, r, uint8(g), body, err)
 	}))
 }
 
@@ -474,17 +485,8 @@ type groupVoterChange struct {
 // partition group g adds or removes a voter (a membership change made on
 // the metadata group's leader reaches each group's leader this way).
 func (a *adminServer) serveGroupVoters(pg *partitionGroups) {
-	mux, ok := a.srv.Handler.(*http.ServeMux)
-	if !ok {
-		return
-	}
-	mux.HandleFunc("POST /cluster/groups/{g}/voters", a.auth.guard(maxMembershipBytes, a.logger, func(w http.ResponseWriter, r *http.Request) {
-		g, err := strconv.ParseUint(r.PathValue("g"), 10, 8)
-		var body groupVoterChange
-		if err == nil {
-			err = json.NewDecoder(r.Body).Decode(&body) // bounded by guard
-		}
-		gr := pg.group(uint8(g))
+	handleGroupPost(a, "voters", func(w http.ResponseWriter, _ *http.Request, g uint8, body groupVoterChange, err error) {
+		gr := pg.group(g)
 		if err != nil || gr == nil || body.Peer.ID <= 0 || (body.Add && body.Peer.Raft == "") {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": fmt.Sprintf("want a partition raft group of this node (1-%d) in the path and {\"add\": BOOL, \"peer\": {\"id\": N, \"raft\": \"host:port\", ...}}", len(pg.rafts))})
 			return
@@ -502,8 +504,8 @@ func (a *adminServer) serveGroupVoters(pg *partitionGroups) {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": err.Error()})
 			return
 		}
-		writeJSON(w, http.StatusOK, gr.GroupStatus(uint8(g)))
-	}))
+		writeJSON(w, http.StatusOK, gr.GroupStatus(g))
+	})
 }
 
 // groupVotersWait bounds a membership change across the partition groups.
