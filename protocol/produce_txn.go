@@ -101,7 +101,11 @@ func (s *Server) appendProduce(req *kmsg.ProduceRequest, topic string, part int3
 		return
 	}
 	if s.remoteCoordinator(*req.TransactionID) {
-		s.appendCheckedRemotely(req, topic, part, p, tr, records, prod, done, refuse)
+		// Checked only when the producer's transaction is not known open
+		// on the partition (partition.ProduceOrCheck), as Kafka checks.
+		p.ProduceOrCheck(tr, records, req.Acks, prod.id, prod.epoch, done, func(guard uint64) {
+			s.appendCheckedRemotely(req, topic, part, p, tr, records, prod, guard, done, refuse)
+		})
 		return
 	}
 	s.txnsFor(*req.TransactionID).Append(*req.TransactionID, prod.id, prod.epoch, txn.TopicPartition{Topic: topic, Partition: part}, req.Version >= 12,
@@ -124,12 +128,14 @@ const remoteTxnCheckTimeout = 15 * time.Second
 // the producer's transaction, as Kafka's partition leaders do with
 // AddPartitionsToTxn v4+, and appends the batch once it has: guarded, so
 // that a marker written here since the check began refuses it
-// (partition.TxnGuard). A coordinator that cannot be reached answers
-// NOT_ENOUGH_REPLICAS (the producer retries).
-func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, part int32, p *partition.Partition, tr partition.Tracer, records []byte, prod txnProducer, done func(partition.ProduceResult), refuse func(error)) {
-	guard := p.TxnGuard(prod.id)
+// (guard, partition.TxnGuard). A coordinator that cannot be reached
+// answers NOT_ENOUGH_REPLICAS (the producer retries). Called by the
+// partition's actor in arrival order (ProduceOrCheck's needCheck); the
+// check ends with ProduceGuarded or CheckAbandoned.
+func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, part int32, p *partition.Partition, tr partition.Tracer, records []byte, prod txnProducer, guard uint64, done func(partition.ProduceResult), refuse func(error)) {
 	leader := s.coordinatorView(*req.TransactionID).Leader()
 	if s.forwarder == nil || leader < 0 {
+		p.CheckAbandoned(prod.id)
 		refuse(kerr.CoordinatorNotAvailable)
 		return
 	}
@@ -137,7 +143,12 @@ func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, p
 	slot := s.remoteTxns.enqueue(key)
 	// In arrival order, whatever order the checks answer in.
 	answer := refuse
-	refuse = func(err error) { s.remoteTxns.complete(key, slot, func() { answer(err) }) }
+	refuse = func(err error) {
+		s.remoteTxns.complete(key, slot, func() {
+			p.CheckAbandoned(prod.id)
+			answer(err)
+		})
+	}
 	check := kmsg.NewPtrAddPartitionsToTxnRequest()
 	check.SetVersion(5)
 	ct := kmsg.NewAddPartitionsToTxnRequestTransaction()
@@ -179,7 +190,7 @@ func (s *Server) appendCheckedRemotely(req *kmsg.ProduceRequest, topic string, p
 			refuse(err)
 			return
 		}
-		s.remoteTxns.complete(key, slot, func() { p.ProduceGuarded(tr, records, req.Acks, prod.id, guard, done) })
+		s.remoteTxns.complete(key, slot, func() { p.ProduceGuarded(tr, records, req.Acks, prod.id, prod.epoch, guard, done) })
 	}()
 }
 

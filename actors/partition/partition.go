@@ -404,9 +404,13 @@ type produceMsg struct {
 	// guarded: a transactional batch checked by a coordinator on another
 	// node, appended only if no marker of guardPID was proposed since
 	// guard (txn_guard.go).
-	guarded  bool
-	guardPID int64
-	guard    uint64
+	guarded    bool
+	guardPID   int64
+	guardEpoch int16
+	guard      uint64
+	// needCheck: a ProduceOrCheck batch (of guardPID at guardEpoch),
+	// handed to needCheck unless its transaction is known open here.
+	needCheck func(guard uint64)
 	// Set by the actor.
 	wt  WorkTrace
 	cmd appendCmd
@@ -519,6 +523,8 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 		a.deleteRecords(m)
 	case *markerMsg:
 		a.writeMarker(m)
+	case *checkAbandonedMsg:
+		a.checkDone(m.pid)
 	case *inspectMsg:
 		if a.closed {
 			m.done <- inspectResult{}
@@ -560,6 +566,16 @@ func (a *partitionActor) Receive(ctx actor.Context) {
 }
 
 func (a *partitionActor) produce(m *produceMsg) {
+	if m.guarded {
+		// A check ProduceOrCheck asked for is over, whatever follows.
+		a.checkDone(m.guardPID)
+	}
+	if m.needCheck != nil && !a.closed {
+		if guard, check := a.needsCheck(m); check {
+			m.needCheck(guard)
+			return
+		}
+	}
 	if m.tr != nil {
 		m.wt = m.tr.Work(Work{Op: "produce", Topic: a.p.Topic, Partition: a.p.Index, Records: m.records, Sent: m.sent})
 	}
@@ -602,6 +618,7 @@ func (a *partitionActor) produce(m *produceMsg) {
 	// Over the producer budget, room is made before the batch that may
 	// add one more.
 	a.proposeEviction()
+	a.txnProposed(m)
 	m.cmd = appendCmd{records: m.records, now: now, checked: checked}
 	propose(a, m, traced(&m.cmd, m.wt), &m.ans, (*producedMsg)(m))
 }
