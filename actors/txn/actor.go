@@ -141,8 +141,6 @@ type txnActor struct {
 	// requests that still arrive are handed back for a new actor.
 	retired bool
 	closed  bool
-	// tv2Logged: this actor has logged that its id uses EndTxn v5.
-	tv2Logged bool
 }
 
 func (a *txnActor) Receive(ctx actor.Context) {
@@ -243,9 +241,11 @@ func (a *txnActor) serve(m request) {
 	case *endMsg:
 		if m.in.TV2 {
 			a.c.stats.endTxnV5.Add(1)
-			if !a.tv2Logged {
-				a.tv2Logged = true
-				a.logger.Debug("transactional id runs transaction version 2 (EndTxn v5: the epoch is bumped on every commit and abort)", "producer_id", m.in.ProducerID, "epoch", m.in.Epoch)
+			if m.in.Epoch == 0 {
+				// A new producer id's first transaction only: the epoch
+				// rises at every TV2 end (an idle id's actor rests, so a
+				// flag of the actor's would log every transaction).
+				a.logger.Info("transactional id runs transaction version 2 (EndTxn v5: the epoch is bumped on every commit and abort)", "producer_id", m.in.ProducerID, "epoch", m.in.Epoch)
 			}
 		}
 		st := EndTxn(a.t, m.in, now, a.c.o.NextProducerID)
