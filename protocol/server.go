@@ -41,8 +41,9 @@ type Config struct {
 	Cluster ClusterView
 	// PartitionGroups says the cluster runs partition raft groups: share
 	// requests, which clients send to each partition's leader, are then
-	// forwarded to the metadata group's leader, where share-partition
-	// state is kept (share_forward.go).
+	// forwarded to their group's coordinator, where share-partition state
+	// is kept (share_forward.go), and a transactional batch is checked
+	// with a transaction coordinator on another node (produce_txn.go).
 	PartitionGroups bool
 	// FetchBudget bounds the bytes fetches read from storage until their
 	// responses are handed to the connection; ResponseBudget is the
