@@ -69,6 +69,10 @@ type Options struct {
 	// MaxGroups bounds the groups the coordinator holds (budget.go): a
 	// request that would create one more is refused; 0: no bound.
 	MaxGroups int
+	// MaxPendingIDs bounds the pending member ids the coordinator's groups
+	// hold (pending.go), unless Config.Pending is set; 0:
+	// DefaultMaxPendingIDs.
+	MaxPendingIDs int
 }
 
 // Manager owns every group's coordinator actor. Its methods are safe from
@@ -178,7 +182,11 @@ func NewManager(o Options) (*Manager, error) {
 	}
 	repl.Register(replKey, store)
 	if cfg.Pending == nil {
-		cfg.Pending = NewPendingBudget(DefaultMaxPendingIDs)
+		limit := o.MaxPendingIDs
+		if limit <= 0 {
+			limit = DefaultMaxPendingIDs
+		}
+		cfg.Pending = NewPendingBudget(limit)
 	}
 	m := &Manager{cfg: cfg, root: o.Root, store: store, repl: repl, logger: logger, storeDir: storeDir, fsync: o.Fsync, maxGroups: o.MaxGroups}
 	m.mu.actors = map[string]*actor.PID{}

@@ -56,6 +56,19 @@ type shardDeps struct {
 	groupConfigs *groupconfig.Store
 	// markers finds a partition for the transaction coordinators' markers.
 	markers func(topic string, partition int32) txn.TxnPartition
+	// budgetShare divides the node's coordinator budgets (--max-groups,
+	// --max-transactional-ids, pending member ids) among the shards that
+	// take keys, so that a node leading all of them holds no more than
+	// the flags say; 0 or 1: a shard gets them whole.
+	budgetShare int
+}
+
+// shareOf is a shard's part of a node-wide budget (0: none).
+func (d shardDeps) shareOf(limit int) int {
+	if limit <= 0 || d.budgetShare <= 1 {
+		return limit
+	}
+	return (limit + d.budgetShare - 1) / d.budgetShare
 }
 
 // openCoordShard opens the coordinators kept in dir and replicated by
@@ -77,7 +90,7 @@ func openCoordShard(d shardDeps, dir string, repl replication.Replicator, pids *
 			v := groupConfigs.Values(g)
 			return v.StreamsSessionTimeout, v.StreamsHeartbeatInterval, v.StreamsNumStandbyReplicas
 		},
-		MaxGroups: cfg.MaxGroups})
+		MaxGroups: d.shareOf(cfg.MaxGroups), MaxPendingIDs: d.shareOf(group.DefaultMaxPendingIDs)})
 	if err != nil {
 		return nil, fmt.Errorf("open groups: %w", err)
 	}
@@ -94,7 +107,7 @@ func openCoordShard(d shardDeps, dir string, repl replication.Replicator, pids *
 	txns, err := txn.NewCoordinator(txn.Options{
 		DataDir: dir, Root: d.root, Logger: d.logger, Repl: repl, Standby: cfg.Clustered(),
 		NextProducerID: pids.Next, Offsets: offsets, Fsync: d.fsync,
-		MaxTimeout: cfg.TxnMaxTimeout, IDExpiration: idExpiration, MaxIDs: cfg.MaxTransactionalIDs,
+		MaxTimeout: cfg.TxnMaxTimeout, IDExpiration: idExpiration, MaxIDs: d.shareOf(cfg.MaxTransactionalIDs),
 		Partitions: d.markers,
 	})
 	if err != nil {
@@ -181,6 +194,14 @@ func (pg *partitionGroups) openCoordinatorShards(d shardDeps, dataDir string, no
 	defer pg.mu.Unlock()
 	cs := &coordinatorShards{nodes: nodes, meta: meta, pg: pg, logger: d.logger, shards: []*coordShard{zero}, all: []uint8{0}}
 	sink := &offsetsRouter{cs: cs}
+	// Keys go to shards 1..count once the count is fixed, and a new
+	// cluster fixes it at this node's group count (count 0: every key on
+	// shard 0, these shards hold nothing); so the budgets are split that
+	// many ways, and the node's total stays within each flag.
+	d.budgetShare = len(pg.rafts)
+	if n, set := nodes.CoordinatorShards(); set && n > 0 {
+		d.budgetShare = n
+	}
 	for i, r := range pg.rafts {
 		g := uint8(i + 1)
 		_, dir := groupDirs(dataDir, g)
@@ -260,30 +281,50 @@ func (cs *coordinatorShards) Groups(g uint8) *group.Manager { return cs.shards[g
 func (cs *coordinatorShards) Txns(g uint8) *txn.Coordinator { return cs.shards[g].txns }
 func (cs *coordinatorShards) Shards() []uint8               { return cs.all }
 
-// groupsHeld, pendingHeld and txnsHeld sum every shard's budget use and
-// bounds, for the node's metrics.
+// groupsHeld, pendingHeld and txnsHeld sum every shard's budget use, and
+// the bounds of the shards that take keys (Shard), for the node's metrics:
+// the others' bounds are budgets nothing can use.
 func (cs *coordinatorShards) groupsHeld() (held, limit int) {
-	for _, c := range cs.shards {
+	for g, c := range cs.shards {
 		h, l := c.groups.Held()
-		held, limit = held+h, limit+l
+		held += h
+		if cs.takesKeys(g) {
+			limit += l
+		}
 	}
 	return held, limit
 }
 
 func (cs *coordinatorShards) pendingHeld() (held, limit int64) {
-	for _, c := range cs.shards {
+	for g, c := range cs.shards {
 		h, l := c.groups.PendingHeld()
-		held, limit = held+h, limit+l
+		held += h
+		if cs.takesKeys(g) {
+			limit += l
+		}
 	}
 	return held, limit
 }
 
 func (cs *coordinatorShards) txnsHeld() (held, limit int) {
-	for _, c := range cs.shards {
+	for g, c := range cs.shards {
 		h, l := c.txns.Held()
-		held, limit = held+h, limit+l
+		held += h
+		if cs.takesKeys(g) {
+			limit += l
+		}
 	}
 	return held, limit
+}
+
+// takesKeys reports whether Shard places keys on shard g: shard 0 while
+// the count is 0 or unset, else shards 1..count.
+func (cs *coordinatorShards) takesKeys(g int) bool {
+	n, _ := cs.nodes.CoordinatorShards()
+	if n == 0 {
+		return g == 0
+	}
+	return g >= 1 && g <= n
 }
 
 // raft is raft group g (0: the metadata group).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,5 +50,48 @@ func TestCheckCoordinatorShards(t *testing.T) {
 	}
 	if err := checkCoordinatorShards(nodes, 3); err == nil || !strings.Contains(err.Error(), "--raft-groups 6") {
 		t.Fatalf("fewer groups: %v", err)
+	}
+}
+
+// TestShardBudgets: the shards that take keys share the node's budgets, so
+// a node leading all of them holds no more than each flag allows; the
+// metrics' bounds count only those shards.
+func TestShardBudgets(t *testing.T) {
+	whole := shardDeps{}
+	if got := whole.shareOf(100_000); got != 100_000 {
+		t.Fatalf("unshared: %d", got)
+	}
+	six := shardDeps{budgetShare: 6}
+	for _, limit := range []int{100, 100_000, 100_001} {
+		got := six.shareOf(limit)
+		if got*6 < limit || (got-1)*6 >= limit {
+			t.Fatalf("share of %d over 6 shards: %d", limit, got)
+		}
+	}
+	if got := six.shareOf(0); got != 0 {
+		t.Fatalf("no bound stays none: %d", got)
+	}
+
+	nodes, err := cluster.OpenNodes(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := &coordinatorShards{nodes: nodes, shards: make([]*coordShard, 7)}
+	keyed := func() (gs []int) {
+		for g := range cs.shards {
+			if cs.takesKeys(g) {
+				gs = append(gs, g)
+			}
+		}
+		return gs
+	}
+	if got := keyed(); !slices.Equal(got, []int{0}) {
+		t.Fatalf("unset count: shards %v take keys", got)
+	}
+	if res := nodes.Apply(cluster.SetCoordinatorShards(4)); res != nil {
+		t.Fatal(res)
+	}
+	if got := keyed(); !slices.Equal(got, []int{1, 2, 3, 4}) {
+		t.Fatalf("count 4 of 6 groups: shards %v take keys", got)
 	}
 }
