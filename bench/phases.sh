@@ -16,10 +16,32 @@ par_idle_ms=$((idle_timeout * 1000))
 # ------------------------------------------------------------- broker costs --
 # cost_begin: remember every broker process's write_bytes and CPU ticks.
 declare -a cost_before=()
+machine_before=""
 cost_begin() {
   local pid
   cost_before=()
   for pid in "${broker_pids[@]}"; do cost_before+=("$(proc_sample "$pid")"); done
+  machine_before=$(machine_jiffies)
+}
+
+# machine_jiffies: the machine's busy and total CPU time so far, in clock
+# ticks summed over its cores (/proc/stat: busy is all but idle and iowait).
+machine_jiffies() {
+  awk '$1 == "cpu" { t = 0; for (i = 2; i <= 9; i++) t += $i; print t - $5 - $6, t; exit }' /proc/stat
+}
+
+# machine_busy BROKER_TICKS: since cost_begin, the percent of the machine's
+# cores that were busy (every process: brokers, load generators, the OS),
+# and the brokers' part of that busy time, in percent. Near 100 busy, a
+# phase is bound by the CPU, and its throughput by what broker and clients
+# spend per GB; the brokers' part is what a broker that cost nothing would
+# give back to its clients.
+machine_busy() {
+  local b0 t0 b1 t1
+  read -r b0 t0 <<<"$machine_before"
+  read -r b1 t1 <<<"$(machine_jiffies)"
+  awk -v b="$((b1 - b0))" -v t="$((t1 - t0))" -v k="$1" 'BEGIN {
+    if (t > 0 && b > 0) printf "%.1f %.1f", 100 * b / t, 100 * k / b; else print "" }'
 }
 
 # cost_end NAME PHASE MOVED PRODUCED: since cost_begin, each broker process's
@@ -39,6 +61,12 @@ cost_end() {
   done
   put "$name:cpu:$phase:all" "$(cpu_per_gb "$st" "$moved")"
   ((produced > 0)) && put "$name:wpb:$phase:all" "$(per_byte "$swb" "$produced")"
+  local busy share
+  read -r busy share <<<"$(machine_busy "$st")"
+  if [[ -n $busy ]]; then
+    put "$name:busy:$phase" "$busy"
+    put "$name:share:$phase" "$share"
+  fi
   return 0
 }
 cpu_per_gb() { awk -v t="$1" -v h="$clk_tck" -v b="$2" 'BEGIN { printf "%.3f", t / h / (b / 1e9) }'; }
@@ -140,7 +168,8 @@ phase_consume() {
   fi
   say "[$name] c: consumer: $records records from bench-acks1"
   cost_begin
-  t0=$(now_ms)
+  local me=$BASHPID lg0
+  t0=$(now_ms) lg0=$(children_ticks "$me")
   kjava "$dir/tools-log4j.log"
   if ! run_step "$out" "${KJ[@]}" -Xmx1g \
       org.apache.kafka.tools.ConsumerPerformance --bootstrap-server "$bs" "${client_conf[@]}" \
@@ -159,6 +188,7 @@ phase_consume() {
     return 1
   fi
   cost_end "$name" c $((records * record_size)) 0
+  put "$name:lg:c" "$(cpu_per_gb $(($(children_ticks "$me") - lg0)) $((records * record_size)))"
   put "$name:c:mbs" "${f[3]}"; put "$name:c:nps" "${f[5]}"; put "$name:c:reb" "${f[6]}"
   put "$name:c:fmbs" "${f[8]}"; put "$name:c:fnps" "${f[9]}"
   say "[$name]   ${f[5]} records/s, ${f[3]} MB/s (fetch-only ${f[9]} records/s) ($(($(now_ms) - t0)) ms wall)"
@@ -216,7 +246,8 @@ phase_parallel() {
   say "[$name] par: $par_clients producers (acks=all) and $par_clients consumers at once," \
     "$total x $record_size B over $par_partitions partitions"
   cost_begin
-  t0=$(now_ms)
+  local me=$BASHPID lg0
+  t0=$(now_ms) lg0=$(children_ticks "$me")
   # Consumers first, so the group is forming while the producers start, as
   # OpenMessaging Benchmark subscribes before it produces.
   for ((i = 1; i <= par_clients; i++)); do
@@ -286,6 +317,7 @@ phase_parallel() {
     return 1
   fi
   cost_end "$name" par $(((total + read_n) * record_size)) $((total * record_size))
+  put "$name:lg:par" "$(cpu_per_gb $(($(children_ticks "$me") - lg0)) $(((total + read_n) * record_size)))"
   mb=$(awk -v n="$read_n" -v s="$record_size" -v ms="$((last - first))" 'BEGIN { printf "%.4f", n * s / 1048576 / (ms / 1000) }')
   put "$name:par:pmbs" "$mbs"; put "$name:par:prps" "$rps"; put "$name:par:p99" "$p99"
   put "$name:par:cmbs" "$mb"

@@ -49,6 +49,8 @@ p1:max|produce acks=1 max latency ms|lower|1|
 cpu:p1:all|produce acks=1 broker CPU s/GB$sum|lower|2|
 wpb:p1:all|produce acks=1 disk B/produced B$sum|lower|3|
 lg:p1|produce acks=1 load generator CPU s/GB|lower|2|
+busy:p1|produce acks=1 machine CPU busy %|lower|1|
+share:p1|produce acks=1 brokers' part of the busy CPU %|lower|1|
 pa:rps|produce acks=all records/s|higher|1|>= 1.5
 pa:mbs|produce acks=all MB/s|higher|1|
 pa:avg|produce acks=all avg latency ms|lower|1|
@@ -58,6 +60,8 @@ pa:p999|produce acks=all p99.9 latency ms|lower|1|
 cpu:pa:all|produce acks=all broker CPU s/GB$sum|lower|2|<= 0.25
 wpb:pa:all|produce acks=all disk B/produced B$sum|lower|3|
 lg:pa|produce acks=all load generator CPU s/GB|lower|2|
+busy:pa|produce acks=all machine CPU busy %|lower|1|
+share:pa|produce acks=all brokers' part of the busy CPU %|lower|1|
 EOF
   if ((n > 1)); then
     for ((i = 1; i <= n; i++)); do echo "cpu:pa:$i|produce acks=all broker CPU s/GB, node $i|lower|2|"; done
@@ -69,6 +73,9 @@ c:mbs|consume MB/s (with join)|higher|1|
 c:fnps|consume fetch-only records/s|higher|1|
 c:reb|consume group join ms|lower|0|
 cpu:c:all|consume broker CPU s/GB$sum|lower|2|<= 0.35
+lg:c|consume load generator CPU s/GB|lower|2|
+busy:c|consume machine CPU busy %|lower|1|
+share:c|consume brokers' part of the busy CPU %|lower|1|
 e2e:avg|EndToEndLatency avg ms|lower|3|
 e2e:p50|EndToEndLatency p50 ms (whole ms)|lower|0|
 e2e:p99|EndToEndLatency p99 ms (whole ms)|lower|0|<= 0.5
@@ -80,12 +87,17 @@ par:cmbs|4x4 consume MB/s (first send to last read)|higher|1|>= 1.5
 par:dup|4x4 records read twice|lower|0|
 cpu:par:all|4x4 broker CPU s/GB moved$sum|lower|2|
 wpb:par:all|4x4 disk B/produced B$sum|lower|3|
+lg:par|4x4 load generators CPU s/GB moved (8 JVMs)|lower|2|
+busy:par|4x4 machine CPU busy %|lower|1|
+share:par|4x4 brokers' part of the busy CPU %|lower|1|
 fs:rps|fsync every write: acks=all records/s|higher|1|>= 3.0
 fs:mbs|fsync every write: acks=all MB/s|higher|1|
 fs:p99|fsync every write: p99 latency ms|lower|1|
 cpu:fs:all|fsync every write: broker CPU s/GB$sum|lower|2|
 wpb:fs:all|fsync every write: disk B/produced B$sum|lower|3|
 lg:fs|fsync every write: load generator CPU s/GB|lower|2|
+busy:fs|fsync every write: machine CPU busy %|lower|1|
+share:fs|fsync every write: brokers' part of the busy CPU %|lower|1|
 EOF
   for ((i = 1; i <= n; i++)); do echo "rss:$i|peak RSS MB, node $i|lower|0|$( ((i == 1)) && echo '<= 0.1')"; done
 }
