@@ -35,19 +35,18 @@ func (s *Server) txnOffsetsCheckedRemotely(r *Request, fwd *kmsg.TxnOffsetCommit
 		return
 	}
 	guard := groups.TxnGuard(fwd.ProducerID)
-	check := *fwd
-	body := check.AppendTo(nil)
+	body := fwd.AppendTo(nil)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), remoteOffsetsCheckTimeout)
 		defer cancel()
-		raw, _, err := s.forwarder(ctx, leader, ForwardedRequest{Key: check.Key(), Version: check.Version, ClientID: r.ClientID, Node: true, Body: body})
+		raw, _, err := s.forwarder(ctx, leader, ForwardedRequest{Key: fwd.Key(), Version: fwd.Version, ClientID: r.ClientID, Node: true, Body: body})
 		if err != nil {
 			s.log.Debug("check transactional offsets with the transaction coordinator", "group", fwd.Group, "coordinator", leader, "err", err)
 			answer(nil, kerr.CoordinatorLoadInProgress)
 			return
 		}
 		resp := kmsg.NewPtrTxnOffsetCommitResponse()
-		resp.SetVersion(check.Version)
+		resp.SetVersion(fwd.Version)
 		if err := resp.ReadFrom(raw); err != nil {
 			s.log.Warn("transaction coordinator's TxnOffsetCommit answer does not decode", "coordinator", leader, "err", err)
 			answer(nil, kerr.CoordinatorLoadInProgress)
