@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/interop/brokertest"
 	"github.com/regent-broker/regent/interop/testwait"
@@ -39,15 +38,7 @@ func TestClusterGroupFloodIsBoundedPerNode(t *testing.T) {
 		group := fmt.Sprintf("cluster-invented-%05d", i)
 		var code int16
 		testwait.For(t, "OffsetCommit for "+group+" answered", time.Minute, func() bool {
-			req := kmsg.NewPtrOffsetCommitRequest()
-			req.Group, req.Generation = group, -1
-			rt := kmsg.NewOffsetCommitRequestTopic()
-			rt.Topic, rt.TopicID = topic, created.ID
-			rp := kmsg.NewOffsetCommitRequestTopicPartition()
-			rp.Partition, rp.Offset = 0, 1
-			rt.Partitions = append(rt.Partitions, rp)
-			req.Topics = append(req.Topics, rt)
-			resp, err := req.RequestWith(ctx, cl)
+			resp, err := inventedGroupCommit(group, topic, created.ID).RequestWith(ctx, cl)
 			if err != nil {
 				return false
 			}

@@ -64,14 +64,7 @@ func TestGroupFloodIsBounded(t *testing.T) {
 	fl := newClient(t, kgo.SeedBrokers(b.Addr))
 	accepted, refused := 0, 0
 	for i := range flood {
-		req := kmsg.NewPtrOffsetCommitRequest()
-		req.Group, req.Generation = fmt.Sprintf("invented-%05d", i), -1
-		rt := kmsg.NewOffsetCommitRequestTopic()
-		rt.Topic, rt.TopicID = topic, created.ID // by name before v10, by id after
-		rp := kmsg.NewOffsetCommitRequestTopicPartition()
-		rp.Partition, rp.Offset = 0, 1
-		rt.Partitions = append(rt.Partitions, rp)
-		req.Topics = append(req.Topics, rt)
+		req := inventedGroupCommit(fmt.Sprintf("invented-%05d", i), topic, created.ID)
 		resp, err := req.RequestWith(ctx, fl)
 		if err != nil {
 			t.Fatalf("commit %d: %v", i, err)
@@ -120,4 +113,19 @@ func TestGroupFloodIsBounded(t *testing.T) {
 	if len(listed) != budget {
 		t.Fatalf("%d groups listed, want %d", len(listed), budget)
 	}
+}
+
+// inventedGroupCommit is an OffsetCommit outside any generation (a simple
+// consumer's: generation -1) of offset 1 on partition 0 of topic under
+// group, which creates the group if it is new.
+func inventedGroupCommit(group, topic string, topicID [16]byte) *kmsg.OffsetCommitRequest {
+	req := kmsg.NewPtrOffsetCommitRequest()
+	req.Group, req.Generation = group, -1
+	rt := kmsg.NewOffsetCommitRequestTopic()
+	rt.Topic, rt.TopicID = topic, topicID // by name before v10, by id after
+	rp := kmsg.NewOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset = 0, 1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
 }
