@@ -285,42 +285,35 @@ func (cs *coordinatorShards) Shards() []uint8               { return cs.all }
 // the bounds of the shards that take keys (Shard), for the node's metrics:
 // the others' bounds are budgets nothing can use.
 func (cs *coordinatorShards) groupsHeld() (held, limit int) {
-	for g, c := range cs.shards {
-		h, l := c.groups.Held()
-		held += h
-		if cs.takesKeys(g) {
-			limit += l
-		}
-	}
-	return held, limit
+	return sumHeld(cs, func(c *coordShard) (int, int) { return c.groups.Held() })
 }
 
 func (cs *coordinatorShards) pendingHeld() (held, limit int64) {
-	for g, c := range cs.shards {
-		h, l := c.groups.PendingHeld()
-		held += h
-		if cs.takesKeys(g) {
-			limit += l
-		}
-	}
-	return held, limit
+	return sumHeld(cs, func(c *coordShard) (int64, int64) { return c.groups.PendingHeld() })
 }
 
 func (cs *coordinatorShards) txnsHeld() (held, limit int) {
+	return sumHeld(cs, func(c *coordShard) (int, int) { return c.txns.Held() })
+}
+
+// sumHeld adds up one budget's use over every shard and its bound over
+// the shards that take keys: shard 0 while the count is 0 or unset, else
+// shards 1..count.
+func sumHeld[T int | int64](cs *coordinatorShards, of func(*coordShard) (T, T)) (held, limit T) {
+	n, _ := cs.nodes.CoordinatorShards()
 	for g, c := range cs.shards {
-		h, l := c.txns.Held()
+		h, l := of(c)
 		held += h
-		if cs.takesKeys(g) {
+		if takesKeys(g, n) {
 			limit += l
 		}
 	}
 	return held, limit
 }
 
-// takesKeys reports whether Shard places keys on shard g: shard 0 while
-// the count is 0 or unset, else shards 1..count.
-func (cs *coordinatorShards) takesKeys(g int) bool {
-	n, _ := cs.nodes.CoordinatorShards()
+// takesKeys reports whether Shard places keys on shard g when the
+// coordinator count is n.
+func takesKeys(g, n int) bool {
 	if n == 0 {
 		return g == 0
 	}

@@ -72,26 +72,28 @@ func TestShardBudgets(t *testing.T) {
 		t.Fatalf("no bound stays none: %d", got)
 	}
 
-	nodes, err := cluster.OpenNodes(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs := &coordinatorShards{nodes: nodes, shards: make([]*coordShard, 7)}
-	keyed := func() (gs []int) {
-		for g := range cs.shards {
-			if cs.takesKeys(g) {
+	// Seven shards: 0 (the metadata group's) and six raft groups'.
+	keyed := func(n int) (gs []int) {
+		for g := range 7 {
+			if takesKeys(g, n) {
 				gs = append(gs, g)
 			}
 		}
 		return gs
 	}
-	if got := keyed(); !slices.Equal(got, []int{0}) {
+	nodes, err := cluster.OpenNodes(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := nodes.CoordinatorShards()
+	if got := keyed(n); !slices.Equal(got, []int{0}) {
 		t.Fatalf("unset count: shards %v take keys", got)
 	}
 	if res := nodes.Apply(cluster.SetCoordinatorShards(4)); res != nil {
 		t.Fatal(res)
 	}
-	if got := keyed(); !slices.Equal(got, []int{1, 2, 3, 4}) {
+	n, _ = nodes.CoordinatorShards()
+	if got := keyed(n); !slices.Equal(got, []int{1, 2, 3, 4}) {
 		t.Fatalf("count 4 of 6 groups: shards %v take keys", got)
 	}
 }
