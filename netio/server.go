@@ -33,6 +33,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,9 +91,14 @@ type Config struct {
 	MaxMemory int64
 	// Budgets, when set, are used instead of ones made from MaxMemory
 	// (share them with the protocol server's fetch budget).
-	Budgets   *Budgets
+	Budgets *Budgets
+	// Multicore runs EventLoops event loops (default DefaultEventLoops);
+	// without it the server has one.
 	Multicore bool
-	Logger    *slog.Logger
+	// EventLoops is how many event loops a Multicore server runs (0:
+	// DefaultEventLoops()).
+	EventLoops int
+	Logger     *slog.Logger
 	// Observer is told of every request (telemetry); nil: none, at no cost.
 	Observer protocol.Observer
 	// Listener is the listener this server is (nil: a PLAINTEXT one). On a
@@ -219,7 +225,7 @@ func (s *Server) Run() error {
 		return s.runTLS()
 	}
 	err := gnet.Run(s, "tcp://"+s.cfg.Addr,
-		gnet.WithMulticore(s.cfg.Multicore),
+		gnet.WithNumEventLoop(s.eventLoops()),
 		gnet.WithReuseAddr(true),
 		gnet.WithTicker(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
@@ -231,6 +237,29 @@ func (s *Server) Run() error {
 		return fmt.Errorf("serve %s: %w", s.cfg.Addr, err)
 	}
 	return nil
+}
+
+// DefaultEventLoops is half the Ps the Go runtime schedules on (at least
+// one). Why not one per P: an event loop waits in epoll_wait as a plain
+// blocking syscall, and keeps its P while it waits; the goroutines its
+// last callback woke (a fetch, a produce's partition actor) sit in that P's
+// run queue until another P steals them or the runtime's monitor takes
+// the P back, which it does only on its next tick: up to 10 ms on a quiet
+// node. With a loop on every P, every P can be so held at once; with P's
+// no loop holds, a woken goroutine wakes an idle P at once. Measured on 2
+// cores (EndToEndLatency, 10000 records): two loops 17 ms at p99.9, one
+// loop 8 ms, and no less throughput for one producer.
+func DefaultEventLoops() int { return max(1, runtime.GOMAXPROCS(0)/2) }
+
+func (s *Server) eventLoops() int {
+	switch {
+	case !s.cfg.Multicore:
+		return 1
+	case s.cfg.EventLoops > 0:
+		return s.cfg.EventLoops
+	default:
+		return DefaultEventLoops()
+	}
 }
 
 // Booted is closed once the listener is up.

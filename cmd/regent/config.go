@@ -55,6 +55,9 @@ type Config struct {
 	MaxConnectionsPerIP          int
 	MaxConnectionsPerIPOverrides string
 	IdleTimeout                  time.Duration
+	// EventLoops is each plaintext listener's event loop count (0: the
+	// node's default, netio.DefaultEventLoops, split among them).
+	EventLoops int
 	// MaxMemory is what the network edge and fetches may hold, split into
 	// the request, response and fetch budgets (netio.NewBudgets); the Go
 	// runtime's soft memory limit is set from it too.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/regent-broker/regent/netio"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -252,4 +253,21 @@ func reloadJWKSOnSIGHUP(ctx context.Context, logger *slog.Logger, v *sasl.OAuthV
 		}
 		logger.Info("SIGHUP: JWKS reloaded")
 	})
+}
+
+// eventLoopsPerListener is each gnet (plaintext or SASL_PLAINTEXT)
+// listener's event loop count: the flag's when set, else the node's
+// default divided among those listeners (each at least one), so that all
+// of them together leave Ps free for the work the loops wake.
+func eventLoopsPerListener(flag int, listeners []*protocol.Listener) int {
+	if flag > 0 {
+		return flag
+	}
+	plain := 0
+	for _, l := range listeners {
+		if !tlsListener(l.Security) {
+			plain++
+		}
+	}
+	return max(1, netio.DefaultEventLoops()/max(1, plain))
 }

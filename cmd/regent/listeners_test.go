@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -97,3 +98,30 @@ func TestUsersAddCommand(t *testing.T) {
 }
 
 func writeFile(path, s string) error { return os.WriteFile(path, []byte(s), 0o600) }
+
+func TestEventLoopsPerListener(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(8))
+	plain := &protocol.Listener{Name: "PLAINTEXT", Security: protocol.Plaintext}
+	sasl := &protocol.Listener{Name: "SASL_PLAINTEXT", Security: protocol.SASLPlaintext}
+	ssl := &protocol.Listener{Name: "SSL", Security: protocol.SSL}
+	for _, tc := range []struct {
+		name      string
+		flag      int
+		listeners []*protocol.Listener
+		want      int
+	}{
+		{"half the Ps", 0, []*protocol.Listener{plain}, 4},
+		{"split among plain listeners", 0, []*protocol.Listener{plain, sasl}, 2},
+		{"TLS listeners take no loops", 0, []*protocol.Listener{plain, ssl}, 4},
+		{"at least one", 0, []*protocol.Listener{plain, sasl, plain, sasl, plain, sasl}, 1},
+		{"the flag wins", 3, []*protocol.Listener{plain, sasl}, 3},
+	} {
+		if got := eventLoopsPerListener(tc.flag, tc.listeners); got != tc.want {
+			t.Errorf("%s: %d loops, want %d", tc.name, got, tc.want)
+		}
+	}
+	runtime.GOMAXPROCS(1)
+	if got := eventLoopsPerListener(0, []*protocol.Listener{plain}); got != 1 {
+		t.Errorf("one P: %d loops, want 1", got)
+	}
+}

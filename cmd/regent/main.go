@@ -158,6 +158,7 @@ func newFlagSet(c *Config) *flag.FlagSet {
 		_, err := logconfig.ParseConnectionOverrides(s)
 		return err
 	}}, "max-connections-per-ip-overrides", "per-address bounds over --max-connections-per-ip, Kafka's max.connections.per.ip.overrides form: '10.0.0.5:500,192.0.2.1:0' (0: none; addresses, not host names)")
+	fs.Var(intValue[int]{p: &c.EventLoops, min: 0, max: 1 << 10}, "event-loops", "network event loops of each plaintext (or SASL_PLAINTEXT) listener; 0: half of GOMAXPROCS (at least 1) split among those listeners, leaving the rest of the Ps free for the goroutines the loops wake")
 	fs.Var(durationValue{p: &c.IdleTimeout, min: time.Millisecond}, "idle-timeout", "close connections idle this long")
 	fs.Var(intValue[int]{p: &c.MaxOpenFiles, min: 0, max: 1<<31 - 1}, "max-open-files", "segment files kept open at once across all partitions (least recently used closed first); 0: 1024, or a quarter of RLIMIT_NOFILE if lower")
 	fs.Var(bytesValue{p: &c.DiskReserve}, "disk-reserve", "disk space held back in DATA/meta/disk-reserve (`size`; 0: none) so that on a full disk a topic deletion, DeleteRecords or retention can still make the write that lets segments go; once used, appends are refused until it is made again")

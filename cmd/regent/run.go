@@ -490,6 +490,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 	// Shared by the listeners; its bounds, and each listener's
 	// MaxConnections, follow the connection keys (set below).
 	perIP := netio.NewAdjustablePerIPLimit(-1, nil)
+	loops := eventLoopsPerListener(cfg.EventLoops, listeners)
 	var nsrvs []*netio.Server
 	for i, l := range listeners {
 		var tlsCfg *tls.Config
@@ -499,7 +500,7 @@ func run(ctx context.Context, cfg Config, logger *slog.Logger) error {
 		}
 		nsrvs = append(nsrvs, netio.New(netio.Config{
 			TLS:  tlsCfg,
-			Addr: lspecs[i].Addr, Multicore: true, Logger: logger.With("listener", l.Name),
+			Addr: lspecs[i].Addr, Multicore: true, EventLoops: loops, Logger: logger.With("listener", l.Name),
 			MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout, PerIP: perIP,
 			Budgets:  budgets,
 			Observer: tel.Observer(),
