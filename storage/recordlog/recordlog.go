@@ -121,6 +121,13 @@ type Log struct {
 		// may be appended to (a write that failed part-way, a
 		// compaction that failed after its rename).
 		broken error
+		// writes counts the writes since Open (1 at Open: what an
+		// earlier process wrote may not be on disk yet); synced is the
+		// count the last successful Sync covered. Sync with nothing
+		// written since skips its fsync, which on most disks is a cache
+		// flush even when no page is dirty: an idle store costs no I/O
+		// at the broker's flush interval.
+		writes, synced uint64
 	}
 }
 
@@ -189,7 +196,7 @@ func Open(path string, o Options) (*Log, error) {
 			return nil, fmt.Errorf("recordlog: truncate %s: %w", path, err)
 		}
 	}
-	l.mu.f, l.mu.size = f, good
+	l.mu.f, l.mu.size, l.mu.writes = f, good, 1
 	return l, nil
 }
 
@@ -328,11 +335,13 @@ func (l *Log) Write(b *Batch) error {
 		l.mu.broken = err
 		return fmt.Errorf("recordlog: write %s: %w", l.path, err)
 	}
+	l.mu.writes++
 	if l.o.Fsync {
 		if err := l.mu.f.Sync(); err != nil {
 			l.mu.broken = err
 			return fmt.Errorf("recordlog: fsync %s: %w", l.path, err)
 		}
+		l.mu.synced = l.mu.writes
 	}
 	l.mu.size += int64(len(buf))
 	for pos := 0; pos < len(recs); {
@@ -484,11 +493,14 @@ func syncDir(dir string) error {
 // the new file, which the compaction fsynced before its rename; if Close
 // closes it, Close fsyncs it (and reports its own failure). Either way
 // the old descriptor's fsync may fail (closed) without a loss to report.
+// With nothing written since the last Sync that succeeded, there is no
+// fsync.
 func (l *Log) Sync() error {
 	l.mu.Lock()
-	f := l.mu.f
+	f, writes := l.mu.f, l.mu.writes
+	clean := writes == l.mu.synced
 	l.mu.Unlock()
-	if f == nil {
+	if f == nil || clean {
 		return nil
 	}
 	if l.o.syncHook != nil {
@@ -496,6 +508,9 @@ func (l *Log) Sync() error {
 	}
 	err := f.Sync()
 	if err == nil {
+		l.mu.Lock()
+		l.mu.synced = max(l.mu.synced, writes)
+		l.mu.Unlock()
 		return nil
 	}
 	l.mu.Lock()

@@ -465,3 +465,32 @@ func TestSyncAcrossCompaction(t *testing.T) {
 		t.Fatalf("records %v", got)
 	}
 }
+
+// A Sync with nothing written since the last one does not fsync (on most
+// disks an fsync is a cache flush even with no dirty page); the first Sync
+// after Open does, for what an earlier process may have left unsynced.
+func TestSyncSkipsWhenNothingWritten(t *testing.T) {
+	fsyncs := 0
+	path := filepath.Join(t.TempDir(), "x.log")
+	l := open(t, path, Options{syncHook: func() { fsyncs++ }})
+	step := func(what string, fn func() error, want int) {
+		t.Helper()
+		must(t, fn())
+		if fsyncs != want {
+			t.Fatalf("%s: %d fsyncs, want %d", what, fsyncs, want)
+		}
+	}
+	step("first Sync after Open", l.Sync, 1)
+	step("Sync with nothing written", l.Sync, 1)
+	step("Put", func() error { return l.Put([]byte("k"), []byte("v")) }, 1)
+	step("Sync after a Put", l.Sync, 2)
+	step("Sync again", l.Sync, 2)
+	step("SetAppliedIndex", func() error { return l.SetAppliedIndex(7) }, 2)
+	step("Sync after SetAppliedIndex", l.Sync, 3)
+	must(t, l.Close())
+
+	l2 := open(t, path, Options{Fsync: true, syncHook: func() { fsyncs++ }})
+	step("first Sync after reopening", l2.Sync, 4)
+	step("Put with Fsync (fsynced by the write)", func() error { return l2.Delete([]byte("k")) }, 4)
+	step("Sync after a fsynced write", l2.Sync, 4)
+}
