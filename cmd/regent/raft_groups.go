@@ -177,13 +177,21 @@ func (pg *partitionGroups) group(g uint8) *cluster.Raft {
 const firstRebalanceDelay = 5 * time.Second
 
 // rebalance runs until stop closes: each group this node leads and whose
-// preferred node is another in-sync voter is handed to that node (Kafka's
-// auto.leader.rebalance.enable), first firstRebalanceDelay after this
-// node took the lead, then every interval.
+// preferred node is another voter is handed to that node (Kafka's
+// auto.leader.rebalance.enable) once that node has been in sync for
+// firstRebalanceDelay, checked first firstRebalanceDelay after this node
+// took the lead, then every interval. While the preferred node is out of
+// sync (down, restarting, catching up) the check stays due, each tick,
+// rather than waiting a whole interval: a node restarted just after the
+// first check gets its groups back seconds after it caught up, not
+// minutes.
 func (pg *partitionGroups) rebalance(view *raftView, self int32, interval time.Duration, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	next := make([]time.Time, len(pg.rafts)) // zero: not led here
+	// inSyncSince is when the group's preferred node was first seen in
+	// sync without a break (zero: not in sync at the last check).
+	inSyncSince := make([]time.Time, len(pg.rafts))
 	moving := make([]bool, len(pg.rafts))
 	var mu sync.Mutex // guards moving
 	for {
@@ -196,22 +204,27 @@ func (pg *partitionGroups) rebalance(view *raftView, self int32, interval time.D
 		for i, r := range pg.rafts {
 			g := uint8(i + 1)
 			if !r.Ready() {
-				next[i] = time.Time{}
+				next[i], inSyncSince[i] = time.Time{}, time.Time{}
 				continue
 			}
 			if next[i].IsZero() {
 				next[i] = now.Add(firstRebalanceDelay)
-				continue
 			}
-			if now.Before(next[i]) {
-				continue
-			}
-			next[i] = now.Add(interval)
-			gv := view.Group(g)
 			want := topics.PreferredLeader(g, view.Voters())
-			if want < 0 || want == self || !slices.Contains(gv.InSync(), want) {
+			if want < 0 || want == self {
+				inSyncSince[i] = time.Time{}
 				continue
 			}
+			switch {
+			case !slices.Contains(view.Group(g).InSync(), want):
+				inSyncSince[i] = time.Time{}
+			case inSyncSince[i].IsZero():
+				inSyncSince[i] = now
+			}
+			if now.Before(next[i]) || inSyncSince[i].IsZero() || now.Sub(inSyncSince[i]) < firstRebalanceDelay {
+				continue // due again at the next tick
+			}
+			next[i], inSyncSince[i] = now.Add(interval), time.Time{}
 			mu.Lock()
 			busy := moving[i]
 			moving[i] = true
