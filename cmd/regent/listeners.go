@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/regent-broker/regent/netio"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/regent-broker/regent/actors/users"
+	"github.com/regent-broker/regent/netio"
 	"github.com/regent-broker/regent/protocol"
 	"github.com/regent-broker/regent/protocol/sasl"
 	"github.com/regent-broker/regent/telemetry"
