@@ -35,6 +35,14 @@ const maxFetchWait = 30 * time.Second
 // maxFetchBytes bounds one response regardless of what the client asks.
 const maxFetchBytes = 64 << 20
 
+// copyRangeMax is the largest file range a fetch copies into its response
+// instead of sending from the file. A tailing consumer's fetch (a batch or
+// two, as in EndToEndLatency) sent from the file costs the event loop
+// three syscalls (header writev, sendfile, trailer writev) and the fetch a
+// page-cache probe; copied, it is one pread here and one writev there.
+// Past a few pages the copy costs more than the syscalls it saves.
+const copyRangeMax = 16 << 10
+
 type fetchItem struct {
 	key      sessionKey
 	topicID  [16]byte
@@ -599,9 +607,10 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 				rp.ErrorCode = kerr.KafkaStorageError.Code
 				anyErr = true
 				s.log.ErrorContext(ctxOf(tr), "fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
-			case fr != nil && !fr.Cached():
-				// Not in the page cache: sendfile would read the disk
-				// on the event loop, so it is read here instead.
+			case fr != nil && (fr.Len() <= copyRangeMax || !fr.Cached()):
+				// Small (copyRangeMax), or not in the page cache:
+				// sendfile would read the disk on the event loop, so it
+				// is read here instead.
 				b, err = fr.AppendTo(nil)
 				fr.Release()
 				fr = nil
