@@ -184,7 +184,8 @@ const firstRebalanceDelay = 5 * time.Second
 // sync (down, restarting, catching up) the check stays due, each tick,
 // rather than waiting a whole interval: a node restarted just after the
 // first check gets its groups back seconds after it caught up, not
-// minutes.
+// minutes. A hand-over that fails (the node fell behind again, an
+// election in the way) is tried again the same way, not an interval later.
 func (pg *partitionGroups) rebalance(view *raftView, self int32, interval time.Duration, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -193,7 +194,8 @@ func (pg *partitionGroups) rebalance(view *raftView, self int32, interval time.D
 	// sync without a break (zero: not in sync at the last check).
 	inSyncSince := make([]time.Time, len(pg.rafts))
 	moving := make([]bool, len(pg.rafts))
-	var mu sync.Mutex // guards moving
+	failed := make([]bool, len(pg.rafts)) // the last hand-over failed
+	var mu sync.Mutex                     // guards moving and failed
 	for {
 		select {
 		case <-tick.C:
@@ -210,6 +212,11 @@ func (pg *partitionGroups) rebalance(view *raftView, self int32, interval time.D
 			if next[i].IsZero() {
 				next[i] = now.Add(firstRebalanceDelay)
 			}
+			mu.Lock()
+			if failed[i] {
+				next[i], failed[i] = now, false
+			}
+			mu.Unlock()
 			want := topics.PreferredLeader(g, view.Voters())
 			if want < 0 || want == self {
 				inSyncSince[i] = time.Time{}
@@ -239,6 +246,9 @@ func (pg *partitionGroups) rebalance(view *raftView, self int32, interval time.D
 					mu.Unlock()
 				}()
 				if err := r.TransferLeadershipTo(want); err != nil {
+					mu.Lock()
+					failed[i] = true
+					mu.Unlock()
 					pg.logger.Info("hand a partition raft group to its preferred node", "raft_group", g, "to", want, "err", err)
 					return
 				}
