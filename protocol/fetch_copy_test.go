@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"bytes"
-	"encoding/binary"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -45,21 +44,7 @@ func TestFetchCopiesSmallRanges(t *testing.T) {
 		ft.Partitions = append(ft.Partitions, rp)
 	}
 	req.Topics = append(req.Topics, ft)
-	var frame []byte
-	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
-	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Version))
-	frame = binary.BigEndian.AppendUint32(frame, 7)
-	frame = binary.BigEndian.AppendUint16(frame, 0xffff) // null client id
-	frame = append(frame, 0)                             // header tags
-	frame = req.AppendTo(frame)
-	h, body, err := ParseHeader(frame)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Decode(h, body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := decodeRequest(t, s, req)
 	resp, held, files := s.doFetch(r, r.Msg.(*kmsg.FetchRequest), nil, nil, true)
 	defer s.releaseFetch(nil, held)
 	parts := resp.Topics[0].Partitions

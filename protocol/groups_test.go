@@ -60,24 +60,7 @@ func call[T kmsg.Response](t *testing.T, s *Server, req kmsg.Request) T {
 // serveRequest is call that also returns the served Request.
 func serveRequest[T kmsg.Response](t *testing.T, s *Server, req kmsg.Request) (*Request, T) {
 	t.Helper()
-	var frame []byte
-	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
-	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
-	frame = binary.BigEndian.AppendUint32(frame, 7)
-	frame = binary.BigEndian.AppendUint16(frame, 4)
-	frame = append(frame, "test"...)
-	if req.IsFlexible() {
-		frame = append(frame, 0)
-	}
-	frame = req.AppendTo(frame)
-	h, body, err := ParseHeader(frame)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Decode(h, body)
-	if err != nil {
-		t.Fatalf("%s v%d: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
-	}
+	r := decodeRequest(t, s, req)
 	r.Conn = &ConnInfo{RemoteAddr: "10.1.2.3:5555"}
 	got := make(chan []byte, 1)
 	r.SetReply(func(f []byte) { got <- f })
@@ -330,4 +313,28 @@ func TestConsumerGroupHeartbeatAndDescribe(t *testing.T) {
 		hb.MemberID, hb.MemberEpoch = *resp.MemberID, -1
 		code(t, "leave", call[*kmsg.ConsumerGroupHeartbeatResponse](t, s, hb).ErrorCode, nil)
 	}
+}
+
+// decodeRequest frames req as a client would and decodes it with s.
+func decodeRequest(t *testing.T, s *Server, req kmsg.Request) *Request {
+	t.Helper()
+	var frame []byte
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.Key()))
+	frame = binary.BigEndian.AppendUint16(frame, uint16(req.GetVersion()))
+	frame = binary.BigEndian.AppendUint32(frame, 7)
+	frame = binary.BigEndian.AppendUint16(frame, 4)
+	frame = append(frame, "test"...)
+	if req.IsFlexible() {
+		frame = append(frame, 0)
+	}
+	frame = req.AppendTo(frame)
+	h, body, err := ParseHeader(frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Decode(h, body)
+	if err != nil {
+		t.Fatalf("%s v%d: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return r
 }
