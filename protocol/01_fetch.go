@@ -608,9 +608,9 @@ func (s *Server) fetchPass(items []fetchItem, budget int, byID, readCommitted, u
 				anyErr = true
 				s.log.ErrorContext(ctxOf(tr), "fetch read failed", "topic", it.key.topic, "partition", it.key.partition, "offset", it.offset, "err", err)
 			case fr != nil && (fr.Len() <= copyRangeMax || !fr.Cached()):
-				// Small (copyRangeMax), or not in the page cache:
-				// sendfile would read the disk on the event loop, so it
-				// is read here instead.
+				// Read here instead: small (copyRangeMax: one write
+				// costs less than sendfile's three), or not in the page
+				// cache (sendfile would read the disk on the event loop).
 				b, err = fr.AppendTo(nil)
 				fr.Release()
 				fr = nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/regent-broker/regent/storage/recordbatch"
@@ -46,15 +45,18 @@ func TestFetchCopiesSmallRanges(t *testing.T) {
 	req.Topics = append(req.Topics, ft)
 	r := decodeRequest(t, s, req)
 	resp, held, files := s.doFetch(r, r.Msg.(*kmsg.FetchRequest), nil, nil, true)
-	defer s.releaseFetch(nil, held)
+	t.Cleanup(func() {
+		for _, ranges := range files {
+			releaseRanges(ranges)
+		}
+		s.releaseFetch(nil, held)
+	})
 	parts := resp.Topics[0].Partitions
 	if len(parts) != 2 {
 		t.Fatalf("%d partitions answered", len(parts))
 	}
 	for _, p := range parts {
-		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-			t.Fatalf("partition %d: %v", p.Partition, err)
-		}
+		code(t, "fetch", p.ErrorCode, nil)
 	}
 	// From the magic byte on: the broker set the base offset and the
 	// leader epoch.
@@ -67,5 +69,4 @@ func TestFetchCopiesSmallRanges(t *testing.T) {
 	if files == nil || files[0][1] == nil || files[0][1].Len() != len(large) {
 		t.Fatalf("the large batch is not a file range of %d bytes", len(large))
 	}
-	files[0][1].Release()
 }
